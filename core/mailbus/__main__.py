@@ -1,0 +1,5 @@
+import sys
+
+from mailbus.cli import main
+
+sys.exit(main())

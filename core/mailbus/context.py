@@ -1,0 +1,249 @@
+"""The context owns what the design calls global: options, the transport's sender and
+receiver, the polling manager and the handlers. Entities are created through it.
+
+Use it as `with Context(options) as ctx:` or call `init()` and `shutdown()` yourself.
+`mailbus.init()` and `mailbus.default_context()` keep one default context per process.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import weakref
+from collections import Counter
+from collections.abc import Callable
+from types import TracebackType
+from typing import Self
+
+from mailbus.errors import ConfigError, ContextError
+from mailbus.guard_condition import GuardCondition
+from mailbus.inprocess import in_process_transport
+from mailbus.options import Options, Recipients
+from mailbus.polling import PollingManager
+from mailbus.publisher import Publisher
+from mailbus.routing import ServiceHandler, SubscriptionHandler
+from mailbus.service import ServiceClient, ServiceServer
+from mailbus.subscription import DEFAULT_DEPTH, OverflowPolicy, Subscription
+from mailbus.trace import Tracer
+from mailbus.transport import EmailSender, Transport
+from mailbus.waitset import WaitSet
+
+TransportFactory = Callable[[Options, Tracer], Transport]
+
+# Transports other than in-process live in their own modules, imported on demand.
+TRANSPORT_FACTORIES: dict[str, str] = {
+    "email": "mailbus.mail.transport:create_transport",
+    "postoffice": "mailbus.postoffice.transport:create_transport",
+}
+
+
+def _factory(name: str) -> TransportFactory:
+    module_name, _, function = TRANSPORT_FACTORIES[name].partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ConfigError("transport", f"transport {name!r} is not available: {exc}") from None
+    factory: TransportFactory = getattr(module, function)
+    return factory
+
+
+class _Registered:
+    """Keeps an entity kind's WeakSet and the handler registry in step."""
+
+    def __init__(self, on_add: Callable[[object], None], on_remove: Callable[[object], None]):
+        self._items: weakref.WeakSet[object] = weakref.WeakSet()
+        self._on_add = on_add
+        self._on_remove = on_remove
+
+    def add(self, item: object) -> None:
+        self._items.add(item)
+        self._on_add(item)
+
+    def discard(self, item: object) -> None:
+        if item in self._items:
+            self._items.discard(item)
+            self._on_remove(item)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(list(self._items))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class Context:
+    def __init__(self, options: Options | None = None, *, transport: Transport | None = None):
+        self.options = options or Options()
+        self.tracer = Tracer()
+        self.counters: Counter[str] = Counter()
+        self.recipients: Recipients = self.options.recipients
+        self.address = self.options.address
+        self._transport = transport
+        self._lock = threading.Lock()
+        self._state = "new"
+        self._polling: PollingManager | None = None
+        self.subscription_handler = SubscriptionHandler()
+        self.service_handler = ServiceHandler()
+        subs = self.subscription_handler.subscriptions
+        servers = self.service_handler.servers
+        clients = self.service_handler.clients
+        self._subscriptions = _Registered(
+            lambda s: subs.add(s.topic, s),  # type: ignore[attr-defined]
+            lambda s: subs.remove(s.topic, s),  # type: ignore[attr-defined]
+        )
+        self._servers = _Registered(
+            lambda s: servers.add(s.service, s),  # type: ignore[attr-defined]
+            lambda s: servers.remove(s.service, s),  # type: ignore[attr-defined]
+        )
+        self._clients = _Registered(
+            lambda c: clients.add(c.gid, c),  # type: ignore[attr-defined]
+            lambda c: clients.remove(c.gid, c),  # type: ignore[attr-defined]
+        )
+        self._wait_sets: weakref.WeakSet[WaitSet] = weakref.WeakSet()
+        self.publishers: weakref.WeakSet[Publisher] = weakref.WeakSet()
+
+    # -- life cycle ---------------------------------------------------------------------
+    def init(self) -> Self:
+        with self._lock:
+            if self._state != "new":
+                raise ContextError(f"context is already {self._state}; init() runs once")
+            if self._transport is None:
+                if self.options.transport == "inprocess":
+                    self._transport = in_process_transport()
+                else:
+                    self._transport = _factory(self.options.transport)(self.options, self.tracer)
+            self._polling = PollingManager(
+                self._transport.receiver,
+                [self.subscription_handler.handle, self.service_handler.handle],
+                self.tracer,
+                self._count,
+                self.options.polling_period_ms / 1000.0,
+            )
+            self._polling.start()
+            self._state = "initialised"
+        return self
+
+    def shutdown(self) -> None:
+        """Stop the polling thread and close the transport. Safe to call twice."""
+        with self._lock:
+            if self._state != "initialised":
+                self._state = "shut down" if self._state == "new" else self._state
+                return
+            self._state = "shut down"
+        if self._polling is not None:
+            self._polling.stop()
+        if self._transport is not None:
+            self._transport.close()
+
+    def __enter__(self) -> Self:
+        return self.init()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown()
+
+    @property
+    def is_initialized(self) -> bool:
+        return self._state == "initialised"
+
+    @property
+    def state(self) -> str:
+        return self._state
+
+    def check_open(self) -> None:
+        if self._state != "initialised":
+            raise ContextError(f"context is {self._state}; call init() before using it")
+
+    @property
+    def transport(self) -> Transport:
+        self.check_open()
+        assert self._transport is not None
+        return self._transport
+
+    @property
+    def sender(self) -> EmailSender:
+        return self.transport.sender
+
+    @property
+    def polling_alive(self) -> bool:
+        return self._polling is not None and self._polling.alive
+
+    def _count(self, name: str) -> None:
+        self.counters[name] += 1
+
+    # -- entities ---------------------------------------------------------------------
+    def publisher(self, topic: str) -> Publisher:
+        publisher = Publisher(self, topic)
+        self.publishers.add(publisher)
+        return publisher
+
+    def subscription(
+        self,
+        topic: str,
+        *,
+        depth: int = DEFAULT_DEPTH,
+        overflow: OverflowPolicy = OverflowPolicy.DROP_OLDEST,
+    ) -> Subscription:
+        return Subscription(self, topic, depth=depth, overflow=overflow)
+
+    def client(self, service: str) -> ServiceClient:
+        return ServiceClient(self, service)
+
+    def server(self, service: str) -> ServiceServer:
+        return ServiceServer(self, service)
+
+    def wait_set(self, name: str = "") -> WaitSet:
+        return WaitSet(self, name)
+
+    def guard_condition(self, name: str = "") -> GuardCondition:
+        return GuardCondition(name)
+
+    # -- introspection (the workbench) ------------------------------------------------
+    @property
+    def subscriptions(self) -> list[Subscription]:
+        return list(self._subscriptions)  # type: ignore[call-overload]
+
+    @property
+    def servers(self) -> list[ServiceServer]:
+        return list(self._servers)  # type: ignore[call-overload]
+
+    @property
+    def clients(self) -> list[ServiceClient]:
+        return list(self._clients)  # type: ignore[call-overload]
+
+    @property
+    def wait_sets(self) -> list[WaitSet]:
+        return list(self._wait_sets)
+
+
+_default: Context | None = None
+_default_lock = threading.Lock()
+
+
+def init(options: Options | None = None) -> Context:
+    """Create and initialise the default context (ContextError if one is running)."""
+    global _default
+    with _default_lock:
+        if _default is not None and _default.is_initialized:
+            raise ContextError("the default context is already initialised")
+        _default = Context(options).init()
+        return _default
+
+
+def default_context() -> Context:
+    with _default_lock:
+        if _default is None or not _default.is_initialized:
+            raise ContextError("no default context: call mailbus.init() first")
+        return _default
+
+
+def shutdown() -> None:
+    global _default
+    with _default_lock:
+        if _default is not None:
+            _default.shutdown()
+            _default = None

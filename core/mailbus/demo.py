@@ -1,0 +1,151 @@
+"""A small live system in one process, for `mailbus demo` and the workbench's default.
+
+Topics at different rates (one with JSON bodies, one bursty), a service that answers
+(sometimes slowly) and a client calling it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from mailbus.context import Context
+from mailbus.errors import ServiceTimeoutError
+from mailbus.waitset import wait_for_request
+
+SERVICE = "demo/add"
+
+
+class DemoSystem:
+    """Runs the demo's publishers, server and client on threads of one context."""
+
+    def __init__(self, context: Context, *, speed: float = 1.0, seed: int | None = None) -> None:
+        self.context = context
+        self.speed = speed
+        self.calls = 0
+        self.timeouts = 0
+        self._random = random.Random(seed)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        loops: list[tuple[str, Callable[[], None]]] = [
+            ("demo-temperature", self._temperature),
+            ("demo-pose", self._pose),
+            ("demo-log", self._log_bursts),
+            ("demo-heartbeat", self._heartbeat),
+            ("demo-server", self._serve),
+            ("demo-client", self._call),
+        ]
+        for name, target in loops:
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(2.0)
+
+    def _every(self, period: float) -> bool:
+        """Wait one period; False once the demo stops."""
+        return not self._stop.wait(period / self.speed)
+
+    def _temperature(self) -> None:
+        publisher = self.context.publisher("sensors/temperature")
+        t = 0.0
+        while self._every(0.1):
+            t += 0.1
+            reading = {"celsius": round(21 + 2 * math.sin(t / 5) + self._random.gauss(0, 0.1), 3)}
+            publisher.publish(json.dumps({"sensor": "t1", **reading, "t": round(t, 1)}))
+
+    def _pose(self) -> None:
+        publisher = self.context.publisher("robot/pose")
+        t = 0.0
+        while self._every(0.05):
+            t += 0.05
+            pose: dict[str, Any] = {
+                "x": round(math.cos(t), 4),
+                "y": round(math.sin(t), 4),
+                "theta": round(t % (2 * math.pi), 4),
+            }
+            publisher.publish(json.dumps(pose))
+
+    def _log_bursts(self) -> None:
+        publisher = self.context.publisher("robot/log")
+        levels = ("INFO", "INFO", "INFO", "WARN", "ERROR")
+        n = 0
+        while self._every(self._random.uniform(0.5, 2.0)):
+            for _ in range(self._random.randint(3, 15)):
+                n += 1
+                publisher.publish(f"{self._random.choice(levels)} event {n}")
+
+    def _heartbeat(self) -> None:
+        publisher = self.context.publisher("system/heartbeat")
+        n = 0
+        while self._every(1.0):
+            n += 1
+            publisher.publish(f"alive {n}")
+
+    def _serve(self) -> None:
+        server = self.context.server(SERVICE)
+        while not self._stop.is_set():
+            request = wait_for_request(server, 0.2)
+            if request is None:
+                continue
+            if self._random.random() < 0.1:  # now and then a slow answer
+                self._stop.wait(self._random.uniform(0.2, 0.6))
+            try:
+                numbers = json.loads(request.body)
+                body = json.dumps({"sum": sum(numbers)})
+            except (ValueError, TypeError):
+                body = json.dumps({"error": "expected a JSON list of numbers"})
+            if self.context.is_initialized:
+                server.send_response(request, body)
+
+    def _call(self) -> None:
+        client = self.context.client(SERVICE)
+        while self._every(0.5):
+            numbers = [self._random.randint(0, 99) for _ in range(3)]
+            try:
+                client.call(json.dumps(numbers), timeout=0.5)
+                self.calls += 1
+            except ServiceTimeoutError:
+                self.timeouts += 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    from mailbus.options import load_options
+
+    options = load_options(args.config)
+    with Context(options) as context:
+        demo = DemoSystem(context)
+        demo.start()
+        started = time.monotonic()
+        try:
+            while args.seconds is None or time.monotonic() - started < args.seconds:
+                time.sleep(1.0)  # the summary's own pace, not synchronisation
+                c = context.counters
+                print(
+                    f"{time.monotonic() - started:6.1f}s  received {c['received']:>7}  "
+                    f"calls {demo.calls:>5}  timeouts {demo.timeouts:>3}  "
+                    f"overflowed {c['overflowed']:>3}  skipped {c['malformed'] + c['foreign']:>3}",
+                    flush=True,
+                )
+        except KeyboardInterrupt:
+            pass
+        finally:
+            demo.stop()
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("demo", help="run the demo system headless and print a summary")
+    parser.add_argument("--seconds", type=float, default=None, help="stop after N seconds")
+    parser.set_defaults(handler=_run)

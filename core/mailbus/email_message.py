@@ -1,0 +1,274 @@
+"""The email container: recipients, sender, subject, body and headers, as RFC 5322 bytes.
+
+Building writes the header block directly from validated fields with the stdlib's
+`email.utils` and `email.header` helpers: the stdlib's `Message.as_bytes()` builds only
+about 4,000 messages/s here, and `EmailMessage` with `policy.default` under 1,000/s,
+while an observer catching up on a backlog needs more than 10,000/s. Parsing uses the
+stdlib parser with the compat32 policy (about 24,000/s here against under 5,000/s with
+`policy.default`); tests check that `policy.default` reads our bytes the same way.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import quopri
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from email import message_from_bytes
+from email.header import Header, decode_header, make_header
+from email.parser import BytesHeaderParser
+from email.utils import formatdate, getaddresses
+
+from mailbus import headers as H
+from mailbus.errors import EmailFormatError, InvalidNameError
+from mailbus.names import check_address, check_header_name, check_header_value
+
+DEFAULT_SENDER = "mailbus@localhost"
+MAX_PLAIN_HEADER_LENGTH = 900
+_MAX_BODY_LINE = 998
+_FOLD = re.compile(r"\r?\n(?=[ \t])")
+_SEVEN_BIT_SAFE = re.compile(r"[\t\n\x20-\x7e]*")
+
+
+@dataclass(frozen=True, slots=True)
+class Email:
+    """One email as Mailbus sees it. Bcc recipients never appear in the built bytes."""
+
+    subject: str
+    body: str
+    sender: str = DEFAULT_SENDER
+    to: tuple[str, ...] = ()
+    cc: tuple[str, ...] = ()
+    bcc: tuple[str, ...] = ()
+    headers: Mapping[str, str] = field(default_factory=dict)
+    message_id: str = ""
+    in_reply_to: str = ""
+    references: tuple[str, ...] = ()
+    # The bytes this email was parsed from, when it came over the wire.
+    raw: bytes | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def recipients(self) -> tuple[str, ...]:
+        return self.to + self.cc + self.bcc
+
+    def with_message_id(self, message_id: str) -> Email:
+        return Email(
+            subject=self.subject,
+            body=self.body,
+            sender=self.sender,
+            to=self.to,
+            cc=self.cc,
+            bcc=self.bcc,
+            headers=self.headers,
+            message_id=message_id,
+            in_reply_to=self.in_reply_to,
+            references=self.references,
+            raw=self.raw,
+        )
+
+
+def new_message_id(sender: str = DEFAULT_SENDER) -> str:
+    domain = sender.rpartition("@")[2] or "localhost"
+    return f"<{uuid.uuid4().hex}@{domain}>"
+
+
+def validate(email: Email) -> None:
+    """Raise InvalidNameError for anything that would corrupt or inject headers."""
+    check_header_value("Subject", email.subject)
+    check_address(email.sender)
+    for address in email.recipients:
+        check_address(address)
+    for name, value in email.headers.items():
+        check_header_name(name)
+        if name.lower() in H.RESERVED:
+            raise InvalidNameError(f"header {name!r} is set by Mailbus and cannot be overridden")
+        check_header_value(name, value)
+    for name, value in (
+        ("Message-ID", email.message_id),
+        ("In-Reply-To", email.in_reply_to),
+        *(("References", r) for r in email.references),
+    ):
+        check_header_value(name, value)
+        if value and (" " in value or not (value.startswith("<") and value.endswith(">"))):
+            raise InvalidNameError(f"{name} {value!r} is not a message identifier <...>")
+
+
+def _header_value(name: str, value: str) -> str:
+    if value.isascii() and "=?" not in value:
+        if len(value) > MAX_PLAIN_HEADER_LENGTH:
+            raise InvalidNameError(f"header {name!r} is longer than {MAX_PLAIN_HEADER_LENGTH}")
+        return value
+    # RFC 2047 encoded words, folded by the stdlib.
+    return Header(value, "utf-8", header_name=name).encode(linesep="\r\n")
+
+
+def _body_is_seven_bit(body: str) -> bool:
+    if not body or body.endswith("\n") or not _SEVEN_BIT_SAFE.fullmatch(body):
+        return False
+    return all(len(line) <= _MAX_BODY_LINE for line in body.split("\n"))
+
+
+def to_bytes(email: Email, *, date: str | None = None) -> bytes:
+    """RFC 5322 bytes of `email` (CRLF line ends). Sets a Message-ID when it has none.
+
+    A body that is plain ASCII with short lines travels as 7bit so that it stays readable
+    in any mail client; anything else travels as base64, which keeps every byte exact.
+    """
+    validate(email)
+    message_id = email.message_id or new_message_id(email.sender)
+    lines = [
+        f"Message-ID: {message_id}",
+        f"Date: {date or formatdate(usegmt=True)}",
+        f"From: {email.sender}",
+    ]
+    if email.to:
+        lines.append("To: " + ", ".join(email.to))
+    if email.cc:
+        lines.append("Cc: " + ", ".join(email.cc))
+    lines.append("Subject: " + _header_value("Subject", email.subject))
+    if email.in_reply_to:
+        lines.append(f"In-Reply-To: {email.in_reply_to}")
+    if email.references:
+        lines.append("References: " + " ".join(email.references))
+    for name, value in email.headers.items():
+        lines.append(f"{name}: {_header_value(name, value)}")
+    lines.append("MIME-Version: 1.0")
+    lines.append('Content-Type: text/plain; charset="utf-8"')
+    if _body_is_seven_bit(email.body):
+        lines.append("Content-Transfer-Encoding: 7bit")
+        body = email.body.replace("\n", "\r\n") + "\r\n"
+    else:
+        lines.append("Content-Transfer-Encoding: base64")
+        body = base64.encodebytes(email.body.encode("utf-8")).decode("ascii").replace("\n", "\r\n")
+    return ("\r\n".join(lines) + "\r\n\r\n" + body).encode("ascii")
+
+
+def _text(value: object) -> str:
+    if type(value) is str and "\n" not in value and "=?" not in value and value.isascii():
+        return value.strip()
+    if isinstance(value, Header):
+        value = str(make_header(decode_header(value)))
+    text = str(value)
+    # 8-bit bytes in a header arrive as surrogate escapes under compat32.
+    if any("\udc80" <= c <= "\udcff" for c in text):
+        text = text.encode("ascii", "surrogateescape").decode("utf-8", "replace")
+    text = _FOLD.sub("", text)
+    if "=?" in text:
+        try:
+            text = str(make_header(decode_header(text)))
+        except (binascii.Error, LookupError, UnicodeError, ValueError):
+            pass  # not valid encoded words: keep the text as written
+    return text.strip()
+
+
+def _message_ids(value: str) -> tuple[str, ...]:
+    return tuple(re.findall(r"<[^<>\s]+>", value))
+
+
+_PLAIN_ADDRESS = re.compile(r"[^\s<>,;:\"()]+@[^\s<>,;:\"()]+")
+
+
+def _addresses(values: list[str]) -> tuple[str, ...]:
+    if len(values) == 1 and _PLAIN_ADDRESS.fullmatch(values[0]):
+        return (values[0],)
+    return tuple(addr for _, addr in getaddresses(values) if addr)
+
+
+_BODY_START = re.compile(rb"\r?\n\r?\n")
+_HEADER_PARSER = BytesHeaderParser()
+_CHARSET = re.compile(r"""charset\s*=\s*"?([^";\s]+)""", re.IGNORECASE)
+
+
+def _decode_body(data: bytes, encoding: str, charset: str) -> str:
+    if encoding == "base64":
+        try:
+            data = base64.b64decode(data, validate=False)
+        except (binascii.Error, ValueError) as exc:
+            raise EmailFormatError(f"body is not valid base64: {exc}") from None
+    else:
+        if encoding == "quoted-printable":
+            data = quopri.decodestring(data)
+        data = data.replace(b"\r\n", b"\n")
+        # The builder ends a 7bit body with one line break; servers may add one too.
+        if data.endswith(b"\n"):
+            data = data[:-1]
+    try:
+        return data.decode(charset)
+    except LookupError:
+        raise EmailFormatError(f"unknown charset {charset!r}") from None
+    except UnicodeDecodeError as exc:
+        raise EmailFormatError(f"body is not valid {charset}: {exc.reason}") from None
+
+
+def _body(raw: bytes, content_type: str, encoding: str) -> str:
+    """Decode the body of `raw`, taking the first text/plain part of a multipart email."""
+    if content_type.lower().lstrip().startswith("multipart/"):
+        found = next(
+            (
+                p
+                for p in message_from_bytes(raw).walk()
+                if p.get_content_type() == "text/plain" and not p.is_multipart()
+            ),
+            None,
+        )
+        if found is None:
+            raise EmailFormatError("multipart email without a text/plain part")
+        payload = found.get_payload()
+        if not isinstance(payload, str):
+            raise EmailFormatError("email has no body")
+        # compat32 holds the payload as ASCII with surrogate escapes for 8-bit bytes.
+        data = payload.encode("ascii", "surrogateescape")
+        content_type = str(found.get("Content-Type", "text/plain"))
+        encoding = str(found.get("Content-Transfer-Encoding", "7bit"))
+    else:
+        if not content_type.lower().lstrip().startswith("text/"):
+            raise EmailFormatError(f"body of type {content_type.split(';')[0]!r} is not text")
+        data = _BODY_START.split(raw, 1)[1]
+    match = _CHARSET.search(content_type)
+    charset = match.group(1) if match else "us-ascii"
+    return _decode_body(data, encoding.strip().lower(), charset)
+
+
+def from_bytes(raw: bytes) -> Email:
+    """Parse RFC 5322 bytes. Raise EmailFormatError if they are not an email with a body."""
+    if not isinstance(raw, bytes | bytearray | memoryview):
+        raise EmailFormatError(f"expected bytes, got {type(raw).__name__}")
+    raw = bytes(raw)
+    if b"\n\n" not in raw and b"\r\n\r\n" not in raw:
+        raise EmailFormatError("no blank line between header block and body")
+    msg = _HEADER_PARSER.parsebytes(raw)
+    reserved: dict[str, list[str]] = {}
+    extra: dict[str, str] = {}
+    for name, value in msg.items():
+        lowered = name.lower()
+        if lowered in H.RESERVED:
+            reserved.setdefault(lowered, []).append(_text(value))
+        else:
+            extra[name] = _text(value)
+    if "subject" not in reserved:
+        raise EmailFormatError("email has no Subject" if msg.keys() else "no header block")
+
+    def first_id(name: str) -> str:
+        values = reserved.get(name)
+        return next(iter(_message_ids(values[0])), "") if values else ""
+
+    from_values = _addresses(reserved.get("from", []))
+    return Email(
+        subject=reserved["subject"][0],
+        body=_body(
+            raw,
+            reserved.get("content-type", ["text/plain"])[0],
+            reserved.get("content-transfer-encoding", ["7bit"])[0],
+        ),
+        sender=from_values[0] if from_values else "",
+        to=_addresses(reserved["to"]) if "to" in reserved else (),
+        cc=_addresses(reserved["cc"]) if "cc" in reserved else (),
+        headers=extra,
+        message_id=first_id("message-id"),
+        in_reply_to=first_id("in-reply-to"),
+        references=_message_ids(reserved["references"][0]) if "references" in reserved else (),
+        raw=raw,
+    )

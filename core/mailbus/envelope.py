@@ -1,0 +1,111 @@
+"""Mailbus messages, requests and responses, and how each is carried in an email.
+
+A pub/sub message carries Source-Timestamp and Publisher-GID; a request carries
+Source-Timestamp, Client-GID and Request-Sequence-Number; a response carries the same
+three plus Server-GID, and In-Reply-To/References naming the request's Message-ID.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from mailbus import headers as H
+from mailbus.email_message import Email
+from mailbus.errors import ForeignEmailError
+
+
+@dataclass(frozen=True, slots=True)
+class MessageInfo:
+    """Metadata every message, request and response exposes."""
+
+    source_timestamp_ns: int
+    reception_timestamp_ns: int
+    source_gid: str
+    sequence_number: int = -1  # requests and responses only
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A message published on a topic."""
+
+    topic: str
+    body: str
+    info: MessageInfo
+    email: Email
+
+    @property
+    def message_id(self) -> str:
+        return self.email.message_id
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A service request as a server takes it."""
+
+    service: str
+    body: str
+    info: MessageInfo
+    client_gid: str
+    email: Email
+
+    @property
+    def sequence_number(self) -> int:
+        return self.info.sequence_number
+
+    @property
+    def message_id(self) -> str:
+        return self.email.message_id
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A service response as a client takes it."""
+
+    service: str
+    body: str
+    info: MessageInfo
+    client_gid: str
+    email: Email
+
+    @property
+    def sequence_number(self) -> int:
+        return self.info.sequence_number
+
+    @property
+    def in_reply_to(self) -> str:
+        return self.email.in_reply_to
+
+
+Envelope = Message | Request | Response
+
+
+def _int_header(headers: Mapping[str, str], name: str) -> int:
+    value = headers.get(name)
+    if value is None:
+        raise ForeignEmailError(f"missing header {name}")
+    try:
+        return int(value)
+    except ValueError:
+        raise ForeignEmailError(f"header {name} is not an integer: {value[:40]!r}") from None
+
+
+def open_envelope(email: Email, reception_timestamp_ns: int) -> Envelope:
+    """Read the Mailbus message an email carries; ForeignEmailError if it carries none."""
+    headers = email.headers
+    timestamp = _int_header(headers, H.SOURCE_TIMESTAMP)
+    publisher = headers.get(H.PUBLISHER_GID)
+    if publisher is not None:
+        return Message(
+            email.subject, email.body, MessageInfo(timestamp, reception_timestamp_ns, publisher), email
+        )
+    client = headers.get(H.CLIENT_GID)
+    if client is None:
+        raise ForeignEmailError(f"neither {H.PUBLISHER_GID} nor {H.CLIENT_GID} header")
+    sequence = _int_header(headers, H.REQUEST_SEQUENCE_NUMBER)
+    if email.in_reply_to:
+        server = headers.get(H.SERVER_GID, "")
+        info = MessageInfo(timestamp, reception_timestamp_ns, server, sequence)
+        return Response(email.subject, email.body, info, client, email)
+    info = MessageInfo(timestamp, reception_timestamp_ns, client, sequence)
+    return Request(email.subject, email.body, info, client, email)

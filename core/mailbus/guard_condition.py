@@ -1,0 +1,42 @@
+"""Guard conditions: a trigger that any thread can pull to wake a wait set."""
+
+from __future__ import annotations
+
+import threading
+
+from mailbus.errors import WaitSetError
+from mailbus.waitable import Waitable
+
+
+class GuardCondition(Waitable):
+    """Triggered until a wait returns it as ready. In one wait set at a time."""
+
+    def __init__(self, name: str = "") -> None:
+        super().__init__()
+        self.name = name
+        self._triggered = False
+        self._owner: object | None = None
+        self._lock = threading.Lock()
+
+    def trigger(self) -> None:
+        self._triggered = True
+        self._wake_waiters()
+
+    def is_ready(self) -> bool:
+        return self._triggered
+
+    def _reset(self) -> None:
+        self._triggered = False
+
+    def _claim(self, owner: object) -> None:
+        with self._lock:
+            if self._owner is not None and self._owner is not owner:
+                raise WaitSetError(
+                    f"guard condition {self.name or id(self)!r} is already in another wait set"
+                )
+            self._owner = owner
+
+    def _release(self, owner: object) -> None:
+        with self._lock:
+            if self._owner is owner:
+                self._owner = None

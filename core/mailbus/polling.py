@@ -1,0 +1,132 @@
+"""The polling manager: one thread takes what the receiver delivers and hands every
+email to the handlers. A bad email is reported (trace event, counter) and skipped; the
+thread never dies on one."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+from mailbus.email_message import Email, from_bytes
+from mailbus.envelope import Envelope, open_envelope
+from mailbus.errors import EmailFormatError, ForeignEmailError
+from mailbus.trace import Kind, Tracer
+from mailbus.transport import EmailReceiver, Inbound, RawEmail
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Envelope], int]
+Counter = Callable[[str], None]
+RECENT_IDS = 10_000
+
+
+class PollingManager:
+    def __init__(
+        self,
+        receiver: EmailReceiver,
+        handlers: list[Handler],
+        tracer: Tracer,
+        count: Counter,
+        period: float,
+    ) -> None:
+        self._receiver = receiver
+        self._handlers = handlers
+        self._tracer = tracer
+        self._count = count
+        self._period = period
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        # Message-IDs seen lately: an at-least-once transport may deliver one twice.
+        self._recent: OrderedDict[str, None] = OrderedDict()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="mailbus-polling", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._receiver.wake()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                batch = self._receiver.receive(self._period)
+            except Exception as exc:
+                # The receiver reconnects by itself; report and keep polling.
+                self._count("receive_errors")
+                self._tracer.event(Kind.ERROR, detail=f"receive failed: {exc}")
+                log.warning("receive failed: %s", exc)
+                self._stop.wait(self._period)
+                continue
+            for item in batch:
+                self.dispatch(item)
+
+    def dispatch(self, item: Inbound) -> None:
+        """Route one inbound email; never raises."""
+        reception = time.time_ns()
+        try:
+            email = item if isinstance(item, Email) else from_bytes(item.data)
+            envelope = open_envelope(email, reception)
+        except (EmailFormatError, ForeignEmailError) as exc:
+            self._skip(item, exc)
+            return
+        except Exception as exc:
+            self._skip(item, exc)
+            return
+        message_id = email.message_id
+        if message_id:
+            recent = self._recent
+            if message_id in recent:
+                self._count("duplicates")
+                self._tracer.event(
+                    Kind.SKIPPED, name=email.subject, message_id=message_id, detail="duplicate"
+                )
+                return
+            recent[message_id] = None
+            if len(recent) > RECENT_IDS:
+                recent.popitem(last=False)
+        self._count("received")
+        tracer = self._tracer
+        if tracer.active:
+            info = envelope.info
+            tracer.event(
+                Kind.RECEIVED,
+                name=email.subject,
+                source_gid=info.source_gid,
+                sequence_number=info.sequence_number,
+                message_id=message_id,
+                in_reply_to=email.in_reply_to,
+                source_timestamp_ns=info.source_timestamp_ns,
+                reception_timestamp_ns=reception,
+                body=email.body,
+                size=len(email.body),
+                headers=email.headers,
+                detail=type(envelope).__name__.lower(),
+            )
+        for handler in self._handlers:
+            try:
+                handler(envelope)
+            except Exception as exc:
+                self._count("handler_errors")
+                self._tracer.event(Kind.ERROR, name=email.subject, detail=f"handler: {exc!r}")
+                log.exception("handler failed on %s", message_id)
+
+    def _skip(self, item: Inbound, exc: Exception) -> None:
+        origin = item.origin if isinstance(item, RawEmail) else item.message_id
+        kind = "foreign" if isinstance(exc, ForeignEmailError) else "malformed"
+        self._count(kind)
+        self._tracer.event(
+            Kind.SKIPPED,
+            detail=f"{kind}: {exc}",
+            extra={"origin": origin, "reason": kind},
+        )
+        log.info("skipped %s email %s: %s", kind, origin, exc)

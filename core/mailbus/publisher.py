@@ -1,0 +1,67 @@
+"""Publishers: send messages on one topic."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from mailbus import headers as H
+from mailbus.email_message import Email, new_message_id, validate
+from mailbus.gid import new_gid
+from mailbus.names import check_name
+from mailbus.trace import Kind
+
+if TYPE_CHECKING:
+    from mailbus.context import Context
+
+
+class Publisher:
+    def __init__(self, context: Context, topic: str) -> None:
+        self.topic = check_name(topic, "topic")
+        self.gid = new_gid()
+        self.published = 0
+        self._context = context
+
+    def __repr__(self) -> str:
+        return f"Publisher({self.topic!r}, gid={self.gid[:8]})"
+
+    def publish(self, body: str, headers: Mapping[str, str] | None = None) -> str:
+        """Send `body` on the topic; return the email's Message-ID.
+
+        `headers` are extra headers (names and values are validated)."""
+        context = self._context
+        context.check_open()
+        timestamp = time.time_ns()
+        meta = {H.SOURCE_TIMESTAMP: str(timestamp), H.PUBLISHER_GID: self.gid}
+        if headers:
+            meta = {**headers, **meta}
+        address = context.address
+        email = Email(
+            subject=self.topic,
+            body=body,
+            sender=address,
+            to=context.recipients.to,
+            cc=context.recipients.cc,
+            bcc=context.recipients.bcc,
+            headers=meta,
+            message_id=new_message_id(address),
+        )
+        if headers:
+            validate(email)
+        context.sender.send(email)
+        self.published += 1
+        tracer = context.tracer
+        if tracer.active:
+            tracer.event(
+                Kind.PUBLISHED,
+                name=self.topic,
+                gid=self.gid,
+                source_gid=self.gid,
+                message_id=email.message_id,
+                source_timestamp_ns=timestamp,
+                body=body,
+                size=len(body),
+                headers=meta,
+            )
+        return email.message_id

@@ -1,0 +1,79 @@
+"""Handlers that route received envelopes to the entities registered with them:
+messages to every subscription of their topic, requests to every server of their
+service, responses to the client whose GID they carry."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Generic, TypeVar
+
+from mailbus.envelope import Envelope, Message, Request, Response
+from mailbus.service import ServiceClient, ServiceServer
+from mailbus.subscription import Subscription
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Entities by key, readable without a lock: writers replace the whole mapping."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[str, tuple[T, ...]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, key: str, item: T) -> None:
+        with self._lock:
+            by_key = dict(self._by_key)
+            by_key[key] = (*by_key.get(key, ()), item)
+            self._by_key = by_key
+
+    def remove(self, key: str, item: T) -> None:
+        with self._lock:
+            by_key = dict(self._by_key)
+            rest = tuple(x for x in by_key.get(key, ()) if x is not item)
+            if rest:
+                by_key[key] = rest
+            else:
+                by_key.pop(key, None)
+            self._by_key = by_key
+
+    def get(self, key: str) -> tuple[T, ...]:
+        return self._by_key.get(key, ())
+
+    def keys(self) -> Iterable[str]:
+        return self._by_key.keys()
+
+
+class SubscriptionHandler:
+    def __init__(self) -> None:
+        self.subscriptions: Registry[Subscription] = Registry()
+
+    def handle(self, envelope: Envelope) -> int:
+        """Deliver a message; return how many subscriptions took it."""
+        if type(envelope) is not Message:
+            return 0
+        targets = self.subscriptions.get(envelope.topic)
+        for subscription in targets:
+            subscription._deliver(envelope)
+        return len(targets)
+
+
+class ServiceHandler:
+    def __init__(self) -> None:
+        self.servers: Registry[ServiceServer] = Registry()
+        self.clients: Registry[ServiceClient] = Registry()
+
+    def handle(self, envelope: Envelope) -> int:
+        if type(envelope) is Request:
+            servers = self.servers.get(envelope.service)
+            for server in servers:
+                server._deliver(envelope)
+            return len(servers)
+        if type(envelope) is Response:
+            delivered = 0
+            for client in self.clients.get(envelope.client_gid):
+                if client.service == envelope.service and client._deliver(envelope):
+                    delivered += 1
+            return delivered
+        return 0

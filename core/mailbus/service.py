@@ -1,0 +1,266 @@
+"""Service clients and servers: requests and responses carried as emails.
+
+A response names its request through In-Reply-To/References and carries the client's
+GID and the request's sequence number. A client accepts one response per request it
+has pending: a duplicate (a second server answering, a redelivered email) or a response
+to a request it never sent is discarded and counted. Unlike the reference, which
+discarded any response not newer than the last one received, an older pending request
+answered late is still delivered: emails arrive out of order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+from mailbus import headers as H
+from mailbus.email_message import Email, new_message_id
+from mailbus.envelope import Request, Response
+from mailbus.errors import ServiceTimeoutError
+from mailbus.gid import new_gid
+from mailbus.names import check_name
+from mailbus.trace import Kind
+from mailbus.waitable import Waitable
+
+if TYPE_CHECKING:
+    from mailbus.context import Context
+
+
+class _CallSlot:
+    __slots__ = ("event", "response")
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.response: Response | None = None
+
+
+class ServiceClient(Waitable):
+    def __init__(self, context: Context, service: str) -> None:
+        super().__init__()
+        self.service = check_name(service, "service")
+        self.gid = new_gid()
+        self.discarded = 0
+        self._sequence = itertools.count(1)
+        self._pending: dict[int, float] = {}  # sequence number -> time sent (ns)
+        self._calls: dict[int, _CallSlot] = {}
+        self._responses: deque[Response] = deque()
+        self._lock = threading.Lock()
+        self._context = context
+        context._clients.add(self)
+
+    def __repr__(self) -> str:
+        return f"ServiceClient({self.service!r}, pending={len(self._pending)})"
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def is_ready(self) -> bool:
+        return bool(self._responses)
+
+    def send_request(self, body: str) -> int:
+        """Send a request; return its sequence number. Take the response later."""
+        return self._send(body, None)
+
+    def _send(self, body: str, slot: _CallSlot | None) -> int:
+        context = self._context
+        context.check_open()
+        timestamp = time.time_ns()
+        with self._lock:
+            sequence = next(self._sequence)
+            self._pending[sequence] = timestamp
+            if slot is not None:
+                self._calls[sequence] = slot
+        address = context.address
+        email = Email(
+            subject=self.service,
+            body=body,
+            sender=address,
+            to=context.recipients.to,
+            cc=context.recipients.cc,
+            bcc=context.recipients.bcc,
+            headers={
+                H.SOURCE_TIMESTAMP: str(timestamp),
+                H.CLIENT_GID: self.gid,
+                H.REQUEST_SEQUENCE_NUMBER: str(sequence),
+            },
+            message_id=new_message_id(address),
+        )
+        try:
+            context.sender.send(email)
+        except BaseException:
+            with self._lock:
+                self._pending.pop(sequence, None)
+                self._calls.pop(sequence, None)
+            raise
+        tracer = context.tracer
+        if tracer.active:
+            tracer.event(
+                Kind.REQUEST_SENT,
+                name=self.service,
+                gid=self.gid,
+                source_gid=self.gid,
+                sequence_number=sequence,
+                message_id=email.message_id,
+                source_timestamp_ns=timestamp,
+                body=body,
+                size=len(body),
+                headers=email.headers,
+            )
+        return sequence
+
+    def take_response(self) -> Response | None:
+        try:
+            return self._responses.popleft()
+        except IndexError:
+            return None
+
+    def call(self, body: str, timeout: float) -> Response:
+        """Send a request and block until its response arrives or `timeout` seconds pass
+        (ServiceTimeoutError). A negative timeout waits for ever."""
+        slot = _CallSlot()
+        sequence = self._send(body, slot)
+        if slot.event.wait(None if timeout < 0 else timeout) and slot.response is not None:
+            return slot.response
+        with self._lock:
+            self._calls.pop(sequence, None)
+            self._pending.pop(sequence, None)
+        if slot.response is not None:  # arrived while we gave up
+            return slot.response
+        raise ServiceTimeoutError(
+            f"no response from service {self.service!r} to request {sequence} "
+            f"within {timeout} s"
+        )
+
+    def forget(self, sequence: int) -> None:
+        """Stop waiting for the response to `sequence`; a late one will be discarded."""
+        with self._lock:
+            self._pending.pop(sequence, None)
+
+    def _deliver(self, response: Response) -> bool:
+        sequence = response.sequence_number
+        with self._lock:
+            accepted = self._pending.pop(sequence, None) is not None
+            slot = self._calls.pop(sequence, None) if accepted else None
+            if not accepted:
+                self.discarded += 1
+        tracer = self._context.tracer
+        if not accepted:
+            self._context._count("discarded")
+            if tracer.active:
+                tracer.event(
+                    Kind.DISCARDED,
+                    name=self.service,
+                    gid=self.gid,
+                    source_gid=response.info.source_gid,
+                    sequence_number=sequence,
+                    message_id=response.email.message_id,
+                    in_reply_to=response.in_reply_to,
+                    detail="duplicate or unknown sequence number",
+                )
+            return False
+        if tracer.active:
+            tracer.event(
+                Kind.RESPONSE_MATCHED,
+                name=self.service,
+                gid=self.gid,
+                source_gid=response.info.source_gid,
+                sequence_number=sequence,
+                message_id=response.email.message_id,
+                in_reply_to=response.in_reply_to,
+                source_timestamp_ns=response.info.source_timestamp_ns,
+                reception_timestamp_ns=response.info.reception_timestamp_ns,
+                body=response.body,
+                size=len(response.body),
+            )
+        if slot is not None:
+            slot.response = response
+            slot.event.set()
+        else:
+            self._responses.append(response)
+            self._wake_waiters()
+        return True
+
+    def close(self) -> None:
+        self._context._clients.discard(self)
+
+
+class ServiceServer(Waitable):
+    def __init__(self, context: Context, service: str) -> None:
+        super().__init__()
+        self.service = check_name(service, "service")
+        self.gid = new_gid()
+        self.received = 0
+        self._requests: deque[Request] = deque()
+        self._context = context
+        context._servers.add(self)
+
+    def __repr__(self) -> str:
+        return f"ServiceServer({self.service!r}, queued={len(self._requests)})"
+
+    def is_ready(self) -> bool:
+        return bool(self._requests)
+
+    def take_request(self) -> Request | None:
+        try:
+            request = self._requests.popleft()
+        except IndexError:
+            return None
+        tracer = self._context.tracer
+        if tracer.active:
+            tracer.event(
+                Kind.REQUEST_TAKEN,
+                name=self.service,
+                gid=self.gid,
+                source_gid=request.client_gid,
+                sequence_number=request.sequence_number,
+                message_id=request.message_id,
+            )
+        return request
+
+    def send_response(self, request: Request, body: str) -> str:
+        """Answer `request`; return the response's Message-ID."""
+        context = self._context
+        context.check_open()
+        timestamp = time.time_ns()
+        address = context.address
+        response = Email(
+            subject=self.service,
+            body=body,
+            sender=address,
+            headers={
+                H.SOURCE_TIMESTAMP: str(timestamp),
+                H.CLIENT_GID: request.client_gid,
+                H.REQUEST_SEQUENCE_NUMBER: str(request.sequence_number),
+                H.SERVER_GID: self.gid,
+            },
+            message_id=new_message_id(address),
+        )
+        context.sender.reply(request.email, response)
+        tracer = context.tracer
+        if tracer.active:
+            tracer.event(
+                Kind.RESPONSE_SENT,
+                name=self.service,
+                gid=self.gid,
+                source_gid=self.gid,
+                sequence_number=request.sequence_number,
+                message_id=response.message_id,
+                in_reply_to=request.message_id,
+                source_timestamp_ns=timestamp,
+                body=body,
+                size=len(body),
+                headers=response.headers,
+            )
+        return response.message_id
+
+    def _deliver(self, request: Request) -> None:
+        self.received += 1
+        self._requests.append(request)
+        self._wake_waiters()
+
+    def close(self) -> None:
+        self._context._servers.discard(self)

@@ -1,0 +1,117 @@
+"""Subscriptions: a bounded queue of the messages published on one topic.
+
+Overflow policy: when the queue holds `depth` messages, DROP_OLDEST (the default, as
+ROS's keep-last history) discards the oldest queued message to make room, DROP_NEWEST
+discards the message that arrived. Either way `overflowed` counts it and an
+`subscription.overflowed` trace event names it: nothing is lost in silence.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from mailbus.envelope import Message
+from mailbus.gid import new_gid
+from mailbus.names import check_name
+from mailbus.trace import Kind
+from mailbus.waitable import Waitable
+
+if TYPE_CHECKING:
+    from mailbus.context import Context
+
+DEFAULT_DEPTH = 1000
+
+
+class OverflowPolicy(StrEnum):
+    DROP_OLDEST = "drop_oldest"
+    DROP_NEWEST = "drop_newest"
+
+
+class Subscription(Waitable):
+    def __init__(
+        self,
+        context: Context,
+        topic: str,
+        *,
+        depth: int = DEFAULT_DEPTH,
+        overflow: OverflowPolicy = OverflowPolicy.DROP_OLDEST,
+    ) -> None:
+        super().__init__()
+        if depth < 1:
+            raise ValueError("subscription depth must be at least 1")
+        self.topic = check_name(topic, "topic")
+        self.gid = new_gid()
+        self.depth = depth
+        self.overflow = OverflowPolicy(overflow)
+        self.received = 0
+        self.overflowed = 0
+        self._queue: deque[Message] = deque()
+        self._lock = threading.Lock()
+        self._context = context
+        self._closed = False
+        context._subscriptions.add(self)
+
+    def __repr__(self) -> str:
+        return f"Subscription({self.topic!r}, queued={len(self._queue)})"
+
+    def is_ready(self) -> bool:
+        return bool(self._queue)
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def take(self) -> Message | None:
+        """The oldest queued message, or None."""
+        try:
+            message = self._queue.popleft()
+        except IndexError:
+            return None
+        tracer = self._context.tracer
+        if tracer.active:
+            tracer.event(
+                Kind.TAKEN,
+                name=self.topic,
+                gid=self.gid,
+                source_gid=message.info.source_gid,
+                message_id=message.message_id,
+                source_timestamp_ns=message.info.source_timestamp_ns,
+            )
+        return message
+
+    def _deliver(self, message: Message) -> None:
+        dropped: Message | None = None
+        with self._lock:
+            if self._closed:
+                return
+            self.received += 1
+            if len(self._queue) >= self.depth:
+                self.overflowed += 1
+                if self.overflow is OverflowPolicy.DROP_NEWEST:
+                    dropped = message
+                else:
+                    dropped = self._queue.popleft()
+                    self._queue.append(message)
+            else:
+                self._queue.append(message)
+        if dropped is not None:
+            self._context._count("overflowed")
+            tracer = self._context.tracer
+            if tracer.active:
+                tracer.event(
+                    Kind.OVERFLOWED,
+                    name=self.topic,
+                    gid=self.gid,
+                    message_id=dropped.message_id,
+                    detail=f"{self.overflow.value}, depth {self.depth}",
+                )
+        if dropped is not message:
+            self._wake_waiters()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        self._context._subscriptions.discard(self)
+

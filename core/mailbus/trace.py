@@ -1,0 +1,102 @@
+"""Trace events: what the engine does, for the recorder, the workbench and tests.
+
+Listeners are plain callables registered on a Tracer. Emitting sites test
+`tracer.active` before they build an event, so tracing costs one attribute read when
+nobody listens. Event names follow `area.action` (see docs/trace-events.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+log = logging.getLogger(__name__)
+
+
+class Kind(StrEnum):
+    """Event names of the core engine. Other parts (outbox, postoffice, stem, broker)
+    use their own `area.action` strings with the same TraceEvent."""
+
+    PUBLISHED = "message.published"
+    RECEIVED = "email.received"
+    DELIVERED = "message.delivered"
+    TAKEN = "message.taken"
+    REQUEST_SENT = "request.sent"
+    REQUEST_TAKEN = "request.taken"
+    RESPONSE_SENT = "response.sent"
+    RESPONSE_MATCHED = "response.matched"
+    OVERFLOWED = "subscription.overflowed"
+    DISCARDED = "response.discarded"
+    SKIPPED = "email.skipped"
+    WAIT_STARTED = "wait.started"
+    WAIT_COMPLETE = "wait.complete"
+    WAIT_TIMED_OUT = "wait.timed_out"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEvent:
+    """One thing that happened. Fields that do not apply stay at their defaults."""
+
+    kind: str
+    time_ns: int
+    name: str = ""  # topic or service
+    gid: str = ""  # GID of the entity the event concerns
+    source_gid: str = ""  # GID of the publisher, client or server that sent the email
+    sequence_number: int = -1
+    message_id: str = ""
+    in_reply_to: str = ""
+    source_timestamp_ns: int = 0
+    reception_timestamp_ns: int = 0
+    body: str | None = None
+    size: int = 0
+    headers: Mapping[str, str] = field(default_factory=dict)
+    detail: str = ""
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+
+Listener = Callable[[TraceEvent], None]
+
+
+class Tracer:
+    """Fans events out to listeners; a listener that raises is logged and counted, never
+    allowed to break the engine."""
+
+    def __init__(self) -> None:
+        self._listeners: tuple[Listener, ...] = ()
+        self._lock = threading.Lock()
+        self.active = False
+        self.listener_errors = 0
+
+    def add_listener(self, listener: Listener) -> Callable[[], None]:
+        """Register `listener`; return a function that removes it again."""
+        with self._lock:
+            self._listeners = (*self._listeners, listener)
+            self.active = True
+
+        def remove() -> None:
+            self.remove_listener(listener)
+
+        return remove
+
+    def remove_listener(self, listener: Listener) -> None:
+        with self._lock:
+            self._listeners = tuple(x for x in self._listeners if x is not listener)
+            self.active = bool(self._listeners)
+
+    def emit(self, event: TraceEvent) -> None:
+        for listener in self._listeners:
+            try:
+                listener(event)
+            except Exception:
+                self.listener_errors += 1
+                log.exception("trace listener %r failed on %s", listener, event.kind)
+
+    def event(self, kind: str, **fields: object) -> None:
+        """Build and emit an event; callers check `active` first on hot paths."""
+        if self._listeners:
+            self.emit(TraceEvent(kind, time.time_ns(), **fields))  # type: ignore[arg-type]

@@ -1,0 +1,85 @@
+"""The transport interface: an email sender and an email receiver.
+
+Every transport (in-process, SMTP/IMAP, PostOffice) implements these two small classes,
+so the engine above never knows how an email travels.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+from mailbus.email_message import Email
+
+
+@dataclass(frozen=True, slots=True)
+class RawEmail:
+    """Bytes that arrived but are not parsed yet; `origin` identifies them for reports
+    (an IMAP UID, a PostOffice letter number)."""
+
+    data: bytes
+    origin: str = ""
+
+
+Inbound = Email | RawEmail
+
+
+class EmailSender(abc.ABC):
+    """Sends emails. `send` must not block the caller on the network for long."""
+
+    @abc.abstractmethod
+    def send(self, email: Email) -> None:
+        """Hand `email` to the transport; raise TransportError if it cannot take it."""
+
+    def reply(self, original: Email, reply: Email) -> None:
+        """Send `reply` as an answer to `original`: In-Reply-To and References name
+        the original's Message-ID and, unless `reply` names recipients, it goes to the
+        original's sender."""
+        references = (*original.references, original.message_id) if original.message_id else ()
+        self.send(
+            Email(
+                subject=reply.subject,
+                body=reply.body,
+                sender=reply.sender,
+                to=reply.to or ((original.sender,) if original.sender else ()),
+                cc=reply.cc,
+                bcc=reply.bcc,
+                headers=reply.headers,
+                message_id=reply.message_id,
+                in_reply_to=original.message_id,
+                references=references[-8:],
+            )
+        )
+
+    def close(self) -> None:
+        """Release the transport's resources; sending afterwards is an error."""
+
+
+class EmailReceiver(abc.ABC):
+    """Receives emails in the order the transport delivers them."""
+
+    @abc.abstractmethod
+    def receive(self, timeout: float | None) -> list[Inbound]:
+        """Return the emails that arrived, waiting up to `timeout` seconds (None: for
+        ever) for at least one. An empty list means the wait timed out or `wake` was
+        called."""
+
+    @abc.abstractmethod
+    def wake(self) -> None:
+        """Make a blocked `receive` return at once (used at shutdown)."""
+
+    def close(self) -> None:
+        """Release the transport's resources."""
+
+
+@dataclass(frozen=True, slots=True)
+class Transport:
+    """A sender and a receiver that belong together."""
+
+    sender: EmailSender
+    receiver: EmailReceiver
+    name: str = "custom"
+
+    def close(self) -> None:
+        self.sender.close()
+        self.receiver.close()

@@ -1,0 +1,1 @@
+"""The Mailbus workbench: a Textual TUI on top of the engine."""

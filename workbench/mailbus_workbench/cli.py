@@ -1,0 +1,31 @@
+"""The `mailbus` command: the engine's subcommands plus the workbench's."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from mailbus.cli import build_parser, run
+
+
+def _workbench(args: argparse.Namespace) -> int:
+    try:
+        from mailbus_workbench.app import run_app
+    except ImportError:  # until the TUI lands: the headless demo
+        from mailbus.demo import _run
+
+        args.seconds = None
+        return _run(args)
+    return run_app(config=args.config)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser, sub = build_parser()
+    parser.set_defaults(handler=_workbench)
+    args = parser.parse_args(argv)
+    return run(args, parser)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
