@@ -1,10 +1,10 @@
 """Mailbus: pub/sub topics and request/response services carried in emails.
 
-    import mailbus
-    with mailbus.Context() as ctx:            # in-process by default
-        sub = ctx.subscription("sensors/temp")
-        ctx.publisher("sensors/temp").publish('{"c": 21.5}')
-        print(mailbus.wait_for_message(sub, timeout=1.0).body)
+import mailbus
+with mailbus.Context() as ctx:            # in-process by default
+    sub = ctx.subscription("sensors/temp")
+    ctx.publisher("sensors/temp").publish('{"c": 21.5}')
+    print(mailbus.wait_for_message(sub, timeout=1.0).body)
 """
 
 from mailbus.context import Context, default_context, init, shutdown
@@ -28,7 +28,13 @@ from mailbus.service import ServiceClient, ServiceServer
 from mailbus.subscription import OverflowPolicy, Subscription
 from mailbus.trace import Kind, TraceEvent, Tracer
 from mailbus.transport import EmailReceiver, EmailSender, RawEmail, Transport
-from mailbus.waitset import WaitResult, WaitSet, wait_for_message, wait_for_request, wait_for_response
+from mailbus.waitset import (
+    WaitResult,
+    WaitSet,
+    wait_for_message,
+    wait_for_request,
+    wait_for_response,
+)
 
 __version__ = "0.1.0"
 

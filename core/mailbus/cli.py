@@ -16,7 +16,9 @@ from collections.abc import Sequence
 COMMAND_MODULES = ("mailbus.demo",)
 
 
-def build_parser(prog: str = "mailbus") -> tuple[argparse.ArgumentParser, argparse._SubParsersAction[argparse.ArgumentParser]]:
+def build_parser(
+    prog: str = "mailbus",
+) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction[argparse.ArgumentParser]]:
     parser = argparse.ArgumentParser(prog=prog, description="Messaging carried in emails.")
     parser.add_argument("--config", metavar="FILE.toml", help="options file (see README)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -11,9 +11,9 @@ import importlib
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import Self
+from typing import Generic, Self, TypeVar
 
 from mailbus.errors import ConfigError, ContextError
 from mailbus.guard_condition import GuardCondition
@@ -21,13 +21,14 @@ from mailbus.inprocess import in_process_transport
 from mailbus.options import Options, Recipients
 from mailbus.polling import PollingManager
 from mailbus.publisher import Publisher
-from mailbus.routing import ServiceHandler, SubscriptionHandler
+from mailbus.routing import Registry, ServiceHandler, SubscriptionHandler
 from mailbus.service import ServiceClient, ServiceServer
 from mailbus.subscription import DEFAULT_DEPTH, OverflowPolicy, Subscription
 from mailbus.trace import Tracer
 from mailbus.transport import EmailSender, Transport
 from mailbus.waitset import WaitSet
 
+E = TypeVar("E")
 TransportFactory = Callable[[Options, Tracer], Transport]
 
 # Transports other than in-process live in their own modules, imported on demand.
@@ -47,24 +48,25 @@ def _factory(name: str) -> TransportFactory:
     return factory
 
 
-class _Registered:
-    """Keeps an entity kind's WeakSet and the handler registry in step."""
+class _Registered(Generic[E]):
+    """Entities of one kind: held weakly for introspection, and kept in step with the
+    handler's registry under `key(entity)`."""
 
-    def __init__(self, on_add: Callable[[object], None], on_remove: Callable[[object], None]):
-        self._items: weakref.WeakSet[object] = weakref.WeakSet()
-        self._on_add = on_add
-        self._on_remove = on_remove
+    def __init__(self, registry: Registry[E], key: Callable[[E], str]) -> None:
+        self._items: weakref.WeakSet[E] = weakref.WeakSet()
+        self._registry = registry
+        self._key = key
 
-    def add(self, item: object) -> None:
+    def add(self, item: E) -> None:
         self._items.add(item)
-        self._on_add(item)
+        self._registry.add(self._key(item), item)
 
-    def discard(self, item: object) -> None:
+    def discard(self, item: E) -> None:
         if item in self._items:
             self._items.discard(item)
-            self._on_remove(item)
+            self._registry.remove(self._key(item), item)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[E]:
         return iter(list(self._items))
 
     def __len__(self) -> int:
@@ -84,20 +86,14 @@ class Context:
         self._polling: PollingManager | None = None
         self.subscription_handler = SubscriptionHandler()
         self.service_handler = ServiceHandler()
-        subs = self.subscription_handler.subscriptions
-        servers = self.service_handler.servers
-        clients = self.service_handler.clients
-        self._subscriptions = _Registered(
-            lambda s: subs.add(s.topic, s),  # type: ignore[attr-defined]
-            lambda s: subs.remove(s.topic, s),  # type: ignore[attr-defined]
+        self._subscriptions: _Registered[Subscription] = _Registered(
+            self.subscription_handler.subscriptions, lambda s: s.topic
         )
-        self._servers = _Registered(
-            lambda s: servers.add(s.service, s),  # type: ignore[attr-defined]
-            lambda s: servers.remove(s.service, s),  # type: ignore[attr-defined]
+        self._servers: _Registered[ServiceServer] = _Registered(
+            self.service_handler.servers, lambda s: s.service
         )
-        self._clients = _Registered(
-            lambda c: clients.add(c.gid, c),  # type: ignore[attr-defined]
-            lambda c: clients.remove(c.gid, c),  # type: ignore[attr-defined]
+        self._clients: _Registered[ServiceClient] = _Registered(
+            self.service_handler.clients, lambda c: c.gid
         )
         self._wait_sets: weakref.WeakSet[WaitSet] = weakref.WeakSet()
         self.publishers: weakref.WeakSet[Publisher] = weakref.WeakSet()
@@ -205,15 +201,15 @@ class Context:
     # -- introspection (the workbench) ------------------------------------------------
     @property
     def subscriptions(self) -> list[Subscription]:
-        return list(self._subscriptions)  # type: ignore[call-overload]
+        return list(self._subscriptions)
 
     @property
     def servers(self) -> list[ServiceServer]:
-        return list(self._servers)  # type: ignore[call-overload]
+        return list(self._servers)
 
     @property
     def clients(self) -> list[ServiceClient]:
-        return list(self._clients)  # type: ignore[call-overload]
+        return list(self._clients)
 
     @property
     def wait_sets(self) -> list[WaitSet]:

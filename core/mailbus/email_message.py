@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import quopri
 import re
 import uuid
@@ -157,10 +158,9 @@ def _text(value: object) -> str:
         text = text.encode("ascii", "surrogateescape").decode("utf-8", "replace")
     text = _FOLD.sub("", text)
     if "=?" in text:
-        try:
+        # Text that only looks like encoded words is kept as written.
+        with contextlib.suppress(binascii.Error, LookupError, UnicodeError, ValueError):
             text = str(make_header(decode_header(text)))
-        except (binascii.Error, LookupError, UnicodeError, ValueError):
-            pass  # not valid encoded words: keep the text as written
     return text.strip()
 
 

@@ -97,7 +97,10 @@ def open_envelope(email: Email, reception_timestamp_ns: int) -> Envelope:
     publisher = headers.get(H.PUBLISHER_GID)
     if publisher is not None:
         return Message(
-            email.subject, email.body, MessageInfo(timestamp, reception_timestamp_ns, publisher), email
+            email.subject,
+            email.body,
+            MessageInfo(timestamp, reception_timestamp_ns, publisher),
+            email,
         )
     client = headers.get(H.CLIENT_GID)
     if client is None:

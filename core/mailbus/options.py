@@ -64,8 +64,10 @@ class Options:
     @property
     def address(self) -> str:
         """The address this participant sends from."""
-        return self.from_address or (self.username if "@" in self.username else "") or (
-            "mailbus@localhost"
+        return (
+            self.from_address
+            or (self.username if "@" in self.username else "")
+            or ("mailbus@localhost")
         )
 
 

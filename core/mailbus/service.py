@@ -131,8 +131,7 @@ class ServiceClient(Waitable):
         if slot.response is not None:  # arrived while we gave up
             return slot.response
         raise ServiceTimeoutError(
-            f"no response from service {self.service!r} to request {sequence} "
-            f"within {timeout} s"
+            f"no response from service {self.service!r} to request {sequence} within {timeout} s"
         )
 
     def forget(self, sequence: int) -> None:

@@ -114,4 +114,3 @@ class Subscription(Waitable):
         with self._lock:
             self._closed = True
         self._context._subscriptions.discard(self)
-

@@ -51,7 +51,7 @@ class EmailSender(abc.ABC):
             )
         )
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook
         """Release the transport's resources; sending afterwards is an error."""
 
 
@@ -68,7 +68,7 @@ class EmailReceiver(abc.ABC):
     def wake(self) -> None:
         """Make a blocked `receive` return at once (used at shutdown)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook
         """Release the transport's resources."""
 
 

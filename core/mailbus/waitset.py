@@ -149,9 +149,11 @@ class WaitSet:
             guard._reset()
         if not result:
             stats.timeouts += 1
-        stats.last_ready = tuple(
-            getattr(x, "topic", None) or getattr(x, "service", None) or getattr(x, "name", "")
-            for x in (*result.subscriptions, *result.clients, *result.servers)
+        stats.last_ready = (
+            *(s.topic for s in result.subscriptions),
+            *(c.service for c in result.clients),
+            *(s.service for s in result.servers),
+            *(g.name for g in result.guard_conditions),
         )
         if tracer is not None and tracer.active:
             tracer.event(

@@ -21,7 +21,7 @@ def _workbench(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser, sub = build_parser()
+    parser, _ = build_parser()
     parser.set_defaults(handler=_workbench)
     args = parser.parse_args(argv)
     return run(args, parser)
