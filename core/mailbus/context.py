@@ -78,6 +78,7 @@ class Context:
         self.options = options or Options()
         self.tracer = Tracer()
         self.counters: Counter[str] = Counter()
+        self._counter_lock = threading.Lock()
         self.recipients: Recipients = self.options.recipients
         self.address = self.options.address
         self._transport = transport
@@ -169,7 +170,8 @@ class Context:
         return self._polling is not None and self._polling.alive
 
     def _count(self, name: str) -> None:
-        self.counters[name] += 1
+        with self._counter_lock:
+            self.counters[name] += 1
 
     # -- entities ---------------------------------------------------------------------
     def publisher(self, topic: str) -> Publisher:

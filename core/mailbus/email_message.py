@@ -13,9 +13,10 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import itertools
+import os
 import quopri
 import re
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from email import message_from_bytes
@@ -34,9 +35,12 @@ _FOLD = re.compile(r"\r?\n(?=[ \t])")
 _SEVEN_BIT_SAFE = re.compile(r"[\t\n\x20-\x7e]*")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Email:
-    """One email as Mailbus sees it. Bcc recipients never appear in the built bytes."""
+    """One email as Mailbus sees it. Bcc recipients never appear in the built bytes.
+
+    Treat it as read-only: it is shared by every subscription that receives it. (Not a
+    frozen dataclass because freezing doubles its construction cost on the hot path.)"""
 
     subject: str
     body: str
@@ -71,9 +75,15 @@ class Email:
         )
 
 
+# A random 64-bit prefix per process and a counter: unique across processes and
+# machines like a UUID, at a tenth of uuid4's cost on the publish path.
+_ID_PREFIX = os.urandom(8).hex()
+_id_counter = itertools.count(1)
+
+
 def new_message_id(sender: str = DEFAULT_SENDER) -> str:
     domain = sender.rpartition("@")[2] or "localhost"
-    return f"<{uuid.uuid4().hex}@{domain}>"
+    return f"<{_ID_PREFIX}.{next(_id_counter):x}@{domain}>"
 
 
 def validate(email: Email) -> None:

@@ -3,6 +3,9 @@
 A pub/sub message carries Source-Timestamp and Publisher-GID; a request carries
 Source-Timestamp, Client-GID and Request-Sequence-Number; a response carries the same
 three plus Server-GID, and In-Reply-To/References naming the request's Message-ID.
+
+These objects are shared by every entity that receives them: treat them as read-only
+(they are not frozen dataclasses only because freezing costs microseconds per message).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from mailbus.email_message import Email
 from mailbus.errors import ForeignEmailError
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class MessageInfo:
     """Metadata every message, request and response exposes."""
 
@@ -25,7 +28,7 @@ class MessageInfo:
     sequence_number: int = -1  # requests and responses only
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Message:
     """A message published on a topic."""
 
@@ -39,7 +42,7 @@ class Message:
         return self.email.message_id
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Request:
     """A service request as a server takes it."""
 
@@ -58,7 +61,7 @@ class Request:
         return self.email.message_id
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Response:
     """A service response as a client takes it."""
 

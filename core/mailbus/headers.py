@@ -29,3 +29,9 @@ RESERVED = frozenset(
         REFERENCES,
     )
 )
+
+# Headers that carry Mailbus metadata; a publisher's extra headers may not set them.
+METADATA = frozenset(
+    h.lower()
+    for h in (SOURCE_TIMESTAMP, PUBLISHER_GID, CLIENT_GID, SERVER_GID, REQUEST_SEQUENCE_NUMBER)
+)

@@ -1,13 +1,17 @@
 """The in-process transport: a sender that hands emails straight to a receiver.
 
-As in the design, the receiver adds a random Message-ID to an email that has none, so
-that replies can name it. Emails stay Python objects: nothing is serialised.
+Once the polling manager registers as its consumer, the receiver runs the handlers
+on the sending thread: no thread hand-off, which halves publish-to-take latency
+(docs/benchmarks.md). As in the design, the receiver adds a random Message-ID to an
+email that has none, so that replies can name it. Emails stay Python objects: nothing
+is serialised.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 
 from mailbus.email_message import Email, new_message_id
 from mailbus.errors import TransportError
@@ -20,11 +24,22 @@ class InProcessReceiver(EmailReceiver):
         self._ready = threading.Condition(threading.Lock())
         self._woken = False
         self._closed = False
+        self._consumer: Callable[[Inbound], None] | None = None
+
+    def set_consumer(self, consumer: Callable[[Inbound], None]) -> bool:
+        self._consumer = consumer
+        return True
 
     def push(self, item: Inbound) -> None:
         """Hand over an email (or raw bytes, to test how bad input is handled)."""
         if isinstance(item, Email) and not item.message_id:
             item = item.with_message_id(new_message_id(item.sender))
+        consumer = self._consumer
+        if consumer is not None:
+            if self._closed:
+                raise TransportError("in-process receiver is closed")
+            consumer(item)
+            return
         with self._ready:
             if self._closed:
                 raise TransportError("in-process receiver is closed")

@@ -1,6 +1,7 @@
 """The polling manager: one thread takes what the receiver delivers and hands every
-email to the handlers. A bad email is reported (trace event, counter) and skipped; the
-thread never dies on one."""
+email to the handlers (or, for a receiver that offers it, the sending thread does).
+A bad email is reported (trace event, counter) and skipped; the thread never dies on
+one."""
 
 from __future__ import annotations
 
@@ -41,8 +42,14 @@ class PollingManager:
         self._thread: threading.Thread | None = None
         # Message-IDs seen lately: an at-least-once transport may deliver one twice.
         self._recent: OrderedDict[str, None] = OrderedDict()
+        self._recent_lock = threading.Lock()
+        self._deduplicate = True
 
     def start(self) -> None:
+        if self._receiver.set_consumer(self.dispatch):
+            # The receiver calls dispatch itself and never delivers twice.
+            self._deduplicate = False
+            return
         self._thread = threading.Thread(target=self._run, name="mailbus-polling", daemon=True)
         self._thread.start()
 
@@ -54,7 +61,9 @@ class PollingManager:
 
     @property
     def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        if self._thread is None:
+            return not self._stop.is_set()
+        return self._thread.is_alive()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -83,17 +92,12 @@ class PollingManager:
             self._skip(item, exc)
             return
         message_id = email.message_id
-        if message_id:
-            recent = self._recent
-            if message_id in recent:
-                self._count("duplicates")
-                self._tracer.event(
-                    Kind.SKIPPED, name=email.subject, message_id=message_id, detail="duplicate"
-                )
-                return
-            recent[message_id] = None
-            if len(recent) > RECENT_IDS:
-                recent.popitem(last=False)
+        if message_id and self._deduplicate and self._seen_before(message_id):
+            self._count("duplicates")
+            self._tracer.event(
+                Kind.SKIPPED, name=email.subject, message_id=message_id, detail="duplicate"
+            )
+            return
         self._count("received")
         tracer = self._tracer
         if tracer.active:
@@ -119,6 +123,16 @@ class PollingManager:
                 self._count("handler_errors")
                 self._tracer.event(Kind.ERROR, name=email.subject, detail=f"handler: {exc!r}")
                 log.exception("handler failed on %s", message_id)
+
+    def _seen_before(self, message_id: str) -> bool:
+        with self._recent_lock:
+            recent = self._recent
+            if message_id in recent:
+                return True
+            recent[message_id] = None
+            if len(recent) > RECENT_IDS:
+                recent.popitem(last=False)
+            return False
 
     def _skip(self, item: Inbound, exc: Exception) -> None:
         origin = item.origin if isinstance(item, RawEmail) else item.message_id

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from mailbus import headers as H
 from mailbus.email_message import Email, new_message_id, validate
+from mailbus.errors import InvalidNameError
 from mailbus.gid import new_gid
 from mailbus.names import check_name
 from mailbus.trace import Kind
@@ -35,6 +36,9 @@ class Publisher:
         timestamp = time.time_ns()
         meta = {H.SOURCE_TIMESTAMP: str(timestamp), H.PUBLISHER_GID: self.gid}
         if headers:
+            clash = [name for name in headers if name.lower() in H.METADATA]
+            if clash:
+                raise InvalidNameError(f"header {clash[0]!r} is Mailbus metadata")
             meta = {**headers, **meta}
         address = context.address
         email = Email(

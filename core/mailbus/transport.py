@@ -7,6 +7,7 @@ so the engine above never knows how an email travels.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mailbus.email_message import Email
@@ -67,6 +68,12 @@ class EmailReceiver(abc.ABC):
     @abc.abstractmethod
     def wake(self) -> None:
         """Make a blocked `receive` return at once (used at shutdown)."""
+
+    def set_consumer(self, consumer: Callable[[Inbound], None]) -> bool:
+        """Offer to call `consumer` on the sending thread for every email instead of
+        queueing it for `receive`. Return True if this receiver does so (the in-process
+        one does, saving a thread hand-off); the default declines."""
+        return False
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the transport's resources."""

@@ -1,0 +1,68 @@
+import subprocess
+import sys
+
+import mailbus
+from mailbus import Kind, Tracer
+from mailbus.trace import TraceEvent
+
+
+def test_tracer_is_inactive_without_listeners() -> None:
+    tracer = Tracer()
+    assert not tracer.active
+    remove = tracer.add_listener(lambda e: None)
+    assert tracer.active
+    remove()
+    assert not tracer.active
+
+
+def test_publish_and_receive_events_carry_fields(
+    ctx: mailbus.Context, events: list[TraceEvent]
+) -> None:
+    ctx.subscription("t")
+    pub = ctx.publisher("t")
+    message_id = pub.publish("body")
+    published = next(e for e in events if e.kind == Kind.PUBLISHED)
+    received = next(e for e in events if e.kind == Kind.RECEIVED)
+    assert published.message_id == received.message_id == message_id
+    assert published.gid == pub.gid and received.source_gid == pub.gid
+    assert received.body == "body" and received.size == 4
+    assert received.reception_timestamp_ns >= published.source_timestamp_ns
+
+
+def test_demo_runs_headless_and_prints_a_summary() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "mailbus", "demo", "--seconds", "2.2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) >= 2
+    received = int(lines[-1].split("received")[1].split()[0])
+    calls = int(lines[-1].split("calls")[1].split()[0])
+    assert received > 20 and calls >= 1
+
+
+def test_demo_system_drives_every_kind_of_traffic(ctx: mailbus.Context) -> None:
+    from mailbus.demo import DemoSystem
+
+    topics: set[str] = set()
+    kinds: set[str] = set()
+
+    def listen(event: TraceEvent) -> None:
+        kinds.add(event.kind)
+        if event.kind == Kind.PUBLISHED:
+            topics.add(event.name)
+
+    ctx.tracer.add_listener(listen)
+    demo = DemoSystem(ctx, speed=10.0, seed=1)
+    demo.start()
+    deadline_wait = ctx.wait_set()
+    for _ in range(100):
+        if Kind.RESPONSE_MATCHED in kinds and len(topics) >= 3:
+            break
+        deadline_wait.wait(0.05)
+    demo.stop()
+    assert {"sensors/temperature", "robot/pose"} <= topics
+    assert Kind.RESPONSE_MATCHED in kinds
