@@ -65,10 +65,10 @@ class Subscription(Waitable):
 
     def take(self) -> Message | None:
         """The oldest queued message, or None."""
-        try:
+        with self._lock:
+            if not self._queue:
+                return None
             message = self._queue.popleft()
-        except IndexError:
-            return None
         tracer = self._context.tracer
         if tracer.active:
             tracer.event(
@@ -86,6 +86,8 @@ class Subscription(Waitable):
         with self._lock:
             if self._closed:
                 return
+            # Waiters block only on an empty queue: wake them on the first message only.
+            wake = not self._queue
             self.received += 1
             if len(self._queue) >= self.depth:
                 self.overflowed += 1
@@ -107,7 +109,7 @@ class Subscription(Waitable):
                     message_id=dropped.message_id,
                     detail=f"{self.overflow.value}, depth {self.depth}",
                 )
-        if dropped is not message:
+        if wake:
             self._wake_waiters()
 
     def close(self) -> None:
