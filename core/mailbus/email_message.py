@@ -213,7 +213,7 @@ def _decode_body(data: bytes, encoding: str, charset: str) -> str:
         raise EmailFormatError(f"body is not valid {charset}: {exc.reason}") from None
 
 
-def _body(raw: bytes, content_type: str, encoding: str) -> str:
+def _body(raw: bytes, body_start: int, content_type: str, encoding: str) -> str:
     """Decode the body of `raw`, taking the first text/plain part of a multipart email."""
     if content_type.lower().lstrip().startswith("multipart/"):
         found = next(
@@ -236,7 +236,7 @@ def _body(raw: bytes, content_type: str, encoding: str) -> str:
     else:
         if not content_type.lower().lstrip().startswith("text/"):
             raise EmailFormatError(f"body of type {content_type.split(';')[0]!r} is not text")
-        data = _BODY_START.split(raw, 1)[1]
+        data = raw[body_start:]
     match = _CHARSET.search(content_type)
     charset = match.group(1) if match else "us-ascii"
     return _decode_body(data, encoding.strip().lower(), charset)
@@ -247,12 +247,14 @@ def from_bytes(raw: bytes) -> Email:
     if not isinstance(raw, bytes | bytearray | memoryview):
         raise EmailFormatError(f"expected bytes, got {type(raw).__name__}")
     raw = bytes(raw)
-    if b"\n\n" not in raw and b"\r\n\r\n" not in raw:
+    separator = _BODY_START.search(raw)
+    if separator is None:
         raise EmailFormatError("no blank line between header block and body")
-    msg = _HEADER_PARSER.parsebytes(raw)
+    # Only the header block goes through the stdlib parser; the body is decoded here.
+    msg = _HEADER_PARSER.parsebytes(raw[: separator.start()] + b"\r\n\r\n")
     reserved: dict[str, list[str]] = {}
     extra: dict[str, str] = {}
-    for name, value in msg.items():
+    for name, value in msg.raw_items():
         lowered = name.lower()
         if lowered in H.RESERVED:
             reserved.setdefault(lowered, []).append(_text(value))
@@ -270,6 +272,7 @@ def from_bytes(raw: bytes) -> Email:
         subject=reserved["subject"][0],
         body=_body(
             raw,
+            separator.end(),
             reserved.get("content-type", ["text/plain"])[0],
             reserved.get("content-transfer-encoding", ["7bit"])[0],
         ),
