@@ -125,9 +125,13 @@ def service_rtt(count: int) -> list[float]:
         stop = threading.Event()
 
         def serve() -> None:
+            wait_set = ctx.wait_set("bench-server")
+            wait_set.add_server(server)
             while not stop.is_set():
-                request = mailbus.wait_for_request(server, 0.1)
-                if request is not None:
+                request = server.take_request()
+                if request is None:
+                    wait_set.wait(0.1)
+                else:
                     server.send_response(request, request.body)
 
         thread = threading.Thread(target=serve)
