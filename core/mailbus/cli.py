@@ -13,7 +13,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-COMMAND_MODULES = ("mailbus.demo",)
+COMMAND_MODULES = ("mailbus.demo", "mailbus.outbox.cli")
 
 
 def build_parser(

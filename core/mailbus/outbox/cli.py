@@ -1,0 +1,208 @@
+"""`mailbus queue`: list, show, retry and purge the outbox, with `--json` for scripts.
+
+The outbox directory comes from `--dir`, else $MAILBUS_OUTBOX_DIR, else `dir` in the
+`[outbox]` table of the options file. `list` and `show` read without the lock; `retry`
+and `purge` change the outbox, so they take its lock and fail (exit 1) while a sender
+process holds it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from typing import Any
+
+from mailbus.errors import ConfigError, MailbusError
+from mailbus.options import load_options
+from mailbus.outbox.fs_storage import FsStorage
+from mailbus.outbox.listing import find_entry, list_outbox, show_entry
+from mailbus.outbox.scheduler import OutboxLock
+from mailbus.outbox.storage import Schedule, State
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--dir", help="outbox directory (default: $MAILBUS_OUTBOX_DIR, [outbox] dir)"
+    )
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    queue = subparsers.add_parser("queue", help="inspect and manage the durable outbox")
+    actions = queue.add_subparsers(dest="queue_command", metavar="ACTION")
+    actions.add_parser("list", parents=[common], help="every entry with its state")
+    show = actions.add_parser("show", parents=[common], help="one entry and its email")
+    show.add_argument("id")
+    retry = actions.add_parser("retry", parents=[common], help="make entries due now")
+    retry.add_argument("ids", nargs="*", metavar="ID")
+    retry.add_argument("--all", action="store_true", help="every queued and dead entry")
+    purge = actions.add_parser("purge", parents=[common], help="remove entries unsent")
+    purge.add_argument("ids", nargs="*", metavar="ID")
+    purge.add_argument("--dead", action="store_true", help="every dead entry")
+    purge.add_argument("--corrupt", action="store_true", help="every set-aside entry")
+    purge.add_argument("--all", action="store_true", help="every entry")
+    queue.set_defaults(handler=_main, queue_parser=queue)
+    for parser, handler in ((show, _show), (retry, _retry), (purge, _purge)):
+        parser.set_defaults(handler=handler)
+    actions.choices["list"].set_defaults(handler=_list)
+
+
+def _directory(args: argparse.Namespace) -> str:
+    if args.dir:
+        return str(args.dir)
+    env = os.environ.get("MAILBUS_OUTBOX_DIR")
+    if env:
+        return env
+    section = load_options(getattr(args, "config", None)).sections.get("outbox", {})
+    value = section.get("dir")
+    if isinstance(value, str) and value:
+        return os.path.expanduser(value)
+    raise ConfigError("outbox.dir", "no outbox directory: use --dir or MAILBUS_OUTBOX_DIR")
+
+
+def _fail(args: argparse.Namespace, message: str) -> int:
+    if getattr(args, "json", False):
+        print(json.dumps({"error": message}))
+    else:
+        print(f"mailbus queue: {message}", file=sys.stderr)
+    return 1
+
+
+def _guarded(args: argparse.Namespace, body: Any) -> int:
+    try:
+        return int(body(_directory(args)))
+    except (MailbusError, OSError) as exc:
+        return _fail(args, str(exc))
+
+
+def _main(args: argparse.Namespace) -> int:
+    args.queue_parser.print_help()
+    return 2
+
+
+def _when(ns: int, now_ns: int) -> str:
+    if ns <= now_ns:
+        return "now"
+    return f"in {(ns - now_ns) / 1e9:.0f}s"
+
+
+def _list(args: argparse.Namespace) -> int:
+    def body(directory: str) -> int:
+        items = list_outbox(directory)
+        if args.json:
+            print(json.dumps([item.to_dict() for item in items]))
+            return 0
+        now = time.time_ns()
+        header = ("ID", "STATE", "TRIES", "NEXT", "AGE", "SIZE")
+        print("{:36}  {:8}  {:>5}  {:>8}  {:>7}  {:>7}  DESTINATION".format(*header))
+        for item in items:
+            print(
+                f"{item.id:36}  {item.state:8}  {item.attempts:5d}  "
+                f"{_when(item.next_attempt_ns, now) if item.state == 'queued' else '-':>8}  "
+                f"{item.age_s:6.0f}s  {item.size:7d}  {item.destination or item.last_error}"
+            )
+        print(f"{len(items)} entries")
+        return 0
+
+    return _guarded(args, body)
+
+
+def _show(args: argparse.Namespace) -> int:
+    def body(directory: str) -> int:
+        item, contents = show_entry(directory, args.id)
+        if args.json:
+            print(json.dumps({**item.to_dict(), "contents": contents.decode("utf-8", "replace")}))
+            return 0
+        for key, value in item.to_dict().items():
+            print(f"{key}: {value}")
+        print()
+        sys.stdout.write(contents.decode("utf-8", "replace").replace("\r\n", "\n"))
+        return 0
+
+    return _guarded(args, body)
+
+
+def _locked(directory: str) -> tuple[FsStorage, OutboxLock]:
+    storage = FsStorage(directory, create=False)
+    lock = OutboxLock(storage.lock_path)
+    lock.acquire(0.0)
+    return storage, lock
+
+
+def _report(args: argparse.Namespace, verb: str, done: list[str]) -> None:
+    if args.json:
+        print(json.dumps({verb: done}))
+    else:
+        print(f"{verb} {len(done)} entries")
+
+
+def _retry(args: argparse.Namespace) -> int:
+    if not args.ids and not args.all:
+        return _fail(args, "name entry ids or use --all")
+
+    def body(directory: str) -> int:
+        storage, lock = _locked(directory)
+        done: list[str] = []
+        try:
+            entries = (
+                [*storage.list_queue().entries, *storage.list_dead().entries]
+                if args.all
+                else [find_entry(storage, i) for i in args.ids]
+            )
+            now = time.time_ns()
+            for entry in entries:
+                if entry.state is State.INFLIGHT:
+                    continue
+                schedule = Schedule(
+                    entry.schedule.attempts,
+                    now,
+                    entry.schedule.last_attempt_ns,
+                    entry.schedule.last_error,
+                )
+                entry = storage.reschedule(entry, schedule)
+                if entry.state is State.DEAD:
+                    storage.revive(entry)
+                done.append(entry.id)
+        finally:
+            lock.release()
+        _report(args, "retried", done)
+        return 0
+
+    return _guarded(args, body)
+
+
+def _purge(args: argparse.Namespace) -> int:
+    if not (args.ids or args.dead or args.all or args.corrupt):
+        return _fail(args, "name entry ids or use --dead, --corrupt or --all")
+
+    def body(directory: str) -> int:
+        storage, lock = _locked(directory)
+        done: list[str] = []
+        try:
+            if args.all:
+                entries = [*storage.list_queue().entries, *storage.list_dead().entries]
+            elif args.dead:
+                entries = list(storage.list_dead().entries)
+            else:
+                entries = []
+            entries += [find_entry(storage, i) for i in args.ids]
+            for entry in entries:
+                storage.cleanup(storage.drop(entry))
+                done.append(entry.id)
+            if args.corrupt or args.all:
+                for name in storage.list_corrupt():
+                    path = storage.root / State.CORRUPT / name
+                    if path.is_dir() and not path.is_symlink():
+                        shutil.rmtree(path)
+                    else:
+                        path.unlink()
+                    done.append(name)
+                storage.remove_uncommitted()
+        finally:
+            lock.release()
+        _report(args, "purged", done)
+        return 0
+
+    return _guarded(args, body)

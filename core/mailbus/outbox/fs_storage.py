@@ -1,0 +1,501 @@
+"""The outbox on a local file system, with the layout of the queue design.
+
+    <root>/data/<mail>/contents            the RFC 5322 bytes
+    <root>/data/<mail>/<dest>/metadata     JSON (storage.Metadata)
+    <root>/data/<mail>/<dest>/schedule     JSON (storage.Schedule)
+    <root>/queue/<id>    -> ../data/<mail>/<dest>   waiting
+    <root>/inflight/<id> -> ../data/<mail>/<dest>   being sent
+    <root>/cleanup/<id>  -> ../data/<mail>/<dest>   sent or dropped, being removed
+    <root>/dead/<id>     -> ../data/<mail>/<dest>   given up on, kept (ours)
+    <root>/corrupt/<state>.<name>                   set aside, kept (ours)
+
+Every name under data/ and every link name is a UUID made here; a link is only ever
+followed after its target has been checked to be `../data/<uuid>/<uuid>`, so a foreign
+link can never make the outbox read or delete outside its directory. Directories are
+0700 and files 0600.
+
+Durability (see docs/outbox.md): a mail is committed when its queue link exists; before
+the link is made, the contents, metadata and schedule files and the directories holding
+them are fsynced, and the queue directory is fsynced after it. Files of an uncommitted
+mail are written in place (nobody can see them until the link exists, and start-up
+removes an enqueue that never committed); a schedule of a committed entry is replaced by
+writing `schedule.<uuid>.tmp`, fsync, rename, fsync of the directory. Moving a link
+between states is a rename; the moves whose loss after a power cut would matter (done,
+dead, revive, drop) fsync both directories, while send_start and send_cancel do not:
+losing either leaves the entry queued or in flight, and start-up requeues in-flight
+entries anyway. All writes are issued before the fsyncs so that a journalling file
+system commits them together.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import shutil
+import stat
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from mailbus.outbox.storage import (
+    Cleanup,
+    CleanupListing,
+    Corrupt,
+    CorruptEntryError,
+    Destination,
+    Enqueuer,
+    Entry,
+    Listing,
+    Metadata,
+    RetryLaterError,
+    Schedule,
+    State,
+    Storage,
+    StorageFullError,
+    VanishedError,
+)
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+CONTENTS = "contents"
+METADATA = "metadata"
+SCHEDULE = "schedule"
+STATE_DIRS = tuple(State)
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+UUID_RE = re.compile(_UUID)
+TARGET_RE = re.compile(rf"\.\./data/({_UUID})/({_UUID})")
+_TMP_RE = re.compile(rf"(?:{CONTENTS}|{METADATA}|{SCHEDULE})\.{_UUID}\.tmp")
+_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def storage_error(exc: OSError, what: str) -> RetryLaterError:
+    """The outbox error for an OSError: disk full gets its own, clear error."""
+    if exc.errno in _FULL_ERRNOS:
+        return StorageFullError(f"outbox full: cannot {what}: {exc.strerror} ({exc.filename})")
+    return RetryLaterError(f"outbox: cannot {what}: {exc}")
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _mkdir(path: Path) -> None:
+    os.mkdir(path, DIR_MODE)
+    # mkdir's mode is filtered by the umask; make it exactly 0700.
+    os.chmod(path, DIR_MODE)
+
+
+def _create(path: Path) -> int:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+    os.fchmod(fd, FILE_MODE)
+    return fd
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _read(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+class FsEnqueuer(Enqueuer):
+    def __init__(self, storage: FsStorage) -> None:
+        self._storage = storage
+        self.mail = new_id()
+        self._mail_dir = storage.data / self.mail
+        self._fd: int | None = None
+        self._done = False
+        try:
+            _mkdir(self._mail_dir)
+            self._fd = _create(self._mail_dir / CONTENTS)
+        except OSError as exc:
+            self.abort()
+            raise storage_error(exc, "start an enqueue") from exc
+
+    def write(self, data: bytes) -> None:
+        if self._fd is None or self._done:
+            raise RuntimeError("enqueue already committed or aborted")
+        try:
+            _write_all(self._fd, data)
+        except OSError as exc:
+            self.abort()
+            raise storage_error(exc, "write contents") from exc
+
+    def commit(self, destinations: Sequence[Destination]) -> list[Entry]:
+        if self._fd is None or self._done:
+            raise RuntimeError("enqueue already committed or aborted")
+        if not destinations:
+            raise ValueError("a mail needs at least one destination")
+        storage = self._storage
+        links: list[Path] = []
+        fds: list[int] = [self._fd]
+        self._fd = None
+        dest_dirs: list[Path] = []
+        entries: list[Entry] = []
+        try:
+            try:
+                # Issue every write first, then the fsyncs (see the module docstring).
+                for destination in destinations:
+                    dest = new_id()
+                    dest_dir = self._mail_dir / dest
+                    _mkdir(dest_dir)
+                    dest_dirs.append(dest_dir)
+                    for name, data in (
+                        (METADATA, destination.metadata.to_json()),
+                        (SCHEDULE, destination.schedule.to_json()),
+                    ):
+                        fd = _create(dest_dir / name)
+                        fds.append(fd)
+                        _write_all(fd, data)
+                    entries.append(
+                        Entry(
+                            new_id(),
+                            self.mail,
+                            dest,
+                            State.QUEUED,
+                            destination.metadata,
+                            destination.schedule,
+                        )
+                    )
+                for fd in fds:
+                    os.fsync(fd)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            for dest_dir in dest_dirs:
+                _fsync_dir(dest_dir)
+            _fsync_dir(self._mail_dir)
+            _fsync_dir(storage.data)
+            # The commit point: the links appear in queue/.
+            for entry in entries:
+                link = storage.root / State.QUEUED / entry.id
+                os.symlink(f"../data/{self.mail}/{entry.dest}", link)
+                links.append(link)
+            _fsync_dir(storage.root / State.QUEUED)
+        except OSError as exc:
+            for link in links:
+                with contextlib.suppress(OSError):
+                    os.unlink(link)
+            if links:
+                with contextlib.suppress(OSError):
+                    _fsync_dir(storage.root / State.QUEUED)
+            self.abort()
+            raise storage_error(exc, f"commit mail {self.mail}") from exc
+        self._done = True
+        return entries
+
+    def abort(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+        if not self._done:
+            self._done = True
+            shutil.rmtree(self._mail_dir, ignore_errors=True)
+
+
+class FsStorage(Storage):
+    """The queue design on a local directory. Not safe for two processes at once: the
+    scheduler holds `lock_path` (see scheduler.OutboxLock) while it uses the outbox."""
+
+    def __init__(self, root: str | os.PathLike[str], *, create: bool = True) -> None:
+        self.root = Path(root)
+        self.data = self.root / "data"
+        self.lock_path = self.root / "lock"
+        try:
+            if create:
+                made = False
+                if not self.root.exists():
+                    self.root.mkdir(parents=True, mode=DIR_MODE)
+                    os.chmod(self.root, DIR_MODE)
+                    made = True
+                for name in ("data", *STATE_DIRS):
+                    path = self.root / name
+                    if not path.is_dir():
+                        _mkdir(path)
+                        made = True
+                if made:
+                    _fsync_dir(self.root)
+                    _fsync_dir(self.root.parent)
+            missing = [n for n in ("data", *STATE_DIRS) if not (self.root / n).is_dir()]
+        except OSError as exc:
+            raise storage_error(exc, f"open outbox directory {self.root}") from exc
+        if missing:
+            raise VanishedError(f"{self.root} is not an outbox (no {', '.join(missing)}/)")
+
+    # -- reading entries ----------------------------------------------------------------
+    def _target(self, state: State, name: str) -> tuple[str, str]:
+        """(mail, dest) of link `state/name`, checked; CorruptEntryError otherwise."""
+        path = self.root / state / name
+        if not UUID_RE.fullmatch(name):
+            raise CorruptEntryError(state, name, "foreign file (name is not an outbox id)")
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            raise VanishedError(f"{state.value}/{name} is gone") from None
+        if not stat.S_ISLNK(st.st_mode):
+            raise CorruptEntryError(state, name, "foreign file (not a symlink)")
+        try:
+            target = os.readlink(path)
+        except FileNotFoundError:
+            raise VanishedError(f"{state.value}/{name} is gone") from None
+        match = TARGET_RE.fullmatch(target)
+        if match is None:
+            raise CorruptEntryError(state, name, f"link points outside data/: {target!r}")
+        return match.group(1), match.group(2)
+
+    def _read_entry(self, state: State, name: str) -> Entry:
+        mail, dest = self._target(state, name)
+        dest_dir = self.data / mail / dest
+        if not dest_dir.is_dir():
+            raise CorruptEntryError(state, name, f"broken symlink (no data/{mail}/{dest})")
+        parsed: list[object] = []
+        for file_name, parse in ((METADATA, Metadata.from_json), (SCHEDULE, Schedule.from_json)):
+            try:
+                parsed.append(parse(_read(dest_dir / file_name)))
+            except FileNotFoundError:
+                raise CorruptEntryError(state, name, f"missing {file_name}") from None
+            except ValueError as exc:
+                raise CorruptEntryError(state, name, f"unreadable {file_name}: {exc}") from None
+        if not (self.data / mail / CONTENTS).is_file():
+            raise CorruptEntryError(state, name, "missing contents")
+        metadata, schedule = parsed
+        assert isinstance(metadata, Metadata) and isinstance(schedule, Schedule)
+        return Entry(name, mail, dest, state, metadata, schedule)
+
+    def _names(self, state: State) -> Iterator[str]:
+        try:
+            names = sorted(os.listdir(self.root / state))
+        except OSError as exc:
+            raise storage_error(exc, f"list {state.value}/") from exc
+        yield from names
+
+    def list_state(self, state: State) -> Listing:
+        """Entries of a queue, inflight or dead directory."""
+        entries: list[Entry] = []
+        corrupt: list[Corrupt] = []
+        for name in self._names(state):
+            try:
+                entries.append(self._read_entry(state, name))
+            except CorruptEntryError as exc:
+                corrupt.append(Corrupt(state, name, exc.reason))
+            except VanishedError:
+                continue
+            except OSError as exc:
+                raise storage_error(exc, f"read {state.value}/{name}") from exc
+        return Listing(tuple(entries), tuple(corrupt))
+
+    def read(self, state: State, name: str) -> Entry:
+        """One entry by state and id (for the command line and tests)."""
+        try:
+            return self._read_entry(state, name)
+        except OSError as exc:
+            raise storage_error(exc, f"read {state.value}/{name}") from exc
+
+    def list_queue(self) -> Listing:
+        return self.list_state(State.QUEUED)
+
+    def find_inflight(self) -> Listing:
+        return self.list_state(State.INFLIGHT)
+
+    def list_dead(self) -> Listing:
+        return self.list_state(State.DEAD)
+
+    def find_pending_cleanup(self) -> CleanupListing:
+        # A cleanup link may dangle: the crash came after the data went.
+        entries: list[Cleanup] = []
+        corrupt: list[Corrupt] = []
+        for name in self._names(State.CLEANUP):
+            try:
+                mail, dest = self._target(State.CLEANUP, name)
+            except CorruptEntryError as exc:
+                corrupt.append(Corrupt(State.CLEANUP, name, exc.reason))
+                continue
+            except VanishedError:
+                continue
+            entries.append(Cleanup(name, mail, dest))
+        return CleanupListing(tuple(entries), tuple(corrupt))
+
+    def list_corrupt(self) -> list[str]:
+        return list(self._names(State.CORRUPT))
+
+    # -- queuing and reading ------------------------------------------------------------
+    def enqueue(self) -> FsEnqueuer:
+        return FsEnqueuer(self)
+
+    def read_inflight(self, entry: Entry) -> bytes:
+        self._expect(entry, State.INFLIGHT)
+        try:
+            return _read(self.data / entry.mail / CONTENTS)
+        except FileNotFoundError:
+            raise CorruptEntryError(State.INFLIGHT, entry.id, "missing contents") from None
+        except OSError as exc:
+            raise storage_error(exc, f"read contents of {entry.mail}") from exc
+
+    # -- state changes ------------------------------------------------------------------
+    def _expect(self, entry: Entry | Cleanup, state: State) -> None:
+        if isinstance(entry, Entry) and entry.state is not state:
+            raise ValueError(f"entry {entry.id} is {entry.state.value}, expected {state.value}")
+
+    def _move(self, entry_id: str, source: State, target: State, *, durable: bool) -> None:
+        try:
+            os.rename(self.root / source / entry_id, self.root / target / entry_id)
+            if durable:
+                _fsync_dir(self.root / target)
+                _fsync_dir(self.root / source)
+        except FileNotFoundError as exc:
+            if not (self.root / source / entry_id).exists():
+                raise VanishedError(f"{source.value}/{entry_id} is gone") from None
+            raise storage_error(exc, f"move {entry_id} to {target.value}/") from exc
+        except OSError as exc:
+            raise storage_error(exc, f"move {entry_id} to {target.value}/") from exc
+
+    def _moved(self, entry: Entry, target: State, *, durable: bool) -> Entry:
+        self._move(entry.id, entry.state, target, durable=durable)
+        return Entry(entry.id, entry.mail, entry.dest, target, entry.metadata, entry.schedule)
+
+    def reschedule(self, entry: Entry, schedule: Schedule) -> Entry:
+        if entry.state not in (State.QUEUED, State.INFLIGHT, State.DEAD):
+            raise ValueError(f"cannot reschedule a {entry.state.value} entry")
+        if not os.path.lexists(self.root / entry.state / entry.id):
+            raise VanishedError(f"{entry.state.value}/{entry.id} is gone")
+        dest_dir = self.data / entry.mail / entry.dest
+        tmp = dest_dir / f"{SCHEDULE}.{new_id()}.tmp"
+        try:
+            fd = _create(tmp)
+            try:
+                _write_all(fd, schedule.to_json())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(tmp, dest_dir / SCHEDULE)
+            _fsync_dir(dest_dir)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise storage_error(exc, f"reschedule {entry.id}") from exc
+        return Entry(entry.id, entry.mail, entry.dest, entry.state, entry.metadata, schedule)
+
+    def send_start(self, entry: Entry) -> Entry:
+        self._expect(entry, State.QUEUED)
+        return self._moved(entry, State.INFLIGHT, durable=False)
+
+    def send_cancel(self, entry: Entry) -> Entry:
+        self._expect(entry, State.INFLIGHT)
+        return self._moved(entry, State.QUEUED, durable=False)
+
+    def send_done(self, entry: Entry) -> Cleanup:
+        self._expect(entry, State.INFLIGHT)
+        self._move(entry.id, State.INFLIGHT, State.CLEANUP, durable=True)
+        return Cleanup(entry.id, entry.mail, entry.dest)
+
+    def drop(self, entry: Entry) -> Cleanup:
+        if entry.state not in (State.QUEUED, State.INFLIGHT, State.DEAD):
+            raise ValueError(f"cannot drop a {entry.state.value} entry")
+        self._move(entry.id, entry.state, State.CLEANUP, durable=True)
+        return Cleanup(entry.id, entry.mail, entry.dest)
+
+    def dead_letter(self, entry: Entry) -> Entry:
+        self._expect(entry, State.INFLIGHT)
+        return self._moved(entry, State.DEAD, durable=True)
+
+    def revive(self, entry: Entry) -> Entry:
+        self._expect(entry, State.DEAD)
+        return self._moved(entry, State.QUEUED, durable=True)
+
+    def cleanup(self, entry: Cleanup) -> None:
+        # Each step tolerates that a crashed earlier cleanup already did it.
+        mail_dir = self.data / entry.mail
+        dest_dir = mail_dir / entry.dest
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                for name in os.listdir(dest_dir):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(dest_dir / name)
+            with contextlib.suppress(FileNotFoundError):
+                os.rmdir(dest_dir)
+            with contextlib.suppress(FileNotFoundError):
+                if set(os.listdir(mail_dir)) <= {CONTENTS}:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(mail_dir / CONTENTS)
+                    os.rmdir(mail_dir)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.root / State.CLEANUP / entry.id)
+        except OSError as exc:
+            raise storage_error(exc, f"clean up {entry.id}") from exc
+
+    def set_aside(self, corrupt: Corrupt) -> None:
+        if corrupt.state is State.CORRUPT:
+            return
+        source = self.root / corrupt.state / corrupt.name
+        target = self.root / State.CORRUPT / f"{corrupt.state.value}.{corrupt.name}"
+        try:
+            if os.path.lexists(target):
+                target = target.with_name(f"{target.name}.{new_id()}")
+            os.rename(source, target)
+            _fsync_dir(self.root / State.CORRUPT)
+            _fsync_dir(source.parent)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise storage_error(exc, f"set aside {corrupt.state.value}/{corrupt.name}") from exc
+
+    def _referenced(self) -> set[tuple[str, str]]:
+        found: set[tuple[str, str]] = set()
+        for state in STATE_DIRS:
+            for name in self._names(state):
+                try:
+                    target = os.readlink(self.root / state / name)
+                except OSError:
+                    continue
+                match = TARGET_RE.fullmatch(target)
+                if match is not None:
+                    found.add((match.group(1), match.group(2)))
+        return found
+
+    def remove_uncommitted(self) -> list[str]:
+        removed: list[str] = []
+        try:
+            referenced = self._referenced()
+            for mail in sorted(os.listdir(self.data)):
+                mail_dir = self.data / mail
+                if not UUID_RE.fullmatch(mail) or not mail_dir.is_dir() or mail_dir.is_symlink():
+                    # Not ours: keep it for inspection, out of data/.
+                    os.rename(mail_dir, self.root / State.CORRUPT / f"data.{mail}.{new_id()}")
+                    continue
+                kept = 0
+                for name in os.listdir(mail_dir):
+                    path = mail_dir / name
+                    if name == CONTENTS:
+                        continue
+                    if UUID_RE.fullmatch(name) and (mail, name) in referenced:
+                        kept += 1
+                        for leftover in os.listdir(path):
+                            if _TMP_RE.fullmatch(leftover):
+                                os.unlink(path / leftover)
+                    elif path.is_dir() and not path.is_symlink():
+                        shutil.rmtree(path)
+                    else:
+                        os.unlink(path)
+                if kept == 0:
+                    shutil.rmtree(mail_dir)
+                    removed.append(mail)
+            _fsync_dir(self.data)
+        except OSError as exc:
+            raise storage_error(exc, "remove uncommitted enqueues") from exc
+        return removed

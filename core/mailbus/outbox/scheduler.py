@@ -1,0 +1,512 @@
+"""The scheduler: sends what is due, retries with back-off, gives up into dead letters,
+recovers at start-up, and holds the lock that keeps one process per outbox directory.
+
+It is driven from one thread (the OutboxSender's); `add` and `retry_now` may be called
+from any thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import heapq
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mailbus.errors import ConfigError, EmailFormatError, InvalidNameError
+from mailbus.outbox.storage import (
+    Corrupt,
+    CorruptEntryError,
+    Entry,
+    OutboxLockedError,
+    RetryLaterError,
+    Schedule,
+    State,
+    Storage,
+    VanishedError,
+)
+from mailbus.trace import Tracer
+
+log = logging.getLogger(__name__)
+
+Deliver = Callable[[Entry, bytes], None]
+Clock = Callable[[], int]
+NS = 1_000_000_000
+MAX_ERROR_TEXT = 500
+# How soon to retry a storage operation that failed (disk full, I/O error).
+STORAGE_RETRY_S = 1.0
+
+
+def is_permanent(exc: BaseException) -> bool:
+    """A failure that retrying cannot fix: the email itself is invalid, or the sender
+    marked the error `permanent` (an SMTP 5xx reply, for instance)."""
+    return isinstance(exc, EmailFormatError | InvalidNameError) or bool(
+        getattr(exc, "permanent", False)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Exponential back-off with jitter, then a dead letter.
+
+    Defaults follow SMTP practice scaled to messaging: retry after 5 s, doubling up to
+    15 minutes between attempts, and give up after 30 attempts or 3 days (Postfix keeps
+    mail 5 days; messages older than a few days are rarely still wanted).
+    """
+
+    first_delay_s: float = 5.0
+    factor: float = 2.0
+    max_delay_s: float = 900.0
+    max_attempts: int = 30
+    max_age_s: float = 3 * 86400.0
+    jitter: float = 0.1
+
+    def __post_init__(self) -> None:
+        if not self.first_delay_s >= 0 or not self.max_delay_s >= self.first_delay_s:
+            raise ConfigError("outbox.first-delay-s", "need 0 <= first-delay-s <= max-delay-s")
+        if not self.factor >= 1.0:
+            raise ConfigError("outbox.factor", "must be >= 1")
+        if self.max_attempts < 1:
+            raise ConfigError("outbox.max-attempts", "must be >= 1")
+        if not self.max_age_s > 0:
+            raise ConfigError("outbox.max-age-s", "must be > 0")
+        if not 0 <= self.jitter < 1:
+            raise ConfigError("outbox.jitter", "must be in [0, 1)")
+
+    def delay_s(self, attempts: int, rand: float = 0.5) -> float:
+        """Seconds to wait after the `attempts`-th failed attempt (1-based); `rand` in
+        [0, 1) spreads retries of many mails over +-jitter."""
+        exponent = min(max(attempts - 1, 0), 64)
+        base = min(self.first_delay_s * self.factor**exponent, self.max_delay_s)
+        return float(base * (1 + self.jitter * (2 * rand - 1)))
+
+    def gives_up(self, attempts: int, age_s: float) -> bool:
+        return attempts >= self.max_attempts or age_s >= self.max_age_s
+
+    @classmethod
+    def from_mapping(cls, section: Mapping[str, Any]) -> RetryPolicy:
+        """From the `[outbox]` options table (keys with `-`, e.g. `max-attempts`)."""
+        fields = {
+            "first-delay-s": float,
+            "factor": float,
+            "max-delay-s": float,
+            "max-attempts": int,
+            "max-age-s": float,
+            "jitter": float,
+        }
+        values: dict[str, Any] = {}
+        for key, kind in fields.items():
+            if key not in section:
+                continue
+            value = section[key]
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"outbox.{key}", f"expected a number, got {value!r}")
+            if kind is int and not isinstance(value, int):
+                raise ConfigError(f"outbox.{key}", f"expected an integer, got {value!r}")
+            values[key.replace("-", "_")] = kind(value)
+        return cls(**values)
+
+
+class OutboxLock:
+    """An exclusive flock on `<root>/lock`, so that one process at a time uses an outbox
+    directory. The kernel releases it when the holder dies, however it dies."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def holder(self) -> str:
+        """The pid recorded by the current holder, for error messages."""
+        try:
+            return self.path.read_text(encoding="ascii").strip() or "?"
+        except (OSError, UnicodeDecodeError):
+            return "?"
+
+    def acquire(self, timeout: float = 0.0) -> None:
+        """Take the lock, polling up to `timeout` seconds; OutboxLockedError if another
+        process keeps it."""
+        if self._fd is not None:
+            return
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        deadline = time.monotonic() + timeout
+        pause = threading.Event()
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise OutboxLockedError(
+                            f"outbox {self.path.parent} is in use by process {self.holder()}"
+                        ) from None
+                    pause.wait(0.02)  # flock has no timeout: poll with a deadline
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)
+            os.close(self._fd)  # closing the only descriptor drops the flock
+            self._fd = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    cleanups_finished: int
+    inflight_requeued: int
+    uncommitted_removed: int
+    set_aside: tuple[Corrupt, ...]
+    queued: int
+    dead: int
+
+
+class Scheduler:
+    """Due sends, retries and dead letters over a Storage."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        deliver: Deliver,
+        *,
+        policy: RetryPolicy | None = None,
+        tracer: Tracer | None = None,
+        clock: Clock = time.time_ns,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.storage = storage
+        self.deliver = deliver
+        self.policy = policy or RetryPolicy()
+        self.tracer = tracer
+        self.clock = clock
+        self.rand = rand
+        self.changed = threading.Condition()
+        self._heap: list[tuple[int, int, Entry]] = []
+        self._seq = 0
+        # Entries sent but not yet moved out of inflight/ (storage failed): retried first.
+        self._unfinished: list[Entry] = []
+        self.busy = 0
+        self.counts: dict[str, int] = {
+            "sent": 0,
+            "rescheduled": 0,
+            "dead_lettered": 0,
+            "set_aside": 0,
+            "storage_errors": 0,
+        }
+
+    # -- events ---------------------------------------------------------------------------
+    def _event(
+        self, kind: str, entry: Entry | None = None, detail: str = "", **extra: object
+    ) -> None:
+        tracer = self.tracer
+        if tracer is None or not tracer.active:
+            return
+        if entry is None:
+            tracer.event(kind, detail=detail, extra=extra)
+            return
+        tracer.event(
+            kind,
+            name=entry.metadata.subject,
+            message_id=entry.metadata.message_id,
+            size=entry.metadata.size,
+            detail=detail,
+            extra={
+                "entry": entry.id,
+                "mail": entry.mail,
+                "destination": ", ".join(entry.metadata.recipients),
+                "attempts": entry.schedule.attempts,
+                "next_attempt_ns": entry.schedule.next_attempt_ns,
+                **extra,
+            },
+        )
+
+    def _set_aside(self, corrupt: Corrupt) -> None:
+        log.warning("outbox: setting aside %s/%s: %s", corrupt.state, corrupt.name, corrupt.reason)
+        self.storage.set_aside(corrupt)
+        self.counts["set_aside"] += 1
+        self._event(
+            "outbox.set_aside",
+            detail=corrupt.reason,
+            entry_name=corrupt.name,
+            state=corrupt.state.value,
+        )
+
+    # -- start-up -------------------------------------------------------------------------
+    def recover(self) -> RecoveryReport:
+        """Make the stored state safe to run from, at once: finish pending cleanups,
+        requeue in-flight entries (their sender is dead: we hold the lock), set corrupt
+        entries aside, remove enqueues that never committed, and load the queue."""
+        storage = self.storage
+        set_aside: list[Corrupt] = []
+        cleanups = storage.find_pending_cleanup()
+        for cleanup in cleanups.entries:
+            storage.cleanup(cleanup)
+            self._event(
+                "outbox.cleaned", detail="recovered", entry_name=cleanup.id, mail=cleanup.mail
+            )
+        inflight = storage.find_inflight()
+        requeued = 0
+        for entry in inflight.entries:
+            with contextlib.suppress(VanishedError):
+                storage.send_cancel(entry)
+                requeued += 1
+        queue = storage.list_queue()
+        dead = storage.list_dead()
+        for corrupt in (*cleanups.corrupt, *inflight.corrupt, *queue.corrupt, *dead.corrupt):
+            self._set_aside(corrupt)
+            set_aside.append(corrupt)
+        removed = storage.remove_uncommitted()
+        with self.changed:
+            self._heap.clear()
+            for entry in queue.entries:
+                self._push(entry)
+            self.changed.notify_all()
+        report = RecoveryReport(
+            cleanups_finished=len(cleanups.entries),
+            inflight_requeued=requeued,
+            uncommitted_removed=len(removed),
+            set_aside=tuple(set_aside),
+            queued=len(queue.entries),
+            dead=len(dead.entries),
+        )
+        self._event(
+            "outbox.recovered",
+            detail=(
+                f"{report.queued} queued ({requeued} were in flight), "
+                f"{report.cleanups_finished} cleanups finished, "
+                f"{report.uncommitted_removed} uncommitted removed, "
+                f"{len(set_aside)} set aside, {report.dead} dead"
+            ),
+            cleanups_finished=report.cleanups_finished,
+            inflight_requeued=requeued,
+            uncommitted_removed=report.uncommitted_removed,
+            set_aside=len(set_aside),
+            queued=report.queued,
+            dead=report.dead,
+        )
+        return report
+
+    # -- the queue in memory --------------------------------------------------------------
+    def _push(self, entry: Entry) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (entry.schedule.next_attempt_ns, self._seq, entry))
+
+    def add(self, entries: Iterable[Entry]) -> None:
+        """Entries just enqueued (or requeued by hand)."""
+        with self.changed:
+            for entry in entries:
+                self._push(entry)
+            self.changed.notify_all()
+
+    def pending(self) -> int:
+        """Entries queued in memory, being sent, or waiting for storage to recover."""
+        with self.changed:
+            return len(self._heap) + self.busy + len(self._unfinished)
+
+    def next_due_ns(self) -> int | None:
+        with self.changed:
+            if self._unfinished:
+                return self.clock()
+            return self._heap[0][0] if self._heap else None
+
+    def take_due(self, now_ns: int, limit: int = 64) -> list[Entry]:
+        with self.changed:
+            due: list[Entry] = []
+            while self._heap and self._heap[0][0] <= now_ns and len(due) < limit:
+                due.append(heapq.heappop(self._heap)[2])
+            self.busy += len(due)
+            return due
+
+    def retry_now(self, entry_ids: Iterable[str] | None = None) -> int:
+        """Make queued entries (all, or those named) due now. Returns how many."""
+        wanted = None if entry_ids is None else set(entry_ids)
+        with self.changed:
+            items = [item for item in self._heap]
+            count = 0
+            self._heap = []
+            for _, seq, entry in items:
+                when = entry.schedule.next_attempt_ns
+                if wanted is None or entry.id in wanted:
+                    when = 0
+                    count += 1
+                heapq.heappush(self._heap, (when, seq, entry))
+            self.changed.notify_all()
+            return count
+
+    # -- sending --------------------------------------------------------------------------
+    def run_due(self) -> int:
+        """Send everything due now; returns how many entries were handled."""
+        handled = self._finish_unfinished()
+        while True:
+            due = self.take_due(self.clock())
+            if not due:
+                return handled
+            for entry in due:
+                try:
+                    self._send_one(entry)
+                finally:
+                    with self.changed:
+                        self.busy -= 1
+                        self.changed.notify_all()
+                handled += 1
+
+    def _finish_unfinished(self) -> int:
+        with self.changed:
+            unfinished, self._unfinished = self._unfinished, []
+        for index, entry in enumerate(unfinished):
+            try:
+                self._complete(entry)
+            except RetryLaterError:
+                with self.changed:
+                    self._unfinished.extend(unfinished[index:])
+                return index
+        return len(unfinished)
+
+    def _storage_failed(self, entry: Entry, exc: Exception, what: str) -> None:
+        self.counts["storage_errors"] += 1
+        log.warning("outbox: %s %s failed: %s", what, entry.id, exc)
+        self._event("outbox.storage_error", entry, detail=f"{what}: {exc}")
+
+    def _send_one(self, entry: Entry) -> None:
+        storage = self.storage
+        try:
+            inflight = storage.send_start(entry)
+        except VanishedError:
+            return  # purged meanwhile
+        except RetryLaterError as exc:
+            self._storage_failed(entry, exc, "send_start")
+            self._push_later(entry)
+            return
+        self._event("outbox.send_started", inflight)
+        try:
+            data = storage.read_inflight(inflight)
+        except CorruptEntryError as exc:
+            self._set_aside(Corrupt(State.INFLIGHT, inflight.id, exc.reason))
+            return
+        except RetryLaterError as exc:
+            self._storage_failed(inflight, exc, "read")
+            self._cancel(inflight, inflight.schedule)
+            return
+        try:
+            self.deliver(inflight, data)
+        except Exception as exc:
+            self._failed(inflight, exc)
+            return
+        try:
+            self._complete(inflight)
+        except RetryLaterError as exc:
+            self._storage_failed(inflight, exc, "send_done")
+            with self.changed:
+                self._unfinished.append(inflight)
+
+    def _complete(self, inflight: Entry) -> None:
+        try:
+            cleanup = self.storage.send_done(inflight)
+        except VanishedError:
+            return
+        self.counts["sent"] += 1
+        self._event("outbox.sent", inflight)
+        try:
+            self.storage.cleanup(cleanup)
+        except RetryLaterError as exc:
+            # Sent and recorded as done: start-up (or the next cleanup) finishes it.
+            self._storage_failed(inflight, exc, "cleanup")
+            return
+        self._event("outbox.cleaned", inflight)
+
+    def _push_later(self, entry: Entry) -> None:
+        later = Schedule(
+            entry.schedule.attempts,
+            self.clock() + int(STORAGE_RETRY_S * NS),
+            entry.schedule.last_attempt_ns,
+            entry.schedule.last_error,
+        )
+        moved = Entry(entry.id, entry.mail, entry.dest, entry.state, entry.metadata, later)
+        with self.changed:
+            self._push(moved)
+
+    def _cancel(self, inflight: Entry, schedule: Schedule) -> None:
+        try:
+            queued = self.storage.send_cancel(inflight)
+        except VanishedError:
+            return
+        except RetryLaterError as exc:
+            # Left in flight: the next start-up requeues it.
+            self._storage_failed(inflight, exc, "send_cancel")
+            return
+        self.add(
+            [Entry(queued.id, queued.mail, queued.dest, queued.state, queued.metadata, schedule)]
+        )
+
+    def _failed(self, inflight: Entry, exc: Exception) -> None:
+        now = self.clock()
+        attempts = inflight.schedule.attempts + 1
+        error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_TEXT]
+        age_s = (now - inflight.metadata.created_ns) / NS
+        give_up = is_permanent(exc) or self.policy.gives_up(attempts, age_s)
+        delay = 0.0 if give_up else self.policy.delay_s(attempts, self.rand())
+        schedule = Schedule(attempts, now + int(delay * NS), now, error)
+        try:
+            updated = self.storage.reschedule(inflight, schedule)
+        except VanishedError:
+            return
+        except RetryLaterError as err:
+            self._storage_failed(inflight, err, "reschedule")
+            updated = inflight
+        if give_up:
+            try:
+                dead = self.storage.dead_letter(updated)
+            except VanishedError:
+                return
+            except RetryLaterError as err:
+                self._storage_failed(inflight, err, "dead_letter")
+                self._cancel(updated, schedule)
+                return
+            self.counts["dead_lettered"] += 1
+            log.warning("outbox: gave up on %s after %d attempts: %s", dead.id, attempts, error)
+            self._event("outbox.dead_lettered", dead, detail=error)
+            return
+        self.counts["rescheduled"] += 1
+        self._event("outbox.rescheduled", updated, detail=error)
+        self._cancel(updated, schedule)
+
+    def idle_locked(self) -> bool:
+        """Nothing due, being sent or unfinished; call with `changed` held."""
+        due = bool(self._heap) and self._heap[0][0] <= self.clock()
+        return not due and self.busy == 0 and not self._unfinished
+
+    def wait_for_work(
+        self, timeout: float | None, should_stop: Callable[[], bool] | None = None
+    ) -> None:
+        """Block until something may be due (an add, or the earliest due time), at most
+        `timeout` seconds, or until `should_stop()` (checked under the lock, so a
+        notify after setting it cannot be missed)."""
+        with self.changed:
+            if should_stop is not None and should_stop():
+                return
+            if self._unfinished:
+                wait = STORAGE_RETRY_S
+            elif self._heap:
+                wait = max(0.0, (self._heap[0][0] - self.clock()) / NS)
+            else:
+                wait = float("inf")
+            if timeout is not None:
+                wait = min(wait, timeout)
+            if wait > 0:
+                self.changed.wait(None if wait == float("inf") else wait)

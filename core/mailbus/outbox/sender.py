@@ -1,0 +1,196 @@
+"""OutboxSender: an EmailSender that writes each email durably to the outbox and returns;
+a background thread delivers through the wrapped sender, with retries.
+
+Delivery is at-least-once: a crash between the inner sender's success and the outbox
+recording it sends that email again after restart, with the same Message-ID, and the
+receiving side (mailbus.polling) drops the duplicate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from mailbus.email_message import Email, from_bytes, new_message_id, to_bytes
+from mailbus.errors import ConfigError, TransportError
+from mailbus.options import Options
+from mailbus.outbox.fs_storage import FsStorage
+from mailbus.outbox.scheduler import OutboxLock, RecoveryReport, RetryPolicy, Scheduler
+from mailbus.outbox.storage import Destination, Entry, Metadata, Schedule
+from mailbus.trace import Tracer
+from mailbus.transport import EmailSender, Transport
+
+log = logging.getLogger(__name__)
+
+
+def email_for_delivery(entry: Entry, data: bytes) -> Email:
+    """The Email to hand to the inner sender: parsed from the stored bytes (kept in
+    `raw`), with the Bcc recipients, which the bytes never show, from the metadata."""
+    email = from_bytes(data)
+    shown = set(email.to) | set(email.cc)
+    bcc = tuple(r for r in entry.metadata.recipients if r not in shown)
+    return dataclasses.replace(email, bcc=bcc, sender=entry.metadata.sender or email.sender)
+
+
+class OutboxSender(EmailSender):
+    """Wraps `inner`: `send` enqueues durably and returns; a thread delivers.
+
+    Opening takes the outbox directory's lock (waiting up to `lock_timeout` seconds,
+    OutboxLockedError after that) and recovers what a previous process left, at once.
+    """
+
+    def __init__(
+        self,
+        inner: EmailSender,
+        directory: str | os.PathLike[str],
+        *,
+        policy: RetryPolicy | None = None,
+        tracer: Tracer | None = None,
+        lock_timeout: float = 0.0,
+        start: bool = True,
+    ) -> None:
+        self.inner = inner
+        self.tracer = tracer
+        self.storage = FsStorage(directory)
+        self.lock = OutboxLock(self.storage.lock_path)
+        self.lock.acquire(lock_timeout)
+        self._stop = threading.Event()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        try:
+            self.scheduler = Scheduler(self.storage, self._deliver, policy=policy, tracer=tracer)
+            self.recovery: RecoveryReport = self.scheduler.recover()
+        except BaseException:
+            self.lock.release()
+            raise
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="mailbus-outbox", daemon=True)
+            self._thread.start()
+
+    def _deliver(self, entry: Entry, data: bytes) -> None:
+        self.inner.send(email_for_delivery(entry, data))
+
+    def _run(self) -> None:
+        scheduler = self.scheduler
+        while not self._stop.is_set():
+            try:
+                scheduler.run_due()
+            except Exception as exc:
+                # Storage trouble outside one entry (listing, I/O): report, pause, go on.
+                log.exception("outbox delivery loop failed")
+                if self.tracer is not None and self.tracer.active:
+                    self.tracer.event("outbox.storage_error", detail=f"delivery loop: {exc}")
+                self._stop.wait(1.0)
+            scheduler.wait_for_work(None, self._stop.is_set)
+
+    def send(self, email: Email) -> None:
+        """Store `email` durably, then return; raise TransportError (StorageFullError
+        when the disk is full) if it cannot be stored, InvalidNameError if it is invalid."""
+        if self._closed:
+            raise TransportError("outbox sender is closed")
+        if not email.message_id:
+            email = email.with_message_id(new_message_id(email.sender))
+        data = to_bytes(email)
+        now = time.time_ns()
+        metadata = Metadata(
+            message_id=email.message_id,
+            sender=email.sender,
+            recipients=email.recipients,
+            subject=email.subject,
+            size=len(data),
+            created_ns=now,
+        )
+        enqueuer = self.storage.enqueue()
+        try:
+            enqueuer.write(data)
+            entries = enqueuer.commit([Destination(metadata, Schedule(0, now, 0, ""))])
+        except BaseException:
+            enqueuer.abort()
+            raise
+        self.scheduler.add(entries)
+        tracer = self.tracer
+        if tracer is not None and tracer.active:
+            for entry in entries:
+                tracer.event(
+                    "outbox.enqueued",
+                    name=metadata.subject,
+                    message_id=metadata.message_id,
+                    size=metadata.size,
+                    extra={
+                        "entry": entry.id,
+                        "mail": entry.mail,
+                        "destination": ", ".join(metadata.recipients),
+                    },
+                )
+
+    def retry_now(self, entry_ids: list[str] | None = None) -> int:
+        return self.scheduler.retry_now(entry_ids)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until nothing is due or being sent (mail waiting for a retry later does
+        not count); False if that did not happen within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        scheduler = self.scheduler
+        with scheduler.changed:
+            while True:
+                if scheduler.idle_locked():
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                # Bounded: an entry may become due by the clock, without a notify.
+                scheduler.changed.wait(min(left, 0.05))
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop delivering and release the outbox; unsent mail stays stored for the
+        next start. Closes the inner sender too."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        with self.scheduler.changed:
+            self.scheduler.changed.notify_all()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("outbox thread still delivering after %.1f s", timeout)
+        try:
+            self.inner.close()
+        finally:
+            if self._thread is None or not self._thread.is_alive():
+                self.lock.release()
+
+
+def outbox_directory(section: Mapping[str, Any]) -> str:
+    value = section.get("dir")
+    if not isinstance(value, str) or not value:
+        raise ConfigError("outbox.dir", "expected the outbox directory (a non-empty string)")
+    return os.path.expanduser(value)
+
+
+def wrap_transport(transport: Transport, options: Options, tracer: Tracer) -> Transport:
+    """Put an OutboxSender under `transport`'s sender when the options have an
+    `[outbox]` table (keys: dir, lock-timeout-s, and the RetryPolicy keys)."""
+    section = options.sections.get("outbox")
+    if section is None:
+        return transport
+    lock_timeout = section.get("lock-timeout-s", 0.0)
+    if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, int | float):
+        raise ConfigError("outbox.lock-timeout-s", f"expected a number, got {lock_timeout!r}")
+    sender = OutboxSender(
+        transport.sender,
+        outbox_directory(section),
+        policy=RetryPolicy.from_mapping(section),
+        tracer=tracer,
+        lock_timeout=float(lock_timeout),
+    )
+    return Transport(sender, transport.receiver, name=f"{transport.name}+outbox")
