@@ -8,7 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from outbox_support import SmtpSink  # noqa: E402
+from outbox_support import SmtpSink
 
 
 @pytest.fixture

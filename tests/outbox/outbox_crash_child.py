@@ -30,10 +30,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from outbox_support import SmtpSink, SmtplibSender, make_email, wait_until
-
 from mailbus.outbox import OutboxSender, RetryPolicy
 from mailbus.trace import TraceEvent, Tracer
+from outbox_support import SmtplibSender, SmtpSink, make_email, wait_until
 
 # Progress byte per trace event (the driver records which came last before a kill).
 CODES = {
@@ -213,7 +212,7 @@ def main() -> int:
         for key in ("cleanups_finished", "inflight_requeued", "uncommitted_removed", "set_aside"):
             recovery[key] += int(report[key] > 0)
         intents, committed = logged(args.log)
-        ok = wait_until(lambda: committed <= set(sink.message_ids()), 10.0)
+        ok = wait_until(lambda c=committed: c <= set(sink.message_ids()), 10.0)
         delivered = sink.message_ids()
         problems = []
         if not report["ok"]:

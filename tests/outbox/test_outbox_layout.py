@@ -11,8 +11,6 @@ import os
 from pathlib import Path
 
 import pytest
-from outbox_support import tree
-
 from mailbus.outbox import fs_storage
 from mailbus.outbox.fs_storage import UUID_RE, FsStorage
 from mailbus.outbox.storage import (
@@ -24,6 +22,7 @@ from mailbus.outbox.storage import (
     StorageFullError,
     VanishedError,
 )
+from outbox_support import tree
 
 STATE_DIRS = {"data", "queue", "inflight", "cleanup", "dead", "corrupt"}
 
