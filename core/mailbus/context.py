@@ -109,6 +109,11 @@ class Context:
                     self._transport = in_process_transport()
                 else:
                     self._transport = _factory(self.options.transport)(self.options, self.tracer)
+            if "outbox" in self.options.sections:
+                # The durable outbox goes under the sender when the options ask for it.
+                from mailbus.outbox.sender import wrap_transport
+
+                self._transport = wrap_transport(self._transport, self.options, self.tracer)
             self._polling = PollingManager(
                 self._transport.receiver,
                 [self.subscription_handler.handle, self.service_handler.handle],
