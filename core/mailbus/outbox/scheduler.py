@@ -152,8 +152,10 @@ class OutboxLock:
                             f"outbox {self.path.parent} is in use by process {self.holder()}"
                         ) from None
                     pause.wait(0.02)  # flock has no timeout: poll with a deadline
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+            # The pid is only for messages: a full disk must not stop start-up.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         except BaseException:
             os.close(fd)
             raise
