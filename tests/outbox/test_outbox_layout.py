@@ -51,8 +51,14 @@ def enqueue(storage: FsStorage, n_dests: int = 1, data: bytes = b"hello"):  # ty
 
 
 def test_a_new_outbox_has_the_six_directories_and_nothing_else(outbox_dir: Path) -> None:
-    os.umask(0o022)  # the modes must not depend on the umask
-    FsStorage(outbox_dir)
+    old = os.umask(0o002)  # a permissive umask must not widen the modes
+    try:
+        FsStorage(outbox_dir)
+        (entry,) = enqueue(FsStorage(outbox_dir))
+        storage = FsStorage(outbox_dir)
+        storage.cleanup(storage.drop(entry))
+    finally:
+        os.umask(old)
     assert tree(outbox_dir) == empty_tree()
     assert oct(outbox_dir.stat().st_mode & 0o777) == "0o700"
 
