@@ -1,0 +1,81 @@
+"""At-least-once, end to end: when the outbox cannot know that a send succeeded (killed
+right after the server accepted, or the reply was lost), it sends again with the same
+Message-ID, and the receiving side drops the copy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import mailbus
+from mailbus.email_message import Email
+from mailbus.errors import TransportError
+from mailbus.inprocess import in_process_transport
+from mailbus.outbox import OutboxSender, RetryPolicy
+from mailbus.transport import EmailSender, Transport
+from outbox_support import SmtplibSender, SmtpSink, wait_until
+
+
+def test_killed_after_the_server_accepted_the_mail_is_sent_again_with_its_message_id(
+    outbox_dir: Path, sink: SmtpSink
+) -> None:
+    """The one window where SIGKILL makes a copy: after the server's 250, before the
+    outbox records the send as done."""
+    code = textwrap.dedent(
+        f"""
+        import os, signal, sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from outbox_support import SmtplibSender, make_email
+        from mailbus.outbox import OutboxSender
+
+        class DieAfterSending(SmtplibSender):
+            def send(self, email):
+                super().send(email)
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        sender = OutboxSender(DieAfterSending({sink.port}), {str(outbox_dir)!r})
+        sender.send(make_email(1, message_id="<twice@outbox.test>"))
+        sender.wait_idle(30)
+        """
+    )
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    assert child.returncode == -9, child.stderr
+    assert wait_until(lambda: sink.message_ids() == {"<twice@outbox.test>": 1}, 5.0)
+    restarted = OutboxSender(SmtplibSender(sink.port), outbox_dir)
+    try:
+        assert restarted.recovery.inflight_requeued == 1
+        assert restarted.wait_idle(10.0)
+    finally:
+        restarted.close()
+    assert wait_until(lambda: sink.message_ids() == {"<twice@outbox.test>": 2}, 5.0)
+
+
+class LosesTheFirstReply(EmailSender):
+    """Delivers every email, but reports the first delivery as failed (an SMTP reply lost
+    after the server accepted the message)."""
+
+    def __init__(self, inner: EmailSender) -> None:
+        self.inner = inner
+        self.calls = 0
+
+    def send(self, email: Email) -> None:
+        self.calls += 1
+        self.inner.send(email)
+        if self.calls == 1:
+            raise TransportError("connection reset after DATA (test)")
+
+
+def test_a_subscriber_sees_a_resent_message_once(outbox_dir: Path) -> None:
+    plain = in_process_transport()
+    lossy = LosesTheFirstReply(plain.sender)
+    policy = RetryPolicy(first_delay_s=0.01, max_delay_s=0.01)
+    outbox = OutboxSender(lossy, outbox_dir, policy=policy)
+    with mailbus.Context(transport=Transport(outbox, plain.receiver)) as ctx:
+        subscription = ctx.subscription("t/dup")
+        ctx.publisher("t/dup").publish("once")
+        assert mailbus.wait_for_message(subscription, timeout=5.0).body == "once"
+        assert wait_until(lambda: lossy.calls == 2 and outbox.wait_idle(0.01), 5.0)
+        assert wait_until(lambda: ctx.counters["duplicates"] == 1, 5.0)
+        assert mailbus.wait_for_message(subscription, timeout=0.2) is None
