@@ -184,6 +184,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng = random.Random(args.seed)
+    Path(args.log).touch()  # a worker may be killed before it writes a line
     sink = SmtpSink.__new__(SmtpSink)  # read-only view of the running sink's dump
     sink.dump = Path(args.sink_dir)
     sink._seen = {}
