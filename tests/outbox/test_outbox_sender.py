@@ -8,12 +8,16 @@ from pathlib import Path
 
 import mailbus
 import pytest
-from mailbus.email_message import Email
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from mailbus.email_message import Email, to_bytes
 from mailbus.errors import InvalidNameError, TransportError
 from mailbus.inprocess import in_process_transport
 from mailbus.options import options_from_mapping
 from mailbus.outbox import OutboxSender, RetryPolicy
 from mailbus.outbox.listing import list_outbox
+from mailbus.outbox.sender import email_for_delivery
+from mailbus.outbox.storage import Entry, Metadata, Schedule, State
 from mailbus.trace import TraceEvent, Tracer
 from outbox_support import (
     SMTP_SINK,
@@ -224,3 +228,69 @@ def test_context_with_an_outbox_table_publishes_through_the_outbox(outbox_dir: P
         assert "outbox.enqueued" in kinds
         assert wait_until(lambda: "outbox.cleaned" in kinds, 5.0)
     assert list_outbox(outbox_dir) == []
+
+
+class QueueingSender(RecordingSender):
+    """Like a sender with its own in-memory queue: `send` only queues; `send_sync` is
+    the delivery the outbox must use, or a crash could lose a mail marked done."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queued: list[Email] = []
+
+    def send(self, email: Email) -> None:
+        self.queued.append(email)
+
+    def send_sync(self, email: Email) -> None:
+        super().send(email)
+
+
+def test_the_outbox_uses_the_inner_senders_synchronous_send(outbox_dir: Path) -> None:
+    inner = QueueingSender()
+    sender = OutboxSender(inner, outbox_dir)
+    try:
+        sender.send(make_email(1, message_id="<sync@x>"))
+        assert sender.wait_idle(5.0)
+    finally:
+        sender.close()
+    assert [e.message_id for e in inner.sent] == ["<sync@x>"]
+    assert inner.queued == []
+
+
+_text = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n\x00"),
+    max_size=40,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    subject=_text.filter(lambda s: s and s.strip() == s),
+    body=st.text(max_size=200),
+    gid=_text.filter(lambda s: s and s.strip() == s),
+)
+def test_the_email_handed_to_the_inner_sender_rebuilds_the_stored_bytes(
+    subject: str, body: str, gid: str
+) -> None:
+    """An inner sender that serialises again (to_bytes) sends what was stored, Bcc
+    recipients included in the envelope."""
+    email = Email(
+        subject=subject,
+        body=body,
+        sender="a@b.org",
+        to=("c@d.org",),
+        cc=("e@f.org",),
+        bcc=("x@y.org",),
+        headers={"Source-Timestamp": "123", "Publisher-GID": gid},
+        message_id="<rt@b.org>",
+    )
+    date = "Sun, 22 Nov 2026 08:00:00 GMT"
+    try:
+        data = to_bytes(email, date=date)
+    except InvalidNameError:
+        return  # not a valid email: send() refuses it before storing anything
+    meta = Metadata("<rt@b.org>", "a@b.org", email.recipients, subject, len(data), 1)
+    rebuilt = email_for_delivery(Entry("i", "m", "d", State.INFLIGHT, meta, Schedule()), data)
+    assert to_bytes(rebuilt, date=date) == data
+    assert rebuilt.raw == data
+    assert rebuilt.recipients == email.recipients

@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mailbus.email_message import Email, from_bytes, new_message_id, to_bytes
@@ -40,6 +40,11 @@ def email_for_delivery(entry: Entry, data: bytes) -> Email:
 class OutboxSender(EmailSender):
     """Wraps `inner`: `send` enqueues durably and returns; a thread delivers.
 
+    The inner sender must not report success before the server has the email: its
+    `send_sync(email)` is used when it has one, else its `send(email)`, which must then
+    block until the server accepted the email and raise on failure (TransportError; set
+    `permanent = True` on the exception for a refusal that retrying cannot fix).
+
     Opening takes the outbox directory's lock (waiting up to `lock_timeout` seconds,
     OutboxLockedError after that) and recovers what a previous process left, at once.
     """
@@ -55,6 +60,11 @@ class OutboxSender(EmailSender):
         start: bool = True,
     ) -> None:
         self.inner = inner
+        # The outbox may only record a send as done once the server has the email. A
+        # sender that queues in memory and returns at once provides `send_sync`, which
+        # blocks until the server accepted (or raises); plain senders block in `send`.
+        send_sync = getattr(inner, "send_sync", None)
+        self._send_sync: Callable[[Email], None] = send_sync if callable(send_sync) else inner.send
         self.tracer = tracer
         self.storage = FsStorage(directory)
         self.lock = OutboxLock(self.storage.lock_path)
@@ -77,7 +87,7 @@ class OutboxSender(EmailSender):
             self._thread.start()
 
     def _deliver(self, entry: Entry, data: bytes) -> None:
-        self.inner.send(email_for_delivery(entry, data))
+        self._send_sync(email_for_delivery(entry, data))
 
     def _run(self) -> None:
         scheduler = self.scheduler
