@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mailbus.email_message import Email, to_bytes
-from mailbus.errors import InvalidNameError, TransportError
+from mailbus.errors import ConfigError, InvalidNameError, TransportError
 from mailbus.inprocess import in_process_transport
 from mailbus.options import options_from_mapping
-from mailbus.outbox import OutboxSender, RetryPolicy
+from mailbus.outbox import OutboxSender, RetryPolicy, wrap_transport
 from mailbus.outbox.listing import list_outbox
 from mailbus.outbox.sender import email_for_delivery
 from mailbus.outbox.storage import Entry, Metadata, Schedule, State
@@ -294,3 +294,17 @@ def test_the_email_handed_to_the_inner_sender_rebuilds_the_stored_bytes(
     assert to_bytes(rebuilt, date=date) == data
     assert rebuilt.raw == data
     assert rebuilt.recipients == email.recipients
+
+
+def test_outbox_options_are_checked(outbox_dir: Path) -> None:
+    def wrap(section: dict[str, object]) -> None:
+        options = options_from_mapping({"outbox": section})
+        wrap_transport(in_process_transport(), options, Tracer()).close()
+
+    with pytest.raises(ConfigError, match=r"outbox\.max-atempts': unknown key"):
+        wrap({"dir": str(outbox_dir), "max-atempts": 3})
+    with pytest.raises(ConfigError, match=r"outbox\.dir"):
+        wrap({"max-attempts": 3})
+    with pytest.raises(ConfigError, match=r"outbox\.lock-timeout-s"):
+        wrap({"dir": str(outbox_dir), "lock-timeout-s": "soon"})
+    wrap({"dir": str(outbox_dir), "first-delay-s": 1, "lock-timeout-s": 1})

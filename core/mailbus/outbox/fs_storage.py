@@ -113,7 +113,13 @@ def fsync_together(fds: Sequence[int]) -> None:
     transaction and one cache flush (group commit) instead of one each."""
     if not fds:
         return
-    futures = [_fsync_pool().submit(os.fsync, fd) for fd in fds[1:]]
+    try:
+        futures = [_fsync_pool().submit(os.fsync, fd) for fd in fds[1:]]
+    except RuntimeError:
+        # The interpreter is shutting down and takes no new threads: one at a time.
+        for fd in fds:
+            os.fsync(fd)
+        return
     error: OSError | None = None
     try:
         os.fsync(fds[0])

@@ -90,17 +90,19 @@ class RetryPolicy:
     def gives_up(self, attempts: int, age_s: float) -> bool:
         return attempts >= self.max_attempts or age_s >= self.max_age_s
 
+    KEYS = {
+        "first-delay-s": float,
+        "factor": float,
+        "max-delay-s": float,
+        "max-attempts": int,
+        "max-age-s": float,
+        "jitter": float,
+    }
+
     @classmethod
     def from_mapping(cls, section: Mapping[str, Any]) -> RetryPolicy:
         """From the `[outbox]` options table (keys with `-`, e.g. `max-attempts`)."""
-        fields = {
-            "first-delay-s": float,
-            "factor": float,
-            "max-delay-s": float,
-            "max-attempts": int,
-            "max-age-s": float,
-            "jitter": float,
-        }
+        fields = cls.KEYS
         values: dict[str, Any] = {}
         for key, kind in fields.items():
             if key not in section:

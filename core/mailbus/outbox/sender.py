@@ -193,6 +193,9 @@ def wrap_transport(transport: Transport, options: Options, tracer: Tracer) -> Tr
     section = options.sections.get("outbox")
     if section is None:
         return transport
+    unknown = sorted(set(section) - {"dir", "lock-timeout-s", *RetryPolicy.KEYS})
+    if unknown:
+        raise ConfigError(f"outbox.{unknown[0]}", "unknown key")
     lock_timeout = section.get("lock-timeout-s", 0.0)
     if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, int | float):
         raise ConfigError("outbox.lock-timeout-s", f"expected a number, got {lock_timeout!r}")
