@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from mailbus.email_message import Email
 from mailbus.errors import TransportError
-from mailbus.outbox import OutboxSender, StorageFullError
+from mailbus.outbox import OutboxSender, RetryPolicy, StorageFullError
 from mailbus.outbox.fs_storage import TARGET_RE, FsStorage
 from mailbus.outbox.listing import list_outbox
+from mailbus.trace import TraceEvent, Tracer
 from outbox_support import RecordingSender, tree, wait_until
 
 
@@ -118,4 +119,35 @@ def test_a_full_disk_at_start_up_still_recovers(small_fs: Path) -> None:
         assert sender.recovery.uncommitted_removed == 1
     finally:
         sender.close()
+    assert os.listdir(root / "data") == []
+
+
+def test_a_full_disk_while_delivering_loses_nothing(small_fs: Path) -> None:
+    """Retry bookkeeping that cannot be written (the schedule's temporary file) is
+    reported and the mail stays queued; it goes out when delivery works."""
+    root = small_fs / "outbox"
+    recorder = RecordingSender()
+    recorder.failures = 1
+    tracer = Tracer()
+    events: list[TraceEvent] = []
+    tracer.add_listener(events.append)
+    policy = RetryPolicy(first_delay_s=0.01, max_delay_s=0.01)
+    sender = OutboxSender(recorder, root, policy=policy, tracer=tracer, start=False)
+    try:
+        sender.send(Email("outbox/full", "first", to=("r@example.org",), message_id="<d1@x>"))
+        fd = os.open(small_fs / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            with pytest.raises(OSError, match="No space left"):
+                while True:
+                    os.write(fd, b"z" * 4096)
+        finally:
+            os.close(fd)
+        sender.start()
+        assert wait_until(lambda: len(recorder.sent) == 1, 10.0)
+        assert sender.wait_idle(5.0)
+    finally:
+        sender.close()
+    assert [e.message_id for e in recorder.sent] == ["<d1@x>"]
+    errors = [e.detail for e in events if e.kind == "outbox.storage_error"]
+    assert errors and "outbox full" in errors[0]
     assert os.listdir(root / "data") == []
