@@ -23,7 +23,7 @@ from mailbus.outbox.fs_storage import FsStorage
 from mailbus.outbox.scheduler import OutboxLock, RecoveryReport, RetryPolicy, Scheduler
 from mailbus.outbox.storage import Destination, Entry, Metadata, Schedule
 from mailbus.trace import Tracer
-from mailbus.transport import EmailSender, Transport
+from mailbus.transport import EmailReceiver, EmailSender, Inbound, Transport
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +180,24 @@ class OutboxSender(EmailSender):
                 self.lock.release()
 
 
+class QueueingReceiver(EmailReceiver):
+    """Wraps a receiver and declines direct dispatch (`set_consumer`), so that the
+    engine's receiving loop, which drops duplicates by Message-ID, sees every email:
+    under an outbox, delivery is at-least-once whatever the transport."""
+
+    def __init__(self, inner: EmailReceiver) -> None:
+        self.inner = inner
+
+    def receive(self, timeout: float | None) -> list[Inbound]:
+        return self.inner.receive(timeout)
+
+    def wake(self) -> None:
+        self.inner.wake()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 def outbox_directory(section: Mapping[str, Any]) -> str:
     value = section.get("dir")
     if not isinstance(value, str) or not value:
@@ -206,4 +224,5 @@ def wrap_transport(transport: Transport, options: Options, tracer: Tracer) -> Tr
         tracer=tracer,
         lock_timeout=float(lock_timeout),
     )
-    return Transport(sender, transport.receiver, name=f"{transport.name}+outbox")
+    receiver = QueueingReceiver(transport.receiver)
+    return Transport(sender, receiver, name=f"{transport.name}+outbox")
