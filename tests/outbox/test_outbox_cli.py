@@ -134,3 +134,13 @@ def test_usage_errors_are_clear(tmp_path: Path) -> None:
     assert done.returncode == 1 and "is not an outbox" in done.stderr
     done = mailbus("queue", "retry", "--dir", str(tmp_path))
     assert done.returncode == 1 and "name entry ids or use --all" in done.stderr
+
+
+def test_the_directory_can_come_from_the_options_file(
+    outbox_dir: Path, filled: dict[str, Entry], tmp_path: Path
+) -> None:
+    config = tmp_path / "mailbus.toml"
+    config.write_text(f'[outbox]\ndir = "{outbox_dir}"\n', encoding="utf-8")
+    done = mailbus("--config", str(config), "queue", "list", "--json")
+    assert done.returncode == 0, done.stderr
+    assert {i["id"] for i in json.loads(done.stdout)} >= {e.id for e in filled.values()}
