@@ -27,9 +27,10 @@ CHILD = Path(__file__).with_name("outbox_crash_child.py")
 
 
 @pytest.fixture
-def memory_dir() -> Iterator[Path]:
+def memory_dir(tmp_path: Path) -> Iterator[Path]:
     if not os.path.isdir("/dev/shm") or not os.access("/dev/shm", os.W_OK):
-        pytest.skip("no writable /dev/shm")
+        yield tmp_path  # no tmpfs: the same runs on disk, only slower
+        return
     path = Path(tempfile.mkdtemp(prefix="outbox-crash-", dir="/dev/shm"))
     try:
         yield path
