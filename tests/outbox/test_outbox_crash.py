@@ -6,7 +6,7 @@ left under data/. See outbox_crash_child.py for the procedure.
 
 200 runs go on a tmpfs (/dev/shm): SIGKILL loses no page cache, so the file system's
 fsync cost adds nothing to what a process crash can break, and the runs stay short on
-this shared machine. A further 50 runs go on the disk file system the tests run on, so
+this shared machine. A further 40 runs go on the disk file system the tests run on, so
 that the windows opened by real fsyncs are hit too."""
 
 from __future__ import annotations
@@ -84,5 +84,5 @@ def test_200_sigkills_at_random_moments_lose_nothing_and_leave_nothing(
 
 @pytest.mark.slow
 def test_sigkills_on_the_disk_file_system_lose_nothing(tmp_path: Path, sink: SmtpSink) -> None:
-    result = crash_runs(tmp_path, tmp_path / "sent.log", sink, 50)
+    result = crash_runs(tmp_path, tmp_path / "sent.log", sink, 40)
     assert result["runs_with_recovery"]["inflight_requeued"] > 0, result
