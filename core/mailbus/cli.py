@@ -13,7 +13,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-COMMAND_MODULES = ("mailbus.demo", "mailbus.outbox.cli")
+COMMAND_MODULES = ("mailbus.demo", "mailbus.outbox.cli", "mailbus.broker.cli")
 
 
 def build_parser(

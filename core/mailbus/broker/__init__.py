@@ -1,0 +1,59 @@
+"""The module broker: modules linked source -> sink, serial delivery per module,
+bounded queues with back-pressure instead of silent loss, and JSON-described gateways.
+
+    from mailbus.broker import Broker, Message
+    with Broker.create() as broker:
+        broker.add_module("a", source_module)
+        broker.add_module("b", sink_module)
+        broker.add_link("a", "b")
+        broker.publish(source_module, Message(b"hello", {"kind": "greeting"}))
+
+See docs/broker.md.
+"""
+
+from mailbus.broker.broker import WILDCARD, Broker
+from mailbus.broker.errors import (
+    BrokerClosedError,
+    BrokerError,
+    DuplicateModuleError,
+    GatewayConfigError,
+    LinkError,
+    ModuleStartError,
+    PublishTimeoutError,
+    UnknownModuleError,
+    WireFormatError,
+)
+from mailbus.broker.gateway import Gateway, GatewaySpec, LinkSpec, ModuleSpec, parse_gateway
+from mailbus.broker.message import Message
+from mailbus.broker.module import Module
+from mailbus.broker.policy import Backpressure, Overflow
+from mailbus.broker.snapshot import BrokerSnapshot, LinkInfo, ModuleStats
+from mailbus.broker.wire import decode, encode
+
+__all__ = [
+    "WILDCARD",
+    "Backpressure",
+    "Broker",
+    "BrokerClosedError",
+    "BrokerError",
+    "BrokerSnapshot",
+    "DuplicateModuleError",
+    "Gateway",
+    "GatewayConfigError",
+    "GatewaySpec",
+    "LinkError",
+    "LinkInfo",
+    "LinkSpec",
+    "Message",
+    "Module",
+    "ModuleSpec",
+    "ModuleStartError",
+    "ModuleStats",
+    "Overflow",
+    "PublishTimeoutError",
+    "UnknownModuleError",
+    "WireFormatError",
+    "decode",
+    "encode",
+    "parse_gateway",
+]

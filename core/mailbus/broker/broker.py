@@ -1,0 +1,690 @@
+"""The broker: modules, links between them, and serial delivery on one worker per module.
+
+Every call is safe from any thread. How it stays fast without a lock per message:
+
+- Each module has a `deque` of pending `(source name, message)` items and one worker
+  thread. Publishing appends to the sink's deque (atomic) and wakes the worker only if
+  it announced that it is going to sleep; the worker takes everything queued in one
+  batch. The wake-up is a raw lock used as a binary semaphore (no Condition, no Event).
+- A source's routes (its sinks and their back-pressure) are an immutable tuple rebuilt
+  on every link change and read under the source's own publish lock, which also makes
+  every sink see one source's messages in the same order and lets removal wait out any
+  publish that still holds the old routes (see `remove_module`).
+- Queues are bounded. A full queue applies the link's or sink's Backpressure: block the
+  publisher (default; bounded by a timeout, after which PublishTimeoutError names the
+  sink) or drop with a counter and a `broker.dropped` trace event. Never in silence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from mailbus.broker.errors import (
+    BrokerClosedError,
+    BrokerError,
+    DuplicateModuleError,
+    LinkError,
+    ModuleStartError,
+    PublishTimeoutError,
+    UnknownModuleError,
+)
+from mailbus.broker.message import Message
+from mailbus.broker.module import check_module
+from mailbus.broker.policy import DEFAULT_BACKPRESSURE, DEFAULT_CAPACITY, Backpressure, Overflow
+from mailbus.broker.snapshot import BrokerSnapshot, LinkInfo, ModuleStats
+from mailbus.names import check_name
+from mailbus.trace import Tracer
+
+if TYPE_CHECKING:
+    from mailbus.context import Context
+
+log = logging.getLogger(__name__)
+
+WILDCARD = "*"
+DEFAULT_STOP_TIMEOUT = 10.0
+
+# Trace event kinds of the broker (TraceEvent.name is the module the event concerns).
+PUBLISHED = "broker.published"
+DELIVERED = "broker.delivered"
+DROPPED = "broker.dropped"
+REFUSED = "broker.refused"
+MODULE_FAILED = "broker.module_failed"
+MODULE_ADDED = "broker.module_added"
+MODULE_STARTED = "broker.module_started"
+MODULE_REMOVED = "broker.module_removed"
+LINK_ADDED = "broker.link_added"
+LINK_REMOVED = "broker.link_removed"
+DESTROYED = "broker.destroyed"
+
+_Item = tuple[str, Message]
+
+
+class _StartCall:
+    __slots__ = ("done", "error")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+
+
+class _Record:
+    """A module attached to the broker, with its queue, worker and counters."""
+
+    __slots__ = (
+        "abort",
+        "backpressure",
+        "capacity",
+        "control",
+        "delivered",
+        "done",
+        "dropped",
+        "failed",
+        "ident",
+        "kind",
+        "low_water",
+        "module",
+        "name",
+        "publish_lock",
+        "published",
+        "queue",
+        "refused",
+        "routes",
+        "sleeping",
+        "space",
+        "started",
+        "state",
+        "stats_lock",
+        "stop",
+        "thread",
+        "waiting",
+        "wake",
+    )
+
+    def __init__(self, name: str, module: Any, capacity: int, backpressure: Backpressure) -> None:
+        self.name = name
+        self.module = module
+        self.kind = type(module).__name__
+        self.capacity = capacity
+        self.low_water = capacity // 2  # blocked publishers resume below this: batch hand-offs
+        self.backpressure = backpressure
+        self.queue: deque[_Item] = deque()
+        self.control: deque[_StartCall] = deque()
+        self.sleeping = False
+        self.wake = threading.Lock()
+        self.wake.acquire()  # locked = nothing to wake for; a publisher releases it
+        self.space = threading.Condition(threading.Lock())
+        self.waiting = 0
+        self.publish_lock = threading.RLock()
+        self.routes: tuple[tuple[_Record, Backpressure], ...] = ()
+        self.published = 0
+        self.delivered = 0
+        self.failed = 0
+        self.dropped = 0
+        self.refused = 0
+        self.stats_lock = threading.Lock()
+        self.state = "running"  # "stopping" once removal began, "stopped" when the worker ended
+        self.stop = False  # set once no publisher can reach the queue any more
+        self.abort = False  # stop without delivering what is queued
+        self.started = False
+        self.ident = 0
+        self.done = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def poke(self) -> None:
+        """Wake the worker if it announced it is about to sleep."""
+        if self.sleeping:
+            self.sleeping = False
+            with contextlib.suppress(RuntimeError):  # another publisher woke it first
+                self.wake.release()
+
+
+class Broker:
+    """`Broker.create(tracer=None, context=None)`; the creator holds one reference.
+
+    `context` is the Mailbus context the bridge modules publish and subscribe through
+    (optional for brokers without bridges)."""
+
+    def __init__(self, *, tracer: Tracer | None = None, context: Context | None = None) -> None:
+        self.tracer = tracer
+        self.context = context
+        self._lock = threading.RLock()  # the control plane: modules, links, refcount
+        self._refs = 1
+        self._closed = False
+        self._by_name: dict[str, _Record] = {}
+        self._by_id: dict[int, _Record] = {}
+        # (source or "*", sink) -> the link's own back-pressure, or None for the sink's
+        self._links: dict[tuple[str, str], Backpressure | None] = {}
+        self._failure_logs = 0
+
+    @classmethod
+    def create(cls, *, tracer: Tracer | None = None, context: Context | None = None) -> Broker:
+        return cls(tracer=tracer, context=context)
+
+    def __repr__(self) -> str:
+        state = "destroyed" if self._closed else f"refs={self._refs}"
+        return f"Broker(modules={sorted(self._by_name)}, links={len(self._links)}, {state})"
+
+    # -- reference counting -------------------------------------------------------------
+    def inc_ref(self) -> None:
+        with self._lock:
+            if self._closed:
+                raise BrokerClosedError("the broker was destroyed")
+            self._refs += 1
+
+    def dec_ref(self) -> None:
+        """Drop one reference; the last one destroys the broker."""
+        with self._lock:
+            if self._closed:
+                return
+            self._refs -= 1
+            if self._refs > 0:
+                return
+            self._closed = True
+            names = list(self._by_name)
+        if names:
+            # The design's rule: destroying a broker with modules attached is a mistake of
+            # the owner; say so, then stop them cleanly rather than leak their threads.
+            log.warning("broker destroyed with modules still attached: %s", ", ".join(names))
+        self._trace(DESTROYED, "", detail=", ".join(names), extra={"modules_attached": names})
+        for name in names:
+            try:
+                self._remove(name, drain=True, timeout=DEFAULT_STOP_TIMEOUT)
+            except BrokerError as exc:
+                log.error("while destroying the broker: %s", exc)
+
+    @property
+    def refcount(self) -> int:
+        return self._refs
+
+    @property
+    def destroyed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.dec_ref()
+
+    # -- modules ------------------------------------------------------------------------
+    def add_module(
+        self,
+        name: str,
+        module: object,
+        *,
+        capacity: int = DEFAULT_CAPACITY,
+        backpressure: Backpressure = DEFAULT_BACKPRESSURE,
+    ) -> str:
+        """Attach `module` under `name` and start its worker; return the name."""
+        check_name(name, "module")
+        if name == WILDCARD:
+            raise DuplicateModuleError(f"{WILDCARD!r} is reserved for wildcard links")
+        check_module(module, f"module {name!r}")
+        if not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(
+                f"module {name!r}: queue capacity must be an int >= 1, not {capacity!r}"
+            )
+        if not isinstance(backpressure, Backpressure):
+            raise TypeError(f"module {name!r}: backpressure must be a Backpressure")
+        with self._lock:
+            self._check_open()
+            if name in self._by_name:
+                raise DuplicateModuleError(f"a module named {name!r} is already attached")
+            if id(module) in self._by_id:
+                other = self._by_id[id(module)].name
+                raise DuplicateModuleError(f"this module object is already attached as {other!r}")
+            record = _Record(name, module, capacity, backpressure)
+            thread = threading.Thread(
+                target=self._work, args=(record,), name=f"broker-{name}", daemon=True
+            )
+            record.thread = thread
+            self._by_name[name] = record
+            self._by_id[id(module)] = record
+            self._rebuild_routes()
+            thread.start()
+        self._trace(MODULE_ADDED, name, extra={"kind": record.kind, "capacity": capacity})
+        return name
+
+    def start_module(self, module: object, timeout: float | None = DEFAULT_STOP_TIMEOUT) -> None:
+        """Run the module's optional start() on its worker (so never beside a receive)
+        and wait for it; ModuleStartError if it raised."""
+        record = self._record(module)
+        if getattr(record.module, "start", None) is None:
+            record.started = True
+            return
+        call = _StartCall()
+        if record.ident == threading.get_ident():
+            self._run_start(record, call)
+        else:
+            record.control.append(call)
+            record.poke()
+            if not call.done.wait(timeout):
+                raise BrokerError(
+                    f"module {record.name!r}: start() did not return within {timeout} s"
+                )
+        if call.error is not None:
+            raise ModuleStartError(f"module {record.name!r}: start() raised {call.error!r}") from (
+                call.error
+            )
+
+    def remove_module(
+        self, module: object, *, drain: bool = True, timeout: float | None = DEFAULT_STOP_TIMEOUT
+    ) -> None:
+        """Detach a module: unlink it, stop its worker, call its destroy() (on the worker).
+
+        With `drain` the messages already queued for it are delivered first; without,
+        they are dropped (counted, traced). Waits up to `timeout` for the worker to end;
+        BrokerError if it did not (its receive is still running: it will be destroyed
+        when that returns). Called from the module's own receive, it does not wait."""
+        name = self._record(module).name
+        self._remove(name, drain=drain, timeout=timeout)
+
+    def _remove(self, name: str, *, drain: bool, timeout: float | None) -> None:
+        with self._lock:
+            record = self._by_name.get(name)
+            if record is None:
+                raise UnknownModuleError(f"no module named {name!r} is attached")
+            record.state = "stopping"
+            del self._by_name[name]
+            del self._by_id[id(record.module)]
+            gone = [key for key in self._links if name in key]
+            for key in gone:
+                del self._links[key]
+            record.routes = ()
+            self._rebuild_routes()
+            sources = [*self._by_name.values(), record]
+        # Publishers blocked for room in this queue give up waiting and append (the
+        # worker drains or counts what they add).
+        with record.space:
+            record.space.notify_all()
+        # Barrier: a publish reads a source's routes and appends under that source's
+        # lock, so once every lock has been held once no publish can still reach this
+        # queue. Only then may the worker treat an empty queue as the end.
+        for source in sources:
+            with source.publish_lock:
+                pass
+        record.abort = not drain
+        record.stop = True
+        record.poke()
+        for source_name, sink_name in gone:
+            self._trace(LINK_REMOVED, sink_name, extra={"source": source_name, "sink": sink_name})
+        if record.ident == threading.get_ident():
+            return  # removed from its own receive: the worker ends after it returns
+        if not record.done.wait(timeout):
+            raise BrokerError(
+                f"module {name!r} did not stop within {timeout} s (its receive or start is "
+                "still running); it will be destroyed when that returns"
+            )
+
+    # -- links ------------------------------------------------------------------------
+    def add_link(
+        self, source: object, sink: object, *, backpressure: Backpressure | None = None
+    ) -> None:
+        """Deliver what `source` publishes to `sink`. Source "*" means every other
+        module, including ones added later. `backpressure` overrides the sink's."""
+        if backpressure is not None and not isinstance(backpressure, Backpressure):
+            raise TypeError("backpressure must be a Backpressure or None")
+        with self._lock:
+            self._check_open()
+            source_name = self._link_source(source)
+            sink_name = self._link_sink(sink)
+            if source_name == sink_name:
+                raise LinkError(f"module {sink_name!r} cannot be linked to itself")
+            key = (source_name, sink_name)
+            if key in self._links:
+                raise LinkError(f"duplicate link {source_name!r} -> {sink_name!r}")
+            if source_name != WILDCARD and (WILDCARD, sink_name) in self._links:
+                raise LinkError(
+                    f"duplicate link {source_name!r} -> {sink_name!r}: {sink_name!r} already "
+                    f"receives from every module through '*'"
+                )
+            if source_name == WILDCARD:
+                explicit = sorted(s for s, k in self._links if k == sink_name)
+                if explicit:
+                    raise LinkError(
+                        f"duplicate link '*' -> {sink_name!r}: it already receives from "
+                        f"{', '.join(explicit)}; remove those links first"
+                    )
+            self._links[key] = backpressure
+            self._rebuild_routes()
+        self._trace(
+            LINK_ADDED,
+            sink_name,
+            extra={
+                "source": source_name,
+                "sink": sink_name,
+                "backpressure": backpressure.describe() if backpressure else "",
+            },
+        )
+
+    def remove_link(self, source: object, sink: object) -> None:
+        with self._lock:
+            self._check_open()
+            source_name = self._link_source(source)
+            sink_name = self._link_sink(sink)
+            if self._links.pop((source_name, sink_name), False) is False:
+                raise LinkError(f"no link {source_name!r} -> {sink_name!r}")
+            self._rebuild_routes()
+        self._trace(LINK_REMOVED, sink_name, extra={"source": source_name, "sink": sink_name})
+
+    def _link_source(self, ref: object) -> str:
+        if ref == WILDCARD:
+            return WILDCARD
+        return self._record(ref).name
+
+    def _link_sink(self, ref: object) -> str:
+        if ref == WILDCARD:
+            raise LinkError("'*' can only be a link's source")
+        return self._record(ref).name
+
+    def _rebuild_routes(self) -> None:
+        """Recompute every source's route tuple (called with the control lock held)."""
+        for record in self._by_name.values():
+            routes = []
+            for (source, sink), backpressure in self._links.items():
+                if source == record.name or (source == WILDCARD and sink != record.name):
+                    target = self._by_name[sink]
+                    routes.append((target, backpressure or target.backpressure))
+            record.routes = tuple(routes)
+
+    # -- publishing -------------------------------------------------------------------
+    def publish(self, source: object, message: Message) -> int:
+        """Queue `message` for every sink linked to `source` (a module or its name);
+        return how many sinks it was queued for (or dropped by their policy)."""
+        if self._closed:
+            raise BrokerClosedError("the broker was destroyed")
+        record = self._record(source)
+        if not isinstance(message, Message):
+            raise TypeError(f"publish takes a broker Message, not {type(message).__name__}")
+        item = (record.name, message)
+        refused: list[str] | None = None
+        timeout = 0.0
+        with record.publish_lock:
+            if record.state != "running":
+                raise UnknownModuleError(f"module {record.name!r} has been removed")
+            record.published += 1
+            routes = record.routes
+            for sink, backpressure in routes:
+                queue = sink.queue
+                if len(queue) < sink.capacity:
+                    queue.append(item)
+                    if sink.sleeping:
+                        sink.poke()
+                elif not self._overflow(sink, backpressure, item):
+                    refused = [] if refused is None else refused
+                    refused.append(sink.name)
+                    timeout = backpressure.timeout or 0.0
+        tracer = self.tracer
+        if tracer is not None and tracer.active:
+            tracer.event(
+                PUBLISHED,
+                name=record.name,
+                size=len(message.content),
+                extra={"sinks": [sink.name for sink, _ in routes]},
+            )
+        if refused:
+            raise PublishTimeoutError(record.name, tuple(refused), timeout)
+        return len(routes)
+
+    def _overflow(self, sink: _Record, backpressure: Backpressure, item: _Item) -> bool:
+        """The sink's queue is full: apply `backpressure`. False if it refused the item."""
+        queue = sink.queue
+        overflow = backpressure.overflow
+        if overflow is Overflow.DROP_NEWEST:
+            self._dropped(sink, item, "queue full, dropped the newest message")
+            return True
+        if overflow is Overflow.DROP_OLDEST:
+            queue.append(item)
+            sink.poke()
+            while len(queue) > sink.capacity:
+                try:
+                    oldest = queue.popleft()
+                except IndexError:  # the worker emptied it meanwhile
+                    break
+                self._dropped(sink, oldest, "queue full, dropped the oldest message")
+            return True
+        # BLOCK. A module publishing to itself through a cycle cannot wait for its own
+        # worker, and a sink being removed takes what is still in flight.
+        if sink.ident != threading.get_ident() and sink.state == "running":
+            deadline = (
+                None if backpressure.timeout is None else time.monotonic() + backpressure.timeout
+            )
+            timed_out = False
+            with sink.space:
+                sink.waiting += 1
+                try:
+                    while len(queue) >= sink.capacity and sink.state == "running":
+                        if deadline is None:
+                            sink.space.wait()
+                            continue
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            timed_out = True
+                            break
+                        sink.space.wait(remaining)
+                finally:
+                    sink.waiting -= 1
+            if timed_out:
+                with sink.stats_lock:
+                    sink.refused += 1
+                self._trace(
+                    REFUSED,
+                    sink.name,
+                    detail=f"no room within {backpressure.timeout:g} s",
+                    extra={"source": item[0], "capacity": sink.capacity},
+                )
+                return False
+        queue.append(item)
+        sink.poke()
+        return True
+
+    def _dropped(self, sink: _Record, item: _Item, reason: str) -> None:
+        with sink.stats_lock:
+            sink.dropped += 1
+            first = sink.dropped == 1
+        if first:
+            log.warning("broker module %r: %s (further drops are counted)", sink.name, reason)
+        self._trace(
+            DROPPED,
+            sink.name,
+            detail=reason,
+            size=len(item[1].content),
+            extra={"source": item[0], "capacity": sink.capacity},
+        )
+
+    # -- the worker ---------------------------------------------------------------------
+    def _work(self, record: _Record) -> None:
+        record.ident = threading.get_ident()
+        queue = record.queue
+        popleft = queue.popleft
+        control = record.control
+        receive: Callable[[Message], object] = record.module.receive
+        low_water = record.low_water
+        tracer = self.tracer
+        try:
+            while True:
+                if control:
+                    self._run_control(record)
+                if queue:
+                    # One batch: what is queued now, without a lock per message.
+                    for _ in range(len(queue)):
+                        if record.abort:
+                            break
+                        try:
+                            source, message = popleft()
+                        except IndexError:  # a drop_oldest publisher took it
+                            break
+                        try:
+                            receive(message)
+                        except Exception as exc:
+                            record.failed += 1
+                            self._module_failed(record, "receive", exc, source)
+                        else:
+                            record.delivered += 1
+                            if tracer is not None and tracer.active:
+                                tracer.event(
+                                    DELIVERED,
+                                    name=record.name,
+                                    size=len(message.content),
+                                    extra={"source": source},
+                                )
+                        if record.waiting and len(queue) <= low_water:
+                            with record.space:
+                                record.space.notify_all()
+                    if record.abort:
+                        break
+                    continue
+                if record.stop:
+                    break  # nothing queued and no publisher can add more
+                record.sleeping = True
+                # Look again after announcing: a publisher that appended before it saw
+                # `sleeping` did not wake us.
+                if queue or control or record.stop:
+                    record.sleeping = False
+                    continue
+                record.wake.acquire()
+                record.sleeping = False
+        finally:
+            self._finish(record)
+
+    def _run_control(self, record: _Record) -> None:
+        while record.control:
+            self._run_start(record, record.control.popleft())
+
+    def _run_start(self, record: _Record, call: _StartCall) -> None:
+        try:
+            record.module.start()
+        except Exception as exc:
+            call.error = exc
+            self._module_failed(record, "start", exc, "")
+        else:
+            record.started = True
+            self._trace(MODULE_STARTED, record.name)
+        finally:
+            call.done.set()
+
+    def _finish(self, record: _Record) -> None:
+        queue = record.queue
+        while queue:
+            self._dropped(record, queue.popleft(), "module removed before delivery")
+        while record.control:  # a start() asked for after removal
+            call = record.control.popleft()
+            call.error = UnknownModuleError(f"module {record.name!r} was removed")
+            call.done.set()
+        try:
+            record.module.destroy()
+        except Exception as exc:
+            self._module_failed(record, "destroy", exc, "")
+        record.state = "stopped"
+        with record.space:
+            record.space.notify_all()
+        record.done.set()
+        self._trace(
+            MODULE_REMOVED,
+            record.name,
+            extra={
+                "delivered": record.delivered,
+                "dropped": record.dropped,
+                "failed": record.failed,
+            },
+        )
+
+    def _module_failed(self, record: _Record, phase: str, exc: Exception, source: str) -> None:
+        # A failing module may fail on every message: log the first few in full.
+        self._failure_logs += 1
+        if self._failure_logs <= 20:
+            log.error("module %r: %s() raised", record.name, phase, exc_info=exc)
+        self._trace(
+            MODULE_FAILED,
+            record.name,
+            detail=f"{type(exc).__name__}: {exc}",
+            extra={"phase": phase, "source": source, "error": type(exc).__name__},
+        )
+
+    # -- introspection ------------------------------------------------------------------
+    def module_names(self) -> list[str]:
+        return list(self._by_name)
+
+    def module(self, name: str) -> object:
+        """The module object attached as `name`."""
+        return self._record(name).module
+
+    def links(self) -> list[LinkInfo]:
+        with self._lock:
+            return [
+                LinkInfo(source, sink, backpressure.describe() if backpressure else "")
+                for (source, sink), backpressure in self._links.items()
+            ]
+
+    def snapshot(self) -> BrokerSnapshot:
+        """Modules (queue depth, counters), links, refcount: plain frozen dataclasses."""
+        with self._lock:
+            records = list(self._by_name.values())
+            links = tuple(self.links())
+            refs = self._refs
+            closed = self._closed
+        modules = tuple(
+            ModuleStats(
+                name=r.name,
+                kind=r.kind,
+                state=r.state,
+                started=r.started,
+                queue_depth=len(r.queue),
+                capacity=r.capacity,
+                backpressure=r.backpressure.describe(),
+                published=r.published,
+                delivered=r.delivered,
+                failed=r.failed,
+                dropped=r.dropped,
+                refused=r.refused,
+                blocked_publishers=r.waiting,
+            )
+            for r in records
+        )
+        return BrokerSnapshot(time.time_ns(), refs, closed, modules, links)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """True once every queue is empty and no worker is inside receive, within
+        `timeout` seconds (for tests and orderly shutdown; it polls the queues)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            records = list(self._by_name.values())
+            if all(not r.queue and r.sleeping for r in records):
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(0.001, remaining))
+
+    # -- helpers ------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BrokerClosedError("the broker was destroyed")
+
+    def _record(self, ref: object) -> _Record:
+        if isinstance(ref, str):
+            record = self._by_name.get(ref)
+            if record is None:
+                raise UnknownModuleError(f"no module named {ref!r} is attached")
+            return record
+        record = self._by_id.get(id(ref))
+        if record is None or record.module is not ref:
+            raise UnknownModuleError(f"{type(ref).__name__} object is not attached to this broker")
+        return record
+
+    def _trace(self, kind: str, name: str, **fields: Any) -> None:
+        tracer = self.tracer
+        if tracer is not None and tracer.active:
+            tracer.event(kind, name=name, **fields)
