@@ -1,0 +1,155 @@
+"""Bounded queues: the default blocks and loses nothing; drops are counted and traced."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from broker_helpers import Recorder, Source, kinds, wait_until
+from mailbus.broker import Backpressure, Broker, Message, Overflow, PublishTimeoutError
+from mailbus.broker.broker import DROPPED, REFUSED
+from mailbus.trace import TraceEvent
+
+
+def m(text: str) -> Message:
+    return Message(text.encode())
+
+
+def gated(broker: Broker, capacity: int, **kwargs: object) -> tuple[Source, Recorder]:
+    """A source linked to a sink whose receive waits for `sink.gate`."""
+    source, sink = Source(), Recorder()
+    sink.gate = threading.Event()
+    broker.add_module("source", source)
+    broker.add_module("sink", sink, capacity=capacity, **kwargs)  # type: ignore[arg-type]
+    broker.add_link(source, sink)
+    return source, sink
+
+
+def test_overload_with_the_default_policy_loses_nothing(broker: Broker) -> None:
+    source, sink = gated(broker, capacity=4)
+    errors: list[BaseException] = []
+
+    def flood() -> None:
+        try:
+            for n in range(200):
+                broker.publish(source, m(str(n)))
+        except BaseException as exc:
+            errors.append(exc)
+
+    publisher = threading.Thread(target=flood)
+    publisher.start()
+    # The sink holds one message in receive and four queued; the publisher waits.
+    assert wait_until(lambda: broker.snapshot().module("sink").blocked_publishers == 1)
+    stats = broker.snapshot().module("sink")
+    assert stats.queue_depth == 4
+    assert stats.backpressure == "block 10s"
+    assert sink.gate is not None
+    sink.gate.set()
+    publisher.join(30)
+    assert errors == []
+    assert wait_until(lambda: len(sink.messages) == 200)
+    assert sink.contents == [str(n).encode() for n in range(200)]
+    stats = broker.snapshot().module("sink")
+    assert (stats.delivered, stats.dropped, stats.refused) == (200, 0, 0)
+
+
+def test_blocking_timeout_names_the_sink_and_counts_it(
+    broker: Broker, events: list[TraceEvent]
+) -> None:
+    source, sink = gated(broker, capacity=1, backpressure=Backpressure(timeout=0.05))
+    roomy = Recorder()
+    broker.add_module("roomy", roomy)
+    broker.add_link(source, roomy)
+    broker.publish(source, m("in receive"))
+    assert sink.entered.wait(10)
+    broker.publish(source, m("queued"))
+    with pytest.raises(PublishTimeoutError) as caught:
+        broker.publish(source, m("no room"))
+    assert caught.value.sinks == ("sink",)
+    assert "no room in the queue of sink" in str(caught.value)
+    # The other sink got it all the same.
+    assert wait_until(lambda: roomy.contents == [b"in receive", b"queued", b"no room"])
+    assert broker.snapshot().module("sink").refused == 1
+    refused = kinds(events, REFUSED)
+    assert [(e.name, e.extra["source"]) for e in refused] == [("sink", "source")]
+    assert sink.gate is not None
+    sink.gate.set()
+    assert wait_until(lambda: sink.contents == [b"in receive", b"queued"])
+
+
+@pytest.mark.parametrize(
+    ("overflow", "kept", "reason"),
+    [
+        (Overflow.DROP_NEWEST, [b"0", b"1", b"2"], "dropped the newest"),
+        (Overflow.DROP_OLDEST, [b"0", b"3", b"4"], "dropped the oldest"),
+    ],
+)
+def test_drop_policies_count_and_trace_every_drop(
+    broker: Broker, events: list[TraceEvent], overflow: Overflow, kept: list[bytes], reason: str
+) -> None:
+    source, sink = gated(broker, capacity=2, backpressure=Backpressure(overflow))
+    broker.publish(source, m("0"))
+    assert sink.entered.wait(10)
+    for n in range(1, 5):
+        broker.publish(source, m(str(n)))
+    stats = broker.snapshot().module("sink")
+    assert (stats.queue_depth, stats.dropped) == (2, 2)
+    assert sink.gate is not None
+    sink.gate.set()
+    assert wait_until(lambda: len(sink.messages) == 3)
+    assert broker.wait_idle(5)
+    assert sink.contents == kept
+    dropped = kinds(events, DROPPED)
+    assert len(dropped) == 2
+    assert all(reason in e.detail and e.name == "sink" for e in dropped)
+
+
+def test_a_link_policy_overrides_the_sinks(broker: Broker) -> None:
+    sink = Recorder()
+    sink.gate = threading.Event()
+    lossy, strict = Source(), Source()
+    broker.add_module("sink", sink, capacity=1, backpressure=Backpressure(timeout=0))
+    broker.add_module("lossy", lossy)
+    broker.add_module("strict", strict)
+    broker.add_link("lossy", "sink", backpressure=Backpressure(Overflow.DROP_NEWEST))
+    broker.add_link("strict", "sink")
+    broker.publish(strict, m("first"))
+    assert sink.entered.wait(10)
+    broker.publish(strict, m("second"))  # fills the queue
+    broker.publish(lossy, m("dropped"))  # the link drops instead of blocking
+    with pytest.raises(PublishTimeoutError):
+        broker.publish(strict, m("refused"))  # the sink's own policy, timeout 0
+    stats = broker.snapshot().module("sink")
+    assert (stats.dropped, stats.refused) == (1, 1)
+    links = {(x.source, x.sink): x.backpressure for x in broker.links()}
+    assert links == {("lossy", "sink"): "drop_newest", ("strict", "sink"): ""}
+    sink.gate.set()
+    assert wait_until(lambda: sink.contents == [b"first", b"second"])
+
+
+def test_a_publisher_blocked_on_a_removed_sink_is_delivered_not_lost(broker: Broker) -> None:
+    source, sink = gated(broker, capacity=1, backpressure=Backpressure(timeout=None))
+    broker.publish(source, m("in receive"))
+    assert sink.entered.wait(10)
+    broker.publish(source, m("queued"))
+    blocked = threading.Thread(target=lambda: broker.publish(source, m("was blocked")))
+    blocked.start()
+    assert wait_until(lambda: broker.snapshot().module("sink").blocked_publishers == 1)
+    remover = threading.Thread(target=lambda: broker.remove_module("sink"))
+    remover.start()
+    blocked.join(10)
+    assert not blocked.is_alive()
+    assert sink.gate is not None
+    sink.gate.set()
+    remover.join(10)
+    assert sink.contents == [b"in receive", b"queued", b"was blocked"]
+    assert sink.destroyed == 1
+
+
+def test_backpressure_validation() -> None:
+    with pytest.raises(ValueError):
+        Backpressure(timeout=-1)
+    with pytest.raises(ValueError):
+        Backpressure("sometimes")  # type: ignore[arg-type]
+    assert Backpressure("drop_oldest").overflow is Overflow.DROP_OLDEST  # type: ignore[arg-type]
+    assert Backpressure(timeout=None).describe() == "block"
