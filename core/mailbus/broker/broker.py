@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 
 WILDCARD = "*"
 DEFAULT_STOP_TIMEOUT = 10.0
+MAX_FINAL_STATS = 1024
 
 # Trace event kinds of the broker (TraceEvent.name is the module the event concerns).
 PUBLISHED = "broker.published"
@@ -162,6 +163,7 @@ class Broker:
         # (source or "*", sink) -> the link's own back-pressure, or None for the sink's
         self._links: dict[tuple[str, str], Backpressure | None] = {}
         self._failure_logs = 0
+        self._final: dict[str, ModuleStats] = {}  # removed modules' last counters
 
     @classmethod
     def create(cls, *, tracer: Tracer | None = None, context: Context | None = None) -> Broker:
@@ -588,6 +590,9 @@ class Broker:
         except Exception as exc:
             self._module_failed(record, "destroy", exc, "")
         record.state = "stopped"
+        self._final[record.name] = self._stats(record)
+        while len(self._final) > MAX_FINAL_STATS:
+            del self._final[next(iter(self._final))]
         with record.space:
             record.space.notify_all()
         record.done.set()
@@ -635,25 +640,30 @@ class Broker:
             links = tuple(self.links())
             refs = self._refs
             closed = self._closed
-        modules = tuple(
-            ModuleStats(
-                name=r.name,
-                kind=r.kind,
-                state=r.state,
-                started=r.started,
-                queue_depth=len(r.queue),
-                capacity=r.capacity,
-                backpressure=r.backpressure.describe(),
-                published=r.published,
-                delivered=r.delivered,
-                failed=r.failed,
-                dropped=r.dropped,
-                refused=r.refused,
-                blocked_publishers=r.waiting,
-            )
-            for r in records
-        )
+        modules = tuple(self._stats(r) for r in records)
         return BrokerSnapshot(time.time_ns(), refs, closed, modules, links)
+
+    def final_stats(self, name: str) -> ModuleStats | None:
+        """The counters of a removed module as they were when its worker ended."""
+        return self._final.get(name)
+
+    @staticmethod
+    def _stats(r: _Record) -> ModuleStats:
+        return ModuleStats(
+            name=r.name,
+            kind=r.kind,
+            state=r.state,
+            started=r.started,
+            queue_depth=len(r.queue),
+            capacity=r.capacity,
+            backpressure=r.backpressure.describe(),
+            published=r.published,
+            delivered=r.delivered,
+            failed=r.failed,
+            dropped=r.dropped,
+            refused=r.refused,
+            blocked_publishers=r.waiting,
+        )
 
     def wait_idle(self, timeout: float) -> bool:
         """True once every queue is empty and no worker is inside receive, within

@@ -7,17 +7,18 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from types import FrameType
 
 from mailbus.broker.errors import BrokerError, GatewayConfigError
 from mailbus.broker.gateway import Gateway, load_gateway_file, resolve_factory
-from mailbus.broker.snapshot import BrokerSnapshot
+from mailbus.broker.snapshot import ModuleStats
 from mailbus.errors import MailbusError
 
 
-def _summary(snapshot: BrokerSnapshot) -> str:
+def _summary(modules: Sequence[ModuleStats]) -> str:
     lines = [f"{'module':<20} {'queued':>7} {'delivered':>10} {'dropped':>8} {'failed':>7}"]
-    for m in snapshot.modules:
+    for m in modules:
         lines.append(
             f"{m.name:<20} {m.queue_depth:>7} {m.delivered:>10} {m.dropped:>8} {m.failed:>7}"
         )
@@ -78,10 +79,9 @@ def _run(args: argparse.Namespace) -> int:
                 period = args.stats_every or 3600.0
                 stop.wait(period if remaining is None else min(period, remaining))
                 if args.stats_every and not stop.is_set():
-                    print(_summary(gateway.snapshot()), file=sys.stderr, flush=True)
+                    print(_summary(gateway.snapshot().modules), file=sys.stderr, flush=True)
         finally:
-            final = gateway.snapshot()
-            gateway.close()
+            final = gateway.close()
     print(_summary(final), file=sys.stderr, flush=True)
     return 0
 

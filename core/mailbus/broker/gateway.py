@@ -29,7 +29,7 @@ from mailbus.broker.broker import WILDCARD, Broker
 from mailbus.broker.errors import BrokerError, GatewayConfigError
 from mailbus.broker.module import ModuleFactory, load_entry_point, load_import_path
 from mailbus.broker.policy import DEFAULT_CAPACITY, Backpressure, Overflow
-from mailbus.broker.snapshot import BrokerSnapshot
+from mailbus.broker.snapshot import BrokerSnapshot, ModuleStats
 from mailbus.errors import InvalidNameError
 from mailbus.names import check_name
 from mailbus.trace import Tracer
@@ -336,17 +336,21 @@ class Gateway:
     def snapshot(self) -> BrokerSnapshot:
         return self.broker.snapshot()
 
-    def close(self) -> None:
-        """Remove the modules in reverse order (each drains its queue), destroy the broker."""
+    def close(self) -> tuple[ModuleStats, ...]:
+        """Remove the modules in reverse order (each drains its queue), destroy the
+        broker; return each module's final counters, in file order."""
         if self.broker.destroyed:
-            return
-        for name in reversed(self._names):
+            return ()
+        names = list(self._names)
+        for name in reversed(names):
             try:
                 self.broker.remove_module(name)
             except BrokerError as exc:
                 log.error("gateway close: %s", exc)
         self._names.clear()
         self.broker.dec_ref()
+        final = (self.broker.final_stats(name) for name in names)
+        return tuple(stats for stats in final if stats is not None)
 
     def __enter__(self) -> Self:
         return self.start()
