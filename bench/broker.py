@@ -1,0 +1,241 @@
+"""The module broker: throughput at full speed and latency at a paced 10,000 msg/s, one
+source to one sink and one source to eight sinks, beside a raw `queue.Queue` worker
+per sink (the baseline) measured in the same run, interleaved, median of the repeats.
+
+    python -m bench.broker [--quick]
+
+The reference (C on nanomsg) moved ~73,000 msg/s at 20 us average latency. Last stdout
+line: one JSON object (keys in shared/BENCH.md, plus baselines and ratios).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import queue
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from mailbus.broker import Broker, Message
+
+REFERENCE_MSGS_PER_S = 73_000
+PACED_RATE = 10_000
+PAYLOAD = b"0123456789abcdef"
+clock = time.perf_counter_ns
+
+
+def log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class Sink:
+    """Stamps each arrival; sets `done` at the expected count."""
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.arrivals = [0] * expected
+        self.count = 0
+        self.done = threading.Event()
+
+    def receive(self, message: Message) -> None:
+        self.arrivals[self.count] = clock()
+        self.count += 1
+        if self.count == self.expected:
+            self.done.set()
+
+    def destroy(self) -> None:
+        pass
+
+
+class Source:
+    def receive(self, message: Message) -> None:
+        pass
+
+    def destroy(self) -> None:
+        pass
+
+
+def pace(count: int, rate: float | None, send: Callable[[int], None]) -> list[int]:
+    """Call send(i) `count` times, at `rate` per second (None: as fast as possible);
+    return the send times. Sleeping (not spinning) lets the workers have the GIL."""
+    sent = [0] * count
+    if rate is None:
+        for i in range(count):
+            sent[i] = clock()
+            send(i)
+        return sent
+    period = int(1e9 / rate)
+    start = clock() + 1_000_000
+    for i in range(count):
+        target = start + i * period
+        now = clock()
+        if target > now:
+            time.sleep((target - now) / 1e9)
+        sent[i] = clock()
+        send(i)
+    return sent
+
+
+class Run:
+    def __init__(self, sinks: list[Sink], sent: list[int], started: int, lost: int) -> None:
+        self.sinks = sinks
+        self.sent = sent
+        self.started = started
+        self.finished = max(s.arrivals[-1] for s in sinks)
+        self.lost = lost
+
+    @property
+    def msgs_per_s(self) -> float:
+        return len(self.sent) / ((self.finished - self.started) / 1e9)
+
+    def latencies_us(self) -> list[float]:
+        return [
+            (sink.arrivals[i] - sent) / 1000
+            for sink in self.sinks
+            for i, sent in enumerate(self.sent)
+        ]
+
+
+def run_broker(fanout: int, count: int, rate: float | None) -> Run:
+    broker = Broker.create()
+    source = Source()
+    broker.add_module("source", source)
+    sinks = [Sink(count) for _ in range(fanout)]
+    for index, sink in enumerate(sinks):
+        broker.add_module(f"sink{index}", sink)
+        broker.add_link("source", f"sink{index}")
+    publish = broker.publish
+    started = clock()
+    sent = pace(count, rate, lambda i: publish(source, Message(PAYLOAD)))
+    for sink in sinks:
+        sink.done.wait(120)
+    snapshot = broker.snapshot()
+    delivered = sum(snapshot.module(f"sink{i}").delivered for i in range(fanout))
+    dropped = sum(snapshot.module(f"sink{i}").dropped for i in range(fanout))
+    lost = fanout * count - delivered
+    if dropped:
+        log(f"  broker dropped {dropped} (counted)")
+    for index in range(fanout):
+        broker.remove_module(f"sink{index}")
+    broker.remove_module("source")
+    broker.dec_ref()
+    if lost:
+        raise SystemExit(f"broker lost {lost} messages")  # never expected: report loudly
+    return Run(sinks, sent, started, lost)
+
+
+def run_baseline(fanout: int, count: int, rate: float | None) -> Run:
+    """What a hand-written worker per sink does: queue.Queue put/get, one at a time."""
+    sinks = [Sink(count) for _ in range(fanout)]
+    queues: list[queue.Queue[Message | None]] = [queue.Queue() for _ in range(fanout)]
+
+    def work(channel: queue.Queue[Message | None], sink: Sink) -> None:
+        get = channel.get
+        while (item := get()) is not None:
+            sink.receive(item)
+
+    workers = [
+        threading.Thread(target=work, args=(q, s), daemon=True)
+        for q, s in zip(queues, sinks, strict=True)
+    ]
+    for worker in workers:
+        worker.start()
+    puts = [q.put for q in queues]
+
+    def send(i: int) -> None:
+        message = Message(PAYLOAD)
+        for put in puts:
+            put(message)
+
+    started = clock()
+    sent = pace(count, rate, send)
+    for sink in sinks:
+        sink.done.wait(120)
+    for channel in queues:
+        channel.put(None)
+    for worker in workers:
+        worker.join(10)
+    return Run(sinks, sent, started, fanout * count - sum(s.count for s in sinks))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="fewer messages and repeats")
+    options = parser.parse_args()
+    repeats = 2 if options.quick else 3
+    full = 50_000 if options.quick else 300_000
+    fan_full = 20_000 if options.quick else 100_000
+    paced = 5_000 if options.quick else 20_000
+    figures: dict[str, float | int] = {}
+    lost = 0
+
+    def throughput(name: str, fanout: int, count: int) -> None:
+        nonlocal lost
+        ours: list[float] = []
+        base: list[float] = []
+        for r in range(repeats):
+            run = run_broker(fanout, count, None)
+            lost += run.lost
+            ours.append(run.msgs_per_s)
+            base.append(run_baseline(fanout, count, None).msgs_per_s)
+            log(f"{name} #{r + 1}: broker {ours[-1]:,.0f} msg/s, queue.Queue {base[-1]:,.0f} msg/s")
+        figures[f"{name}_msgs_per_s"] = round(statistics.median(ours))
+        figures[f"baseline_{name}_msgs_per_s"] = round(statistics.median(base))
+        figures[f"{name}_ratio"] = round(statistics.median(ours) / statistics.median(base), 3)
+
+    def latency(prefix: str, fanout: int) -> None:
+        nonlocal lost
+        runs: list[tuple[float, list[float], list[float], float]] = []
+        for r in range(repeats):
+            run = run_broker(fanout, paced, PACED_RATE)
+            lost += run.lost
+            base = run_baseline(fanout, paced, PACED_RATE)
+            ours_us, base_us = run.latencies_us(), base.latencies_us()
+            rate = len(run.sent) / ((run.sent[-1] - run.sent[0]) / 1e9)
+            log(
+                f"{prefix or 'one_to_one_'}latency #{r + 1} at {rate:,.0f} msg/s: broker avg "
+                f"{statistics.fmean(ours_us):.1f} us p50 {percentile(ours_us, 0.5):.1f} "
+                f"p99 {percentile(ours_us, 0.99):.1f}; queue.Queue avg "
+                f"{statistics.fmean(base_us):.1f} us p99 {percentile(base_us, 0.99):.1f}"
+            )
+            runs.append((statistics.fmean(ours_us), ours_us, base_us, rate))
+        # The repeat with the median average stands for the run (same-run baseline beside).
+        runs.sort(key=lambda x: x[0])
+        _, ours_us, base_us, rate = runs[len(runs) // 2]
+        figures[f"{prefix}paced_rate_msgs_per_s"] = round(rate)
+        figures[f"{prefix}avg_latency_us"] = round(statistics.fmean(ours_us), 1)
+        figures[f"{prefix}p50_latency_us"] = round(percentile(ours_us, 0.5), 1)
+        figures[f"{prefix}p99_latency_us"] = round(percentile(ours_us, 0.99), 1)
+        figures[f"baseline_{prefix}avg_latency_us"] = round(statistics.fmean(base_us), 1)
+        figures[f"baseline_{prefix}p50_latency_us"] = round(percentile(base_us, 0.5), 1)
+        figures[f"baseline_{prefix}p99_latency_us"] = round(percentile(base_us, 0.99), 1)
+        figures[f"{prefix}latency_ratio"] = round(
+            statistics.fmean(ours_us) / statistics.fmean(base_us), 3
+        )
+
+    log(f"one source -> one sink, {full:,} messages x {repeats}")
+    throughput("one_to_one", 1, full)
+    log(f"one source -> eight sinks, {fan_full:,} messages x {repeats}")
+    throughput("one_to_eight", 8, fan_full)
+    figures["one_to_eight_deliveries_per_s"] = figures["one_to_eight_msgs_per_s"] * 8
+    log(f"latency at {PACED_RATE:,} msg/s, {paced:,} messages x {repeats}")
+    latency("", 1)
+    latency("one_to_eight_", 8)
+    figures["lost"] = lost
+    figures["reference_msgs_per_s"] = REFERENCE_MSGS_PER_S
+    figures["one_to_one_vs_reference"] = round(
+        figures["one_to_one_msgs_per_s"] / REFERENCE_MSGS_PER_S, 2
+    )
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
