@@ -450,3 +450,54 @@ def test_snapshot_is_plain_data(broker: Broker) -> None:
     assert [(x.source, x.sink) for x in snapshot.links] == [("*", "sink")]
     with pytest.raises(KeyError):
         snapshot.module("nobody")
+
+
+def test_a_pipeline_forwarding_from_receive_keeps_order(broker: Broker) -> None:
+    class Upper(Recorder):
+        def receive(self, message: Message) -> None:
+            super().receive(message)
+            broker.publish(self, Message(message.content.upper(), message.properties))
+
+    source, upper, sink = Source(), Upper(), Recorder()
+    broker.add_module("source", source)
+    broker.add_module("upper", upper, capacity=8)
+    broker.add_module("sink", sink, capacity=8)
+    broker.add_link("source", "upper")
+    broker.add_link("upper", "sink")
+    words = [f"word{n}" for n in range(300)]
+    for word in words:
+        broker.publish(source, Message(word, {"n": word}))
+    assert wait_until(lambda: len(sink.messages) == 300)
+    assert sink.contents == [w.upper().encode() for w in words]
+    assert [msg.properties["n"] for msg in sink.messages] == words
+
+
+def test_a_failing_trace_listener_does_not_break_delivery(broker: Broker) -> None:
+    assert broker.tracer is not None
+
+    def explode(event: TraceEvent) -> None:
+        raise RuntimeError("listener bug")
+
+    broker.tracer.add_listener(explode)
+    source, sink = Source(), Recorder()
+    broker.add_module("source", source)
+    broker.add_module("sink", sink)
+    broker.add_link(source, sink)
+    broker.publish(source, m("still delivered"))
+    assert wait_until(lambda: sink.contents == [b"still delivered"])
+    assert broker.tracer.listener_errors > 0
+
+
+def test_removing_a_source_stops_its_publishing(broker: Broker) -> None:
+    source, sink = Source(), Recorder()
+    broker.add_module("source", source)
+    broker.add_module("sink", sink)
+    broker.add_link(source, sink)
+    broker.remove_module(source)
+    with pytest.raises(UnknownModuleError):
+        broker.publish(source, m("late"))
+    assert broker.links() == []
+    with pytest.raises(UnknownModuleError):
+        broker.remove_module("source")
+    assert broker.final_stats("source") is not None
+    assert broker.final_stats("never") is None

@@ -30,7 +30,7 @@ def _number(args: dict[str, Any], key: str, default: float | None, what: str) ->
 
 class Ticker:
     def __init__(self, broker: Broker, args: Any) -> None:
-        args = args or {}
+        args = {} if args is None else args
         if not isinstance(args, dict):
             raise GatewayConfigError("ticker", "args must be an object")
         self._broker = broker
@@ -69,7 +69,7 @@ class Ticker:
 
 class Printer:
     def __init__(self, broker: Broker, args: Any) -> None:
-        args = args or {}
+        args = {} if args is None else args
         if not isinstance(args, dict):
             raise GatewayConfigError("printer", "args must be an object")
         self.prefix = str(args.get("prefix", ""))
