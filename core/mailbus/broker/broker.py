@@ -376,8 +376,9 @@ class Broker:
             self._check_open()
             source_name = self._link_source(source)
             sink_name = self._link_sink(sink)
-            if self._links.pop((source_name, sink_name), False) is False:
+            if (source_name, sink_name) not in self._links:
                 raise LinkError(f"no link {source_name!r} -> {sink_name!r}")
+            del self._links[(source_name, sink_name)]
             self._rebuild_routes()
         self._trace(LINK_REMOVED, sink_name, extra={"source": source_name, "sink": sink_name})
 
