@@ -28,10 +28,12 @@ def gated(broker: Broker, capacity: int, **kwargs: object) -> tuple[Source, Reco
 def test_overload_with_the_default_policy_loses_nothing(broker: Broker) -> None:
     source, sink = gated(broker, capacity=4)
     errors: list[BaseException] = []
+    broker.publish(source, m("0"))
+    assert sink.entered.wait(10)  # so the queue below fills to exactly its capacity
 
     def flood() -> None:
         try:
-            for n in range(200):
+            for n in range(1, 200):
                 broker.publish(source, m(str(n)))
         except BaseException as exc:
             errors.append(exc)

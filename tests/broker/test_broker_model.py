@@ -101,4 +101,4 @@ class RoutingModel(RuleBasedStateMachine):
 
 
 TestRouting = RoutingModel.TestCase
-TestRouting.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
+TestRouting.settings = settings(max_examples=30, stateful_step_count=30, deadline=None)

@@ -48,13 +48,13 @@ def test_non_ascii_properties_are_counted_in_bytes() -> None:
 
 
 @given(messages)
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_round_trip(message: Message) -> None:
     assert decode(encode(message)) == message
 
 
 @given(messages, st.data())
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 def test_every_truncation_and_extension_is_rejected(message: Message, data: st.DataObject) -> None:
     wire = encode(message)
     cut = data.draw(st.integers(0, len(wire) - 1))
@@ -76,7 +76,7 @@ def test_garbage_raises_only_wire_format_errors(data: bytes) -> None:
 
 
 @given(messages, st.data())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_a_flipped_byte_never_escapes_as_another_exception(
     message: Message, data: st.DataObject
 ) -> None:
