@@ -337,3 +337,22 @@ def test_a_gateway_starts_once() -> None:
     gateway = Gateway.from_dict({"modules": []})
     with gateway, pytest.raises(BrokerError, match="already started"):
         gateway.start()
+
+
+def test_close_lets_consumers_take_all_a_producer_published() -> None:
+    gateway = Gateway.from_dict(
+        {
+            "modules": [
+                {"name": "flood", "loader": TICKER, "args": {"period_s": 0}},
+                {"name": "hub", "loader": COUNTER, "capacity": 100},
+            ],
+            "links": [{"source": "flood", "sink": "hub"}],
+        }
+    ).start()
+    hub = gateway.broker.module("hub")
+    assert isinstance(hub, Counter)
+    assert wait_until(lambda: hub.count >= 500)
+    flood, final_hub = gateway.close()
+    assert flood.name == "flood" and final_hub.name == "hub"
+    assert final_hub.delivered == flood.published == hub.count
+    assert final_hub.dropped == 0

@@ -337,12 +337,13 @@ class Gateway:
         return self.broker.snapshot()
 
     def close(self) -> tuple[ModuleStats, ...]:
-        """Remove the modules in reverse order (each drains its queue), destroy the
-        broker; return each module's final counters, in file order."""
+        """Remove the modules in file order, each after draining its queue, destroy the
+        broker; return each module's final counters. File order means a producer listed
+        before its consumers stops before they do, so they still get all it published."""
         if self.broker.destroyed:
             return ()
         names = list(self._names)
-        for name in reversed(names):
+        for name in names:
             try:
                 self.broker.remove_module(name)
             except BrokerError as exc:
