@@ -1,6 +1,7 @@
 """The module broker: throughput at full speed and latency at a paced 10,000 msg/s, one
 source to one sink and one source to eight sinks, beside a raw `queue.Queue` worker
-per sink (the baseline) measured in the same run, interleaved, median of the repeats.
+per sink (the baseline) measured in the same run, interleaved: throughput as the median
+of repeats, latency over short alternating chunks.
 
     python -m bench.broker [--quick]
 
@@ -174,6 +175,7 @@ def main() -> None:
     full = 50_000 if options.quick else 300_000
     fan_full = 20_000 if options.quick else 100_000
     paced = 5_000 if options.quick else 20_000
+    chunk = 1_000 if options.quick else 2_000
     figures: dict[str, float | int] = {}
     lost = 0
 
@@ -196,32 +198,45 @@ def main() -> None:
         figures[f"{name}_ratio"] = round(statistics.median(ours) / statistics.median(base), 3)
 
     def latency(prefix: str, fanout: int) -> None:
+        """Paced runs in short chunks, broker and baseline alternating, so that a burst
+        of load from other processes lands on both sides alike."""
         nonlocal lost
-        runs: list[tuple[float, list[float], list[float], float]] = []
-        for r in range(repeats):
-            if r % 2:
-                base = run_baseline(fanout, paced, PACED_RATE)
-            run = run_broker(fanout, paced, PACED_RATE)
+        ours_us: list[float] = []
+        base_us: list[float] = []
+        chunk_avgs: list[float] = []
+        base_chunk_avgs: list[float] = []
+        rates: list[float] = []
+        for c in range(paced // chunk):
+            if c % 2:
+                base_us_chunk = run_baseline(fanout, chunk, PACED_RATE).latencies_us()
+            run = run_broker(fanout, chunk, PACED_RATE)
             lost += run.lost
-            if not r % 2:
-                base = run_baseline(fanout, paced, PACED_RATE)
-            ours_us, base_us = run.latencies_us(), base.latencies_us()
-            rate = len(run.sent) / ((run.sent[-1] - run.sent[0]) / 1e9)
-            log(
-                f"{prefix or 'one_to_one_'}latency #{r + 1} at {rate:,.0f} msg/s: broker avg "
-                f"{statistics.fmean(ours_us):.1f} us p50 {percentile(ours_us, 0.5):.1f} "
-                f"p99 {percentile(ours_us, 0.99):.1f}; queue.Queue avg "
-                f"{statistics.fmean(base_us):.1f} us p99 {percentile(base_us, 0.99):.1f}"
-            )
-            runs.append((statistics.fmean(ours_us), ours_us, base_us, rate))
-        # The repeat with the median average stands for the run (same-run baseline beside).
-        runs.sort(key=lambda x: x[0])
-        _, ours_us, base_us, rate = runs[len(runs) // 2]
+            if not c % 2:
+                base_us_chunk = run_baseline(fanout, chunk, PACED_RATE).latencies_us()
+            chunk_us = run.latencies_us()
+            ours_us += chunk_us
+            base_us += base_us_chunk
+            chunk_avgs.append(statistics.fmean(chunk_us))
+            base_chunk_avgs.append(statistics.fmean(base_us_chunk))
+            rates.append(len(run.sent) / ((run.sent[-1] - run.sent[0]) / 1e9))
+        rate = statistics.fmean(rates)
+        log(
+            f"{prefix or 'one_to_one_'}latency at {rate:,.0f} msg/s: broker avg "
+            f"{statistics.fmean(ours_us):.1f} us p50 {percentile(ours_us, 0.5):.1f} "
+            f"p99 {percentile(ours_us, 0.99):.1f} (chunk averages "
+            f"{', '.join(f'{a:.0f}' for a in chunk_avgs)}); queue.Queue avg "
+            f"{statistics.fmean(base_us):.1f} us p50 {percentile(base_us, 0.5):.1f} "
+            f"p99 {percentile(base_us, 0.99):.1f}"
+        )
         figures[f"{prefix}paced_rate_msgs_per_s"] = round(rate)
         figures[f"{prefix}avg_latency_us"] = round(statistics.fmean(ours_us), 1)
+        figures[f"{prefix}median_chunk_avg_latency_us"] = round(statistics.median(chunk_avgs), 1)
         figures[f"{prefix}p50_latency_us"] = round(percentile(ours_us, 0.5), 1)
         figures[f"{prefix}p99_latency_us"] = round(percentile(ours_us, 0.99), 1)
         figures[f"baseline_{prefix}avg_latency_us"] = round(statistics.fmean(base_us), 1)
+        figures[f"baseline_{prefix}median_chunk_avg_latency_us"] = round(
+            statistics.median(base_chunk_avgs), 1
+        )
         figures[f"baseline_{prefix}p50_latency_us"] = round(percentile(base_us, 0.5), 1)
         figures[f"baseline_{prefix}p99_latency_us"] = round(percentile(base_us, 0.99), 1)
         figures[f"{prefix}latency_ratio"] = round(
@@ -233,7 +248,7 @@ def main() -> None:
     log(f"one source -> eight sinks, {fan_full:,} messages x {repeats}")
     throughput("one_to_eight", 8, fan_full)
     figures["one_to_eight_deliveries_per_s"] = figures["one_to_eight_msgs_per_s"] * 8
-    log(f"latency at {PACED_RATE:,} msg/s, {paced:,} messages x {repeats}")
+    log(f"latency at {PACED_RATE:,} msg/s, {paced:,} messages in chunks of {chunk:,}")
     latency("", 1)
     latency("one_to_eight_", 8)
     figures["lost"] = lost
