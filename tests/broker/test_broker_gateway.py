@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from broker_helpers import Recorder, wait_until
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mailbus.broker import (
     Backpressure,
     BrokerError,
@@ -356,3 +358,46 @@ def test_close_lets_consumers_take_all_a_producer_published() -> None:
     assert flood.name == "flood" and final_hub.name == "hub"
     assert final_hub.delivered == flood.published == hub.count
     assert final_hub.dropped == 0
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "modules",
+                    "links",
+                    "name",
+                    "loader",
+                    "args",
+                    "capacity",
+                    "backpressure",
+                    "source",
+                    "sink",
+                    "overflow",
+                    "timeout",
+                    "entrypoint",
+                    "x",
+                ]
+            ),
+            children,
+            max_size=5,
+        )
+    ),
+    max_leaves=20,
+)
+
+
+@given(json_values)
+@settings(max_examples=300, deadline=None)
+def test_any_json_is_a_spec_or_a_config_error(data: Any) -> None:
+    try:
+        spec = parse_gateway(data)
+    except GatewayConfigError as exc:
+        assert exc.problem
+        return
+    names = [m.name for m in spec.modules]
+    assert len(names) == len(set(names)) and "*" not in names
+    assert all(link.sink in names and link.sink != link.source for link in spec.links)
