@@ -155,3 +155,35 @@ def test_backpressure_validation() -> None:
         Backpressure("sometimes")  # type: ignore[arg-type]
     assert Backpressure("drop_oldest").overflow is Overflow.DROP_OLDEST  # type: ignore[arg-type]
     assert Backpressure(timeout=None).describe() == "block"
+
+
+def test_removing_a_module_from_receive_while_a_publisher_waits_on_us(broker: Broker) -> None:
+    """The remover is the worker of a full queue a publisher is blocked on (holding its
+    source's lock). The removal must not wait for that publisher's timeout."""
+
+    class Remover(Recorder):
+        def receive(self, message: Message) -> None:
+            super().receive(message)
+            if message.content == b"remove other":
+                broker.remove_module("other")
+
+    source, remover, other = Source(), Remover(), Recorder()
+    remover.gate = threading.Event()
+    broker.add_module("source", source)
+    broker.add_module("remover", remover, capacity=3, backpressure=Backpressure(timeout=20))
+    broker.add_module("other", other)
+    broker.add_link(source, remover)
+    broker.publish(source, m("hold"))
+    assert remover.entered.wait(10)
+    for text in ("remove other", "a", "b"):  # fills the queue
+        broker.publish(source, m(text))
+    blocked = threading.Thread(target=lambda: broker.publish(source, m("blocked")))
+    blocked.start()
+    assert wait_until(lambda: broker.snapshot().module("remover").blocked_publishers == 1)
+    remover.gate.set()
+    # Without the overfill the removal inside receive would wait the publisher's 20 s.
+    assert wait_until(lambda: other.destroyed == 1, timeout=15)
+    blocked.join(10)
+    assert wait_until(lambda: len(remover.messages) == 5)
+    assert remover.contents == [b"hold", b"remove other", b"a", b"b", b"blocked"]
+    assert broker.snapshot().module("remover").refused == 0

@@ -92,6 +92,7 @@ class _Record:
         "low_water",
         "module",
         "name",
+        "overfill",
         "publish_lock",
         "published",
         "queue",
@@ -122,6 +123,7 @@ class _Record:
         self.wake.acquire()  # locked = nothing to wake for; a publisher releases it
         self.space = threading.Condition(threading.Lock())
         self.waiting = 0
+        self.overfill = 0  # > 0: blocked publishers may append beyond capacity (see _remove)
         self.publish_lock = threading.RLock()
         self.routes: tuple[tuple[_Record, Backpressure], ...] = ()
         self.published = 0
@@ -163,6 +165,7 @@ class Broker:
         # (source or "*", sink) -> the link's own back-pressure, or None for the sink's
         self._links: dict[tuple[str, str], Backpressure | None] = {}
         self._failure_logs = 0
+        self._by_ident: dict[int, _Record] = {}  # worker thread ident -> its module
         self._final: dict[str, ModuleStats] = {}  # removed modules' last counters
 
     @classmethod
@@ -314,9 +317,21 @@ class Broker:
         # Barrier: a publish reads a source's routes and appends under that source's
         # lock, so once every lock has been held once no publish can still reach this
         # queue. Only then may the worker treat an empty queue as the end.
-        for source in sources:
-            with source.publish_lock:
-                pass
+        # If this thread is a module's worker (a removal from inside receive), a publisher
+        # blocked on that module's full queue holds its source's lock and would wait for
+        # this very thread: let such publishers overfill the queue so the barrier passes.
+        caller = self._by_ident.get(threading.get_ident())
+        if caller is not None:
+            caller.overfill += 1
+            with caller.space:
+                caller.space.notify_all()
+        try:
+            for source in sources:
+                with source.publish_lock:
+                    pass
+        finally:
+            if caller is not None:
+                caller.overfill -= 1
         record.abort = not drain
         record.stop = True
         record.poke()
@@ -468,7 +483,11 @@ class Broker:
             with sink.space:
                 sink.waiting += 1
                 try:
-                    while len(queue) >= sink.capacity and sink.state == "running":
+                    while (
+                        len(queue) >= sink.capacity
+                        and sink.state == "running"
+                        and not sink.overfill
+                    ):
                         if deadline is None:
                             sink.space.wait()
                             continue
@@ -510,6 +529,7 @@ class Broker:
     # -- the worker ---------------------------------------------------------------------
     def _work(self, record: _Record) -> None:
         record.ident = threading.get_ident()
+        self._by_ident[record.ident] = record
         queue = record.queue
         popleft = queue.popleft
         control = record.control
@@ -591,6 +611,7 @@ class Broker:
         except Exception as exc:
             self._module_failed(record, "destroy", exc, "")
         record.state = "stopped"
+        self._by_ident.pop(record.ident, None)
         self._final[record.name] = self._stats(record)
         while len(self._final) > MAX_FINAL_STATS:
             del self._final[next(iter(self._final))]
