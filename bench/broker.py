@@ -18,9 +18,11 @@ import statistics
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
-from mailbus.broker import Broker, Message
+from mailbus.broker import Broker, Message, decode, encode
+from mailbus.trace import Tracer
 
 REFERENCE_MSGS_PER_S = 73_000
 PACED_RATE = 10_000
@@ -86,12 +88,19 @@ def pace(count: int, rate: float | None, send: Callable[[int], None]) -> list[in
 
 
 class Run:
-    def __init__(self, sinks: list[Sink], sent: list[int], started: int, lost: int) -> None:
+    def __init__(
+        self, sinks: list[Sink], sent: list[int], started: int, lost: int, cpu_s: float
+    ) -> None:
         self.sinks = sinks
         self.sent = sent
         self.started = started
         self.finished = max(s.arrivals[-1] for s in sinks)
         self.lost = lost
+        self.cpu_s = cpu_s  # CPU time of the whole process: robust against others' load
+
+    @property
+    def cpu_us_per_msg(self) -> float:
+        return self.cpu_s * 1e6 / len(self.sent)
 
     @property
     def msgs_per_s(self) -> float:
@@ -105,8 +114,12 @@ class Run:
         ]
 
 
-def run_broker(fanout: int, count: int, rate: float | None) -> Run:
-    broker = Broker.create()
+def run_broker(fanout: int, count: int, rate: float | None, *, traced: bool = False) -> Run:
+    tracer = None
+    if traced:  # what the workbench does: a listener pushing into a bounded buffer
+        tracer = Tracer()
+        tracer.add_listener(deque(maxlen=10_000).append)
+    broker = Broker.create(tracer=tracer)
     source = Source()
     broker.add_module("source", source)
     sinks = [Sink(count) for _ in range(fanout)]
@@ -114,10 +127,12 @@ def run_broker(fanout: int, count: int, rate: float | None) -> Run:
         broker.add_module(f"sink{index}", sink)
         broker.add_link("source", f"sink{index}")
     publish = broker.publish
+    cpu = time.process_time()
     started = clock()
     sent = pace(count, rate, lambda i: publish(source, Message(PAYLOAD)))
     for sink in sinks:
         sink.done.wait(120)
+    cpu = time.process_time() - cpu
     snapshot = broker.snapshot()
     delivered = sum(snapshot.module(f"sink{i}").delivered for i in range(fanout))
     dropped = sum(snapshot.module(f"sink{i}").dropped for i in range(fanout))
@@ -130,7 +145,7 @@ def run_broker(fanout: int, count: int, rate: float | None) -> Run:
     broker.dec_ref()
     if lost:
         raise SystemExit(f"broker lost {lost} messages")  # never expected: report loudly
-    return Run(sinks, sent, started, lost)
+    return Run(sinks, sent, started, lost, cpu)
 
 
 def run_baseline(fanout: int, count: int, rate: float | None) -> Run:
@@ -156,15 +171,33 @@ def run_baseline(fanout: int, count: int, rate: float | None) -> Run:
         for put in puts:
             put(message)
 
+    cpu = time.process_time()
     started = clock()
     sent = pace(count, rate, send)
     for sink in sinks:
         sink.done.wait(120)
+    cpu = time.process_time() - cpu
     for channel in queues:
         channel.put(None)
     for worker in workers:
         worker.join(10)
-    return Run(sinks, sent, started, fanout * count - sum(s.count for s in sinks))
+    return Run(sinks, sent, started, fanout * count - sum(s.count for s in sinks), cpu)
+
+
+def wire_codec(figures: dict[str, float | int], count: int) -> None:
+    message = Message(PAYLOAD * 4, {"type": "reading", "unit": "C", "sensor": "t1"})
+    started = time.perf_counter()
+    for _ in range(count):
+        data = encode(message)
+    figures["wire_encode_per_s"] = round(count / (time.perf_counter() - started))
+    started = time.perf_counter()
+    for _ in range(count):
+        decode(data)
+    figures["wire_decode_per_s"] = round(count / (time.perf_counter() - started))
+    log(
+        f"wire codec ({len(data)} bytes): encode {figures['wire_encode_per_s']:,}/s, "
+        f"decode {figures['wire_decode_per_s']:,}/s"
+    )
 
 
 def main() -> None:
@@ -183,19 +216,29 @@ def main() -> None:
         nonlocal lost
         ours: list[float] = []
         base: list[float] = []
+        ours_cpu: list[float] = []
+        base_cpu: list[float] = []
         for r in range(repeats):
             # Alternate which goes first, so a burst of load elsewhere hits both alike.
             if r % 2:
-                base.append(run_baseline(fanout, count, None).msgs_per_s)
+                baseline = run_baseline(fanout, count, None)
             run = run_broker(fanout, count, None)
             lost += run.lost
-            ours.append(run.msgs_per_s)
             if not r % 2:
-                base.append(run_baseline(fanout, count, None).msgs_per_s)
-            log(f"{name} #{r + 1}: broker {ours[-1]:,.0f} msg/s, queue.Queue {base[-1]:,.0f} msg/s")
+                baseline = run_baseline(fanout, count, None)
+            ours.append(run.msgs_per_s)
+            base.append(baseline.msgs_per_s)
+            ours_cpu.append(run.cpu_us_per_msg)
+            base_cpu.append(baseline.cpu_us_per_msg)
+            log(
+                f"{name} #{r + 1}: broker {ours[-1]:,.0f} msg/s ({ours_cpu[-1]:.2f} us CPU/msg), "
+                f"queue.Queue {base[-1]:,.0f} msg/s ({base_cpu[-1]:.2f} us CPU/msg)"
+            )
         figures[f"{name}_msgs_per_s"] = round(statistics.median(ours))
         figures[f"baseline_{name}_msgs_per_s"] = round(statistics.median(base))
         figures[f"{name}_ratio"] = round(statistics.median(ours) / statistics.median(base), 3)
+        figures[f"{name}_cpu_us_per_msg"] = round(statistics.median(ours_cpu), 2)
+        figures[f"baseline_{name}_cpu_us_per_msg"] = round(statistics.median(base_cpu), 2)
 
     def latency(prefix: str, fanout: int) -> None:
         """Paced runs in short chunks, broker and baseline alternating, so that a burst
@@ -248,6 +291,16 @@ def main() -> None:
     log(f"one source -> eight sinks, {fan_full:,} messages x {repeats}")
     throughput("one_to_eight", 8, fan_full)
     figures["one_to_eight_deliveries_per_s"] = figures["one_to_eight_msgs_per_s"] * 8
+    traced = [run_broker(1, full, None, traced=True) for _ in range(repeats)]
+    figures["one_to_one_traced_msgs_per_s"] = round(statistics.median(r.msgs_per_s for r in traced))
+    figures["one_to_one_traced_cpu_us_per_msg"] = round(
+        statistics.median(r.cpu_us_per_msg for r in traced), 2
+    )
+    log(
+        f"one_to_one with a trace listener: {figures['one_to_one_traced_msgs_per_s']:,} msg/s "
+        f"({figures['one_to_one_traced_cpu_us_per_msg']} us CPU/msg)"
+    )
+    wire_codec(figures, 10_000 if options.quick else 50_000)
     log(f"latency at {PACED_RATE:,} msg/s, {paced:,} messages in chunks of {chunk:,}")
     latency("", 1)
     latency("one_to_eight_", 8)

@@ -501,3 +501,25 @@ def test_removing_a_source_stops_its_publishing(broker: Broker) -> None:
         broker.remove_module("source")
     assert broker.final_stats("source") is not None
     assert broker.final_stats("never") is None
+
+
+def test_trace_messages_off_keeps_only_life_cycle_drops_and_failures() -> None:
+    from mailbus.trace import Tracer
+
+    tracer = Tracer()
+    seen: list[TraceEvent] = []
+    tracer.add_listener(seen.append)
+    with Broker.create(tracer=tracer, trace_messages=False) as quiet:
+        source, sink = Source(), Recorder()
+        sink.fail_on = b"bad"
+        quiet.add_module("source", source)
+        quiet.add_module("sink", sink)
+        quiet.add_link(source, sink)
+        quiet.publish(source, m("ok"))
+        quiet.publish(source, m("bad"))
+        assert wait_until(lambda: quiet.snapshot().module("sink").failed == 1)
+        quiet.remove_module("sink")
+        quiet.remove_module("source")
+    got = {e.kind for e in seen}
+    assert PUBLISHED not in got and DELIVERED not in got
+    assert {"broker.module_added", "broker.link_added", MODULE_FAILED, MODULE_REMOVED} <= got

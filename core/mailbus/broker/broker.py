@@ -154,8 +154,17 @@ class Broker:
     `context` is the Mailbus context the bridge modules publish and subscribe through
     (optional for brokers without bridges)."""
 
-    def __init__(self, *, tracer: Tracer | None = None, context: Context | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        tracer: Tracer | None = None,
+        context: Context | None = None,
+        trace_messages: bool = True,
+    ) -> None:
         self.tracer = tracer
+        # broker.published / broker.delivered cost a TraceEvent per message while someone
+        # listens; trace_messages=False keeps only life-cycle, drop and failure events.
+        self._message_tracer = tracer if trace_messages else None
         self.context = context
         self._lock = threading.RLock()  # the control plane: modules, links, refcount
         self._refs = 1
@@ -169,8 +178,14 @@ class Broker:
         self._final: dict[str, ModuleStats] = {}  # removed modules' last counters
 
     @classmethod
-    def create(cls, *, tracer: Tracer | None = None, context: Context | None = None) -> Broker:
-        return cls(tracer=tracer, context=context)
+    def create(
+        cls,
+        *,
+        tracer: Tracer | None = None,
+        context: Context | None = None,
+        trace_messages: bool = True,
+    ) -> Broker:
+        return cls(tracer=tracer, context=context, trace_messages=trace_messages)
 
     def __repr__(self) -> str:
         state = "destroyed" if self._closed else f"refs={self._refs}"
@@ -444,7 +459,7 @@ class Broker:
                     refused = [] if refused is None else refused
                     refused.append(sink.name)
                     timeout = backpressure.timeout or 0.0
-        tracer = self.tracer
+        tracer = self._message_tracer
         if tracer is not None and tracer.active:
             tracer.event(
                 PUBLISHED,
@@ -535,7 +550,7 @@ class Broker:
         control = record.control
         receive: Callable[[Message], object] = record.module.receive
         low_water = record.low_water
-        tracer = self.tracer
+        tracer = self._message_tracer
         try:
             while True:
                 if control:

@@ -265,9 +265,10 @@ class Gateway:
         *,
         tracer: Tracer | None = None,
         context: Context | None = None,
+        trace_messages: bool = True,
     ) -> None:
         self.spec = spec
-        self.broker = Broker.create(tracer=tracer, context=context)
+        self.broker = Broker.create(tracer=tracer, context=context, trace_messages=trace_messages)
         self._names: list[str] = []
         self._started = False
 
