@@ -56,6 +56,17 @@ class Message:
         object.__setattr__(self, "_content", content)
         object.__setattr__(self, "_properties", props)
 
+    @classmethod
+    def _trusted(cls, content: bytes, properties: dict[str, str]) -> Message:
+        """For the decoder, which has validated everything already; takes ownership of
+        `properties`."""
+        message = cls.__new__(cls)
+        object.__setattr__(message, "_content", content)
+        object.__setattr__(
+            message, "_properties", MappingProxyType(properties) if properties else _EMPTY
+        )
+        return message
+
     @property
     def content(self) -> bytes:
         return self._content

@@ -53,11 +53,12 @@ def encode(message: Message) -> bytes:
     )
 
 
-def _text(buf: bytes, start: int, end: int, what: str) -> str:
+def _not_utf8(buf: bytes, start: int, end: int, what: str) -> WireFormatError:
     try:
-        return buf[start:end].decode("utf-8")
+        buf[start:end].decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise WireFormatError(f"{what} is not UTF-8 ({exc.reason})", start + exc.start) from None
+        return WireFormatError(f"{what} is not UTF-8 ({exc.reason})", start + exc.start)
+    raise AssertionError("called for text that decodes")  # pragma: no cover
 
 
 def decode(data: bytes | bytearray | memoryview, *, max_size: int = DEFAULT_MAX_SIZE) -> Message:
@@ -80,19 +81,24 @@ def decode(data: bytes | bytearray | memoryview, *, max_size: int = DEFAULT_MAX_
         raise WireFormatError(f"property count {count} cannot fit in {size} bytes", 6)
     properties: dict[str, str] = {}
     pos = 10
+    find = buf.find
     for index in range(count):
-        key_end = buf.find(b"\0", pos, content_field)
+        key_end = find(b"\0", pos, content_field)
         if key_end < 0:
             raise WireFormatError(f"property {index}: key is not NUL-terminated", pos)
         if key_end == pos:
             raise WireFormatError(f"property {index}: empty key", pos)
-        key = _text(buf, pos, key_end, f"property {index} key")
-        value_end = buf.find(b"\0", key_end + 1, content_field)
+        value_end = find(b"\0", key_end + 1, content_field)
         if value_end < 0:
-            raise WireFormatError(
-                f"property {index} ({key!r}): value is not NUL-terminated", key_end + 1
-            )
-        value = _text(buf, key_end + 1, value_end, f"property {key!r} value")
+            raise WireFormatError(f"property {index}: value is not NUL-terminated", key_end + 1)
+        try:
+            key = buf[pos:key_end].decode("utf-8")
+        except UnicodeDecodeError:
+            raise _not_utf8(buf, pos, key_end, f"property {index} key") from None
+        try:
+            value = buf[key_end + 1 : value_end].decode("utf-8")
+        except UnicodeDecodeError:
+            raise _not_utf8(buf, key_end + 1, value_end, f"property {key!r} value") from None
         if key in properties:
             raise WireFormatError(f"property {key!r} appears twice", pos)
         properties[key] = value
@@ -105,4 +111,5 @@ def decode(data: bytes | bytearray | memoryview, *, max_size: int = DEFAULT_MAX_
         raise WireFormatError(
             f"content length {length} disagrees with the {size - pos} bytes that remain", pos - 4
         )
-    return Message(buf[pos:], properties)
+    # Keys and values were checked above (non-empty, no NUL, str): skip re-checking.
+    return Message._trusted(buf[pos:], properties)
