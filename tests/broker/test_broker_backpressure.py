@@ -187,3 +187,33 @@ def test_removing_a_module_from_receive_while_a_publisher_waits_on_us(broker: Br
     assert wait_until(lambda: len(remover.messages) == 5)
     assert remover.contents == [b"hold", b"remove other", b"a", b"b", b"blocked"]
     assert broker.snapshot().module("remover").refused == 0
+
+
+@pytest.mark.parametrize("overflow", list(Overflow))
+def test_exact_accounting_under_contention(broker: Broker, overflow: Overflow) -> None:
+    """Four threads flood a small queue while the worker drains it: every message is
+    delivered or counted as dropped, none vanishes (drop_oldest evicts concurrently with
+    the worker's own pops)."""
+    sink = Recorder()
+    broker.add_module("sink", sink, capacity=5, backpressure=Backpressure(overflow, timeout=None))
+    sources = [Source() for _ in range(4)]
+    for index, source in enumerate(sources):
+        broker.add_module(f"p{index}", source)
+        broker.add_link(source, sink)
+    per_thread = 3000
+
+    def flood(source: Source) -> None:
+        for n in range(per_thread):
+            broker.publish(source, m(str(n)))
+
+    threads = [threading.Thread(target=flood, args=(s,)) for s in sources]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert broker.wait_idle(20)
+    stats = broker.snapshot().module("sink")
+    assert stats.delivered == len(sink.messages)
+    assert stats.delivered + stats.dropped == 4 * per_thread
+    if overflow is Overflow.BLOCK:
+        assert stats.dropped == 0
