@@ -391,7 +391,7 @@ json_values = st.recursive(
 
 
 @given(json_values)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_any_json_is_a_spec_or_a_config_error(data: Any) -> None:
     try:
         spec = parse_gateway(data)
