@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from mailbus.broker.errors import BrokerError, GatewayConfigError, WireFormatError
 from mailbus.broker.message import Message
 from mailbus.broker.wire import decode, encode
+from mailbus.email_message import MAX_PLAIN_HEADER_LENGTH
 from mailbus.errors import MailbusError
 from mailbus.subscription import OverflowPolicy
 
@@ -66,9 +67,14 @@ def message_to_email(message: Message, encoding: str) -> tuple[str, dict[str, st
     headers: dict[str, str] = {}
     if message.properties:
         # ensure_ascii: one line of printable ASCII, nothing a header could be injected by
-        headers[PROPERTIES_HEADER] = json.dumps(
-            dict(message.properties), ensure_ascii=True, separators=(",", ":")
-        )
+        value = json.dumps(dict(message.properties), ensure_ascii=True, separators=(",", ":"))
+        if len(value) > MAX_PLAIN_HEADER_LENGTH:
+            # Refuse here, whatever the transport: a mail transport would refuse it later.
+            raise BridgeFormatError(
+                f"properties take {len(value)} characters as a header, more than "
+                f"{MAX_PLAIN_HEADER_LENGTH}; use the 'wire' encoding for large properties"
+            )
+        headers[PROPERTIES_HEADER] = value
     return body, headers
 
 

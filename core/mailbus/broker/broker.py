@@ -567,8 +567,9 @@ class Broker:
                         try:
                             receive(message)
                         except Exception as exc:
-                            record.failed += 1
+                            # Report first, count after: a counter seen implies its event.
                             self._module_failed(record, "receive", exc, source)
+                            record.failed += 1
                         else:
                             record.delivered += 1
                             if tracer is not None and tracer.active:
