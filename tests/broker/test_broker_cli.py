@@ -140,3 +140,26 @@ def test_gateway_run_with_a_bad_file(tmp_path: Path, env: dict[str, str]) -> Non
     )
     assert missing.returncode == 2
     assert "cannot read" in missing.stderr
+
+
+def test_gateway_run_prints_periodic_stats(gateway_file: Path, env: dict[str, str]) -> None:
+    proc = subprocess.Popen(
+        mailbus_cmd("gateway", "run", str(gateway_file), "--stats-every", "0.05"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        out, err = Lines(proc.stdout), Lines(proc.stderr)
+        headers = lambda lines: sum(x.startswith("module ") for x in lines)  # noqa: E731
+        assert err.wait_for(lambda lines: headers(lines) >= 1), err.lines
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+        err.join()
+        out.join()
+        assert headers(err.lines) >= 2  # periodic, then the final summary
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
