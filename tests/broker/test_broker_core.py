@@ -523,3 +523,52 @@ def test_trace_messages_off_keeps_only_life_cycle_drops_and_failures() -> None:
     got = {e.kind for e in seen}
     assert PUBLISHED not in got and DELIVERED not in got
     assert {"broker.module_added", "broker.link_added", MODULE_FAILED, MODULE_REMOVED} <= got
+
+
+def test_links_toggling_under_publishers_never_duplicate_or_reorder(broker: Broker) -> None:
+    sink = Recorder()
+    broker.add_module("sink", sink)
+    sources = [Source() for _ in range(8)]
+    for index, source in enumerate(sources):
+        broker.add_module(f"p{index}", source)
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def publish(index: int) -> None:
+        try:
+            for n in range(2000):
+                broker.publish(sources[index], m(f"{index}:{n}"))
+        except BaseException as exc:
+            errors.append(exc)
+
+    def toggle() -> None:
+        try:
+            while not done.is_set():
+                for index in range(8):
+                    broker.add_link(f"p{index}", "sink")
+                for index in range(8):
+                    broker.remove_link(f"p{index}", "sink")
+                broker.add_link("*", "sink")
+                broker.remove_link("*", "sink")
+        except BaseException as exc:
+            errors.append(exc)
+
+    toggler = threading.Thread(target=toggle)
+    toggler.start()
+    threads = [threading.Thread(target=publish, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    done.set()
+    toggler.join(10)
+    assert errors == []
+    broker.add_link("*", "sink")  # the toggler stopped with no link: one left for the end
+    for index in range(8):
+        broker.publish(sources[index], m(f"{index}:2000"))
+    assert wait_until(lambda: sum(c.endswith(b":2000") for c in sink.contents) == 8)
+    for index in range(8):
+        seen = [int(c.split(b":")[1]) for c in sink.contents if c.startswith(f"{index}:".encode())]
+        assert seen == sorted(set(seen))  # in order, no duplicates
+        assert seen[-1] == 2000
+    assert sink.overlaps == 0
