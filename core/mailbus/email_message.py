@@ -97,6 +97,9 @@ def validate(email: Email) -> None:
         if name.lower() in H.RESERVED:
             raise InvalidNameError(f"header {name!r} is set by Mailbus and cannot be overridden")
         check_header_value(name, value)
+        if value.isascii() and "=?" not in value and len(value) > MAX_PLAIN_HEADER_LENGTH:
+            # Checked here too so that in-process use refuses what a mail server would.
+            raise InvalidNameError(f"header {name!r} is longer than {MAX_PLAIN_HEADER_LENGTH}")
     for name, value in (
         ("Message-ID", email.message_id),
         ("In-Reply-To", email.in_reply_to),

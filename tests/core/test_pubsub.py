@@ -44,6 +44,8 @@ def test_extra_headers_travel_and_are_validated(ctx: mailbus.Context) -> None:
         ctx.publisher("t").publish("b", headers={"X": "a\r\nBcc: v@x.org"})
     with pytest.raises(InvalidNameError):
         ctx.publisher("t").publish("b", headers={"Publisher-GID": "spoof\n"})
+    with pytest.raises(InvalidNameError, match="longer"):
+        ctx.publisher("t").publish("b", headers={"Note": "x" * 1000})
 
 
 @pytest.mark.parametrize("name", ["", "  ", "a\r\nBcc: x@y", "tab\there", "nul\x00", "x" * 300])
