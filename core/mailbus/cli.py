@@ -13,7 +13,12 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-COMMAND_MODULES = ("mailbus.demo", "mailbus.outbox.cli", "mailbus.broker.cli")
+COMMAND_MODULES = (
+    "mailbus.demo",
+    "mailbus.outbox.cli",
+    "mailbus.broker.cli",
+    "mailbus.postoffice.cli",
+)
 
 
 def build_parser(

@@ -1,0 +1,109 @@
+"""`mailbus postoffice serve` (the daemon) and `mailbus postoffice boxes` (list them)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from mailbus.postoffice.protocol import DEFAULT_PORT
+from mailbus.postoffice.server import PostOffice, ServerConfig
+from mailbus.postoffice.store import HashParams, StoreError, list_mailboxes
+
+
+def default_store() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "mailbus" / "postoffice.db"
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("postoffice", help="the PostOffice mailbox daemon")
+    sub = parser.add_subparsers(dest="postoffice_command", metavar="ACTION", required=True)
+    serve = sub.add_parser("serve", help="run the daemon (loopback, port 8228 by default)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="0 picks a free port")
+    serve.add_argument("--store", type=Path, default=None, help="SQLite file of the mailboxes")
+    serve.add_argument("--sync", choices=("full", "normal"), default="full")
+    serve.add_argument("--comm-timeout", type=float, default=10.0, metavar="SECONDS")
+    serve.add_argument("--max-letter-bytes", type=int, default=16 * 1024 * 1024)
+    serve.add_argument("--max-connections", type=int, default=256)
+    serve.add_argument("--max-boxes-per-connection", type=int, default=64)
+    serve.add_argument("--max-letters-per-box", type=int, default=100_000)
+    serve.add_argument("--hash-cost", type=int, default=14, help="scrypt log2(N)")
+    serve.add_argument("--verbose", "-v", action="store_true")
+    serve.set_defaults(handler=run_serve)
+    boxes = sub.add_parser("boxes", help="list mailboxes with their letter counts")
+    boxes.add_argument("--store", type=Path, default=None)
+    boxes.set_defaults(handler=run_boxes)
+
+
+def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    return ServerConfig(
+        store_path=args.store or default_store(),
+        host=args.host,
+        port=args.port,
+        sync=args.sync,
+        comm_timeout_s=args.comm_timeout,
+        max_letter_bytes=args.max_letter_bytes,
+        max_connections=args.max_connections,
+        max_boxes_per_connection=args.max_boxes_per_connection,
+        max_letters_per_box=args.max_letters_per_box,
+        hash_params=HashParams(log2_n=args.hash_cost),
+    )
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    config = config_from_args(args)
+    with contextlib.suppress(ValueError):
+        if not ipaddress.ip_address(config.host).is_loopback:
+            print(f"warning: listening on {config.host}, not loopback", file=sys.stderr)
+    try:
+        asyncio.run(_serve(config))
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"error: cannot listen on {config.host}:{config.port}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _serve(config: ServerConfig) -> None:
+    office = PostOffice(config)
+    await office.start()
+    # One line on stdout, so that a parent process learns the port when it asked for 0.
+    print(f"postoffice listening on {config.host}:{office.port}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await office.stop()
+
+
+def run_boxes(args: argparse.Namespace) -> int:
+    try:
+        boxes = list_mailboxes(args.store or default_store())
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    rows: list[Any] = [("MAILBOX", "LETTERS", "BYTES")]
+    rows += [(b.name, str(b.letters), str(b.payload_bytes)) for b in boxes]
+    width = max(len(r[0]) for r in rows)
+    for name, letters, size in rows:
+        print(f"{name:<{width}}  {letters:>8}  {size:>10}")
+    return 0

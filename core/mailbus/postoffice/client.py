@@ -1,0 +1,409 @@
+"""A blocking PostOffice client.
+
+    with PostOfficeClient("127.0.0.1", 8228) as po:
+        po.create_box("robot.arm", "secret")      # BoxExists if it is there already
+        po.check_out("robot.arm", "secret")
+        po.send("robot.cam", b"hello")
+        for letter in po.get_mail(timeout=1.0):   # stops at MAILTIMEOUT
+            print(letter.sender, letter.payload)
+
+Every error code the daemon answers becomes its own exception (`ERRORS`). Steps whose
+answer the client can predict (REQDATA while it holds a box) are pipelined: SENDLETTER
+costs one round trip instead of three. A letter leaves its mailbox only when the client
+asks for the next one or says SATIATED, so a client that dies holding a letter gets it
+again on its next GETMAIL. Not thread-safe: use one client per thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Self
+
+from mailbus.errors import TransportError
+from mailbus.postoffice.protocol import (
+    DEFAULT_PORT,
+    DIGEST_SIZE,
+    INT32_MAX,
+    NEED_DATA,
+    PAUSED,
+    ClientFrame,
+    ClientProtocol,
+    Command,
+    Digest,
+    EndOfStream,
+    Limits,
+    Mail,
+    Name,
+    Payload,
+    ProtocolError,
+    Reply,
+    Request,
+    Response,
+    Timeout,
+    check_identifier,
+)
+
+
+class PostOfficeError(TransportError):
+    """Anything that went wrong talking to a PostOffice daemon."""
+
+
+class ConnectionLost(PostOfficeError):
+    """The connection closed or timed out; the client cannot be used any more."""
+
+
+class ProtocolViolation(PostOfficeError):
+    """The daemon sent something the protocol does not allow; the connection is closed."""
+
+
+class ResponseError(PostOfficeError):
+    """The daemon refused a request; `code` is its response code."""
+
+    code: Response = Response.BADCOMMAND
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or self.__doc__ or self.code.name)
+
+
+class NotAuthorized(ResponseError):
+    """NOAUTH: wrong password, or a mailbox the daemon will not create (limit, name)."""
+
+    code = Response.NOAUTH
+
+
+class BadCommand(ResponseError):
+    """BADCOMMAND: the daemon did not accept the request code here."""
+
+    code = Response.BADCOMMAND
+
+
+class AlreadyConnected(ResponseError):
+    """ALREADYCONN: this connection already holds a mailbox; return it first."""
+
+    code = Response.ALREADYCONN
+
+
+class MailTimeout(ResponseError):
+    """MAILTIMEOUT where it ends something other than a get_mail iteration."""
+
+    code = Response.MAILTIMEOUT
+
+
+class BoxExists(ResponseError):
+    """BOXEXISTS: a mailbox with that name exists."""
+
+    code = Response.BOXEXISTS
+
+
+class NoSuchBox(ResponseError):
+    """NONEXISTBOX: no mailbox with that name."""
+
+    code = Response.NONEXISTBOX
+
+
+class NoBoxConnected(ResponseError):
+    """NOBOXCONN: check out a mailbox first."""
+
+    code = Response.NOBOXCONN
+
+
+class BoxInUse(ResponseError):
+    """BOXINUSE: another connection has this mailbox checked out."""
+
+    code = Response.BOXINUSE
+
+
+class DeliveryFailed(ResponseError):
+    """DELFAIL: the letter was not delivered (no such recipient, letter too large,
+    recipient's mailbox full)."""
+
+    code = Response.DELFAIL
+
+
+class ServerShutdown(ResponseError):
+    """SHUTDOWN: the daemon is stopping, or refused this connection (connection limit)."""
+
+    code = Response.SHUTDOWN
+
+
+class CommTimeout(ResponseError):
+    """COMMTIMEOUT: this client was silent too long inside a command."""
+
+    code = Response.COMMTIMEOUT
+
+
+class Unsupported(ResponseError):
+    """UNSUPPORTED: the daemon does not support this request."""
+
+    code = Response.UNSUPPORTED
+
+
+ERRORS: dict[Response, type[ResponseError]] = {
+    cls.code: cls
+    for cls in (
+        NotAuthorized,
+        BadCommand,
+        AlreadyConnected,
+        MailTimeout,
+        BoxExists,
+        NoSuchBox,
+        NoBoxConnected,
+        BoxInUse,
+        DeliveryFailed,
+        ServerShutdown,
+        CommTimeout,
+        Unsupported,
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Letter:
+    sender: str
+    payload: bytes
+
+
+def to_digest(password: str | bytes) -> bytes:
+    """The wire form of a password: MD5 of its UTF-8 bytes (a str), or a 16-byte
+    digest given as bytes."""
+    if isinstance(password, bytes):
+        if len(password) != DIGEST_SIZE:
+            raise ValueError("a password given as bytes must be its 16-byte MD5 digest")
+        return password
+    return hashlib.md5(password.encode("utf-8"), usedforsecurity=False).digest()
+
+
+class PostOfficeClient:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        *,
+        timeout: float = 30.0,
+        max_letter_bytes: int = 64 * 1024 * 1024,
+        pipeline: bool = True,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.timeout = timeout
+        self.pipeline = pipeline
+        self.box: str | None = None
+        self._proto = ClientProtocol(
+            Limits(max_payload_bytes=max_letter_bytes, max_buffer_bytes=max_letter_bytes + 64)
+        )
+        self._in_mail = False
+        try:
+            self._sock: socket.socket | None = socket.create_connection((host, port), timeout)
+        except OSError as exc:
+            raise ConnectionLost(f"cannot connect to PostOffice at {host}:{port}: {exc}") from exc
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def __repr__(self) -> str:
+        return f"PostOfficeClient({self.host}:{self.port}, box={self.box!r})"
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
+    # -- plumbing ----------------------------------------------------------------------
+    def _fail(self, error: PostOfficeError) -> PostOfficeError:
+        self._drop()
+        return error
+
+    def _drop(self) -> None:
+        sock, self._sock = self._sock, None
+        self.box = None
+        if sock is not None:
+            sock.close()
+
+    def _write(self, data: bytes) -> None:
+        if self._sock is None:
+            raise ConnectionLost("the connection is closed")
+        try:
+            self._sock.sendall(data)
+        except OSError as exc:
+            raise self._fail(ConnectionLost(f"send failed: {exc}")) from exc
+
+    def _frames(self, *frames: ClientFrame) -> bytes:
+        try:
+            return b"".join(self._proto.send(frame) for frame in frames)
+        except ProtocolError as exc:
+            if self._in_mail:
+                raise PostOfficeError("finish or close the get_mail iteration first") from exc
+            raise PostOfficeError(str(exc)) from exc
+
+    def _event(self, wait: float | None = None) -> Reply | Mail:
+        """The next reply, reading as needed for up to `wait` + the I/O timeout."""
+        sock = self._sock
+        if sock is None:
+            raise ConnectionLost("the connection is closed")
+        deadline = time.monotonic() + self.timeout + (wait or 0.0)
+        while True:
+            try:
+                event = self._proto.next_event()
+            except ProtocolError as exc:
+                raise self._fail(ProtocolViolation(str(exc))) from exc
+            if isinstance(event, Reply | Mail):
+                if isinstance(event, Reply) and event.response in (
+                    Response.SHUTDOWN,
+                    Response.COMMTIMEOUT,
+                ):
+                    self._drop()
+                    raise ERRORS[event.response]()
+                return event
+            if isinstance(event, EndOfStream) or event is PAUSED:
+                raise self._fail(ConnectionLost("the daemon closed the connection"))
+            assert event is NEED_DATA
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._fail(ConnectionLost(f"no answer within {self.timeout} s"))
+            try:
+                sock.settimeout(remaining)
+                data = sock.recv(256 * 1024)
+            except TimeoutError:
+                continue
+            except OSError as exc:
+                raise self._fail(ConnectionLost(f"receive failed: {exc}")) from exc
+            try:
+                self._proto.receive_data(data)
+            except ProtocolError as exc:
+                raise self._fail(ProtocolViolation(str(exc))) from exc
+
+    def _reply(self, wait: float | None = None) -> Response:
+        event = self._event(wait)
+        if isinstance(event, Mail):
+            raise self._fail(ProtocolViolation("a letter where a reply was due"))
+        return event.response
+
+    def _exchange(self, frames: list[ClientFrame], pipeline: bool) -> Response:
+        """Run one request: frames[0] is its code, the rest its data steps. Returns the
+        reply that ended it (or REQDATA after the last frame)."""
+        if pipeline and self.pipeline:
+            self._write(self._frames(*frames))
+            for index in range(len(frames)):
+                response = self._reply()
+                if response is not Response.REQDATA or index == len(frames) - 1:
+                    return response
+            raise AssertionError("unreachable")
+        for index, frame in enumerate(frames):
+            self._write(self._frames(frame))
+            response = self._reply()
+            if response is not Response.REQDATA or index == len(frames) - 1:
+                return response
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _check(response: Response, *ok: Response) -> Response:
+        if response in ok:
+            return response
+        error = ERRORS.get(response)
+        if error is None:
+            raise ProtocolViolation(f"unexpected reply {response.name}")
+        raise error()
+
+    # -- the API -----------------------------------------------------------------------
+    def create_box(self, name: str, password: str | bytes) -> None:
+        """Create a mailbox (BoxExists, NotAuthorized when refused)."""
+        frames: list[ClientFrame] = [
+            Command(Request.CREATEBOX),
+            Name(check_identifier(name)),
+            Digest(to_digest(password)),
+        ]
+        self._check(self._exchange(frames, pipeline=True), Response.REQGRANTED)
+
+    def check_out(self, name: str, password: str | bytes) -> None:
+        """Check out a mailbox: sending and receiving then use it."""
+        frames: list[ClientFrame] = [
+            Command(Request.REQBOX),
+            Name(check_identifier(name)),
+            Digest(to_digest(password)),
+        ]
+        response = self._exchange(frames, pipeline=self.box is None)
+        self._check(response, Response.REQGRANTED)
+        self.box = name
+
+    def return_box(self) -> None:
+        self._check(self._exchange([Command(Request.RETBOX)], False), Response.REQGRANTED)
+        self.box = None
+
+    def send(self, recipient: str, payload: bytes) -> None:
+        """Send a letter; returns once the daemon has stored it (DeliveryFailed if not)."""
+        frames: list[ClientFrame] = [
+            Command(Request.SENDLETTER),
+            Name(check_identifier(recipient)),
+            Payload(bytes(payload)),
+        ]
+        response = self._exchange(frames, pipeline=self.box is not None)
+        self._check(response, Response.REQGRANTED)
+
+    def get_mail(self, timeout: float) -> Iterator[Letter]:
+        """Yield the letters of the checked-out mailbox as they come, until none came
+        within `timeout` seconds of the start (0: only those already waiting).
+        Leaving the loop early sends SATIATED; the letter last yielded is then taken
+        out of the mailbox, the ones after it stay."""
+        milliseconds = min(INT32_MAX, max(0, round(timeout * 1000)))
+        frames: list[ClientFrame] = [Command(Request.GETMAIL), Timeout(milliseconds)]
+        response = self._exchange(frames, pipeline=self.box is not None)
+        if response is Response.MAILTIMEOUT:
+            return
+        self._check(response, Response.REQDATA)
+        return_satiated = True
+        self._in_mail = True
+        deadline = time.monotonic() + milliseconds / 1000.0
+        try:
+            while True:
+                self._write(self._frames(Command(Request.NEXTLETTER)))
+                event = self._event(max(0.0, deadline - time.monotonic()))
+                if isinstance(event, Mail):
+                    yield Letter(event.sender, event.payload)
+                    continue
+                return_satiated = False
+                self._check(event.response, Response.MAILTIMEOUT)
+                return
+        except PostOfficeError:
+            return_satiated = False
+            raise
+        finally:
+            self._in_mail = False
+            if return_satiated and self._sock is not None:
+                self._write(self._frames(Command(Request.SATIATED)))
+                self._check(self._reply(), Response.REQGRANTED)
+
+    def empty(self) -> None:
+        """Delete every letter in the checked-out mailbox."""
+        self._check(self._exchange([Command(Request.EMPTYBOX)], False), Response.REQGRANTED)
+
+    def remove(self) -> None:
+        """Remove the checked-out mailbox and its letters (with the password it was
+        checked out with)."""
+        self._check(self._exchange([Command(Request.REMOVEBOX)], False), Response.REQGRANTED)
+        self.box = None
+
+    def close(self) -> None:
+        """DISCONNECT (the daemon returns the box) and close the socket."""
+        if self._sock is None:
+            return
+        try:
+            if self._proto.idle:
+                self._write(self._frames(Command(Request.DISCONNECT)))
+                self._reply()
+        except PostOfficeError:
+            pass
+        finally:
+            self._drop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

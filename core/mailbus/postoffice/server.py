@@ -1,0 +1,711 @@
+"""The PostOffice daemon: a clerk per connection, on one asyncio event loop.
+
+Why asyncio rather than a thread per clerk: most clerks spend their life waiting (for
+the client's next byte, for mail during GETMAIL, for a password back-off), and timers
+for COMMTIMEOUT and GETMAIL deadlines are free on an event loop, where a thread per
+connection would cost a stack each and a lock around every mailbox. The two things that
+block run elsewhere: scrypt in the default executor, disk writes on the store's writer
+thread (group commit), so the loop keeps serving while a batch is fsynced.
+
+A clerk feeds the bytes it receives to `protocol.ServerProtocol` and answers the events
+it hands out; the protocol module checks that every answer is allowed where it is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from mailbus.postoffice import store as st
+from mailbus.postoffice.protocol import (
+    DEFAULT_PORT,
+    NEED_DATA,
+    PAUSED,
+    Command,
+    Digest,
+    EndOfStream,
+    InvalidName,
+    LimitError,
+    Limits,
+    Mail,
+    Name,
+    OversizedPayload,
+    Payload,
+    Phase,
+    ProtocolError,
+    Reply,
+    Request,
+    Response,
+    ServerProtocol,
+    Timeout,
+    UnknownCommand,
+)
+from mailbus.trace import Tracer
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Everything the daemon can be told. Limits are refused with a code (see docs)."""
+
+    store_path: Path
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    sync: st.SyncMode = "full"
+    max_letter_bytes: int = 16 * 1024 * 1024
+    max_name_bytes: int = 255
+    max_connections: int = 256
+    max_boxes_per_connection: int = 64  # boxes one connection may create
+    max_boxes: int = 100_000
+    max_letters_per_box: int = 100_000
+    comm_timeout_s: float = 10.0  # silence allowed inside a command
+    auth_delay_s: float = 0.2  # first back-off after a wrong password, doubling
+    auth_delay_max_s: float = 5.0
+    hash_params: st.HashParams = field(default_factory=st.HashParams)
+    read_chunk: int = 256 * 1024
+
+
+class Box:
+    """A mailbox in memory: its id, password hash, the ids of its letters, its holder."""
+
+    def __init__(self, box_id: int, name: str, secret: str, letters: list[int]) -> None:
+        self.box_id = box_id
+        self.name = name
+        self.secret = secret
+        self.letters: deque[int] = deque(letters)
+        self.pending = 0  # letters accepted but not committed yet
+        self.holder: Clerk | None = None
+        self.removed = False
+        self.failures = 0
+        self.next_attempt = 0.0  # loop time before which no password is checked
+        self.auth_lock = asyncio.Lock()
+
+
+class PostOffice:
+    """The daemon: mailboxes, the store and the listening socket."""
+
+    def __init__(self, config: ServerConfig, tracer: Tracer | None = None) -> None:
+        self.config = config
+        self.tracer = tracer or Tracer()
+        self.limits = Limits(
+            max_name_bytes=config.max_name_bytes,
+            max_payload_bytes=config.max_letter_bytes,
+            max_buffer_bytes=max(1024 * 1024, config.read_chunk * 2),
+        )
+        self.boxes: dict[str, Box] = {}
+        self.groups: dict[str, dict[str, Box]] = {}  # group name -> its member boxes
+        self.clerks: set[Clerk] = set()
+        self.store: st.Store | None = None
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.port = 0
+        self.refused_connections = 0
+
+    # -- life cycle -------------------------------------------------------------------
+    async def start(self) -> int:
+        """Open the store, load the boxes and listen; return the bound port."""
+        store = await asyncio.to_thread(st.Store, self.config.store_path, self.config.sync)
+        self.store = store
+        records, letters = store.load()
+        for record in records:
+            self.add_box(
+                Box(record.box_id, record.name, record.secret, letters.get(record.box_id, []))
+            )
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: Clerk(self), self.config.host, self.config.port, reuse_address=True
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("PostOffice on %s:%d, %d mailboxes", self.config.host, self.port, len(self.boxes))
+        return self.port
+
+    async def stop(self) -> None:
+        """Tell every client SHUTDOWN, close, and close the store (pending writes land)."""
+        if self._server is not None:
+            self._server.close()
+        for clerk in list(self.clerks):
+            clerk.shutdown()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+        if self.store is not None:
+            await asyncio.to_thread(self.store.close)
+            self.store = None
+
+    def spawn(self, coro: Any) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def write(self, operation: Callable[[Any], T]) -> T:
+        assert self.store is not None
+        return await asyncio.wrap_future(self.store.writer.submit(operation))
+
+    def add_box(self, box: Box) -> None:
+        self.boxes[box.name] = box
+        group = box.name.rpartition(".")[0]
+        if group:
+            self.groups.setdefault(group, {})[box.name] = box
+
+    def drop_box(self, box: Box) -> None:
+        box.removed = True
+        if self.boxes.get(box.name) is box:
+            del self.boxes[box.name]
+        group = box.name.rpartition(".")[0]
+        members = self.groups.get(group)
+        if members is not None and members.get(box.name) is box:
+            del members[box.name]
+            if not members:
+                del self.groups[group]
+
+    def resolve(self, name: str) -> list[Box]:
+        """The box named `name`, or else every member of the group `name` (the boxes
+        named `name.<member>`, one level down); see docs/postoffice.md, "Groups"."""
+        box = self.boxes.get(name)
+        if box is not None:
+            return [box]
+        return list(self.groups.get(name, {}).values())
+
+    def write_later(self, operation: Callable[[Any], Any]) -> None:
+        """Submit a write nobody waits for (taking delivered letters out): a crash before
+        it commits means the letter is delivered again, never lost."""
+        assert self.store is not None
+        self.store.writer.submit(operation).add_done_callback(_log_failure)
+
+    def trace(self, kind: str, **fields: Any) -> None:
+        if self.tracer.active:
+            self.tracer.event(kind, **fields)
+
+    def summaries(self) -> list[st.BoxSummary]:
+        """Mailboxes with letter counts, from the store (for the workbench)."""
+        assert self.store is not None
+        return self.store.summaries()
+
+
+class Clerk(asyncio.Protocol):
+    """Serves one connection. asyncio calls the Protocol methods; `run` is the clerk's
+    own task, woken whenever bytes arrive, the peer goes away or mail comes in."""
+
+    def __init__(self, office: PostOffice) -> None:
+        self.office = office
+        self.config = office.config
+        self.proto = ServerProtocol(office.limits)
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.box: Box | None = None
+        self._digest = b""
+        self._created = 0
+        self._out = bytearray()
+        self._waiter: asyncio.Future[None] | None = None
+        self._lost = False
+        self._input_error: ProtocolError | None = None
+        self._writable: asyncio.Future[None] | None = None
+        self._paused_reading = False
+        self._pause_above = office.limits.max_buffer_bytes // 2
+        # Per-request scratch: the name (or why it was refused) and the mail loop.
+        self._name: str | None = None
+        self._name_error = ""
+        self._deadline = 0.0
+        self._in_flight: int | None = None
+
+    # -- asyncio.Protocol ------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        office = self.office
+        if len(office.clerks) >= self.config.max_connections:
+            office.refused_connections += 1
+            transport.write(bytes((Response.SHUTDOWN,)))
+            transport.close()
+            self._lost = True
+            return
+        office.clerks.add(self)
+        office.spawn(self.run())
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.proto.receive_data(data)
+        except ProtocolError as exc:
+            self._input_error = exc
+        if self.transport is not None and self.proto.buffered > self._pause_above:
+            self.transport.pause_reading()
+            self._paused_reading = True
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.proto.receive_data(b"")
+        self._wake()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self._wake()
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+        self._writable = None
+
+    # -- plumbing ----------------------------------------------------------------------
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def _sleep(self, timeout: float | None) -> bool:
+        """Wait for a wake-up; False if `timeout` seconds passed first."""
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            if timeout is None:
+                await self._waiter
+            else:
+                async with asyncio.timeout(timeout):
+                    await self._waiter
+        except TimeoutError:
+            return False
+        finally:
+            self._waiter = None
+        return True
+
+    def _send(self, frame: Reply | Mail) -> None:
+        self._out += self.proto.send(frame)
+
+    def _reply(self, response: Response) -> None:
+        self._send(Reply(response))
+
+    async def _flush(self) -> None:
+        if self._out and self.transport is not None and not self._lost:
+            self.transport.write(bytes(self._out))
+            self._out.clear()
+            if self._writable is not None:
+                await self._writable
+        self._out.clear()
+
+    def shutdown(self) -> None:
+        """The daemon is stopping: say SHUTDOWN and close."""
+        if self.transport is not None and not self._lost:
+            self.transport.write(bytes(self._out) + bytes((Response.SHUTDOWN,)))
+            self._out.clear()
+            self.transport.close()
+        self._lost = True
+        self._wake()
+
+    # -- the clerk's loop ----------------------------------------------------------------
+    async def run(self) -> None:
+        try:
+            await self._serve()
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("clerk for %s failed", self.peer)
+        finally:
+            self._release("connection closed")
+            self.office.clerks.discard(self)
+            if self.transport is not None:
+                self.transport.close()
+
+    async def _serve(self) -> None:
+        proto = self.proto
+        while not self._lost:
+            if self._input_error is not None:
+                log.info("%s: %s; closing", self.peer, self._input_error)
+                break
+            event = proto.next_event()
+            if event is NEED_DATA:
+                await self._flush()
+                if self._paused_reading and self.transport is not None:
+                    self._paused_reading = False
+                    self.transport.resume_reading()
+                timeout = self.config.comm_timeout_s if proto.mid_command else None
+                if not await self._sleep(timeout):
+                    await self._comm_timeout()
+                    break
+                continue
+            if event is PAUSED:  # the connection is closed (DISCONNECT, COMMTIMEOUT)
+                break
+            if isinstance(event, EndOfStream):
+                break
+            try:
+                await self._handle(event)
+            except LimitError as exc:
+                log.info("%s: %s; closing", self.peer, exc)
+                break
+            if proto.closed:
+                break
+        await self._flush()
+
+    async def _comm_timeout(self) -> None:
+        self.office.trace(
+            "postoffice.timeout",
+            name=self.box.name if self.box else "",
+            detail=f"no data from {self.peer} within {self.config.comm_timeout_s} s",
+            extra={"peer": self.peer, "phase": self.proto.position.phase.value},
+        )
+        self._reply(Response.COMMTIMEOUT)
+        await self._flush()
+
+    async def _handle(self, event: object) -> None:
+        phase = self.proto.position.phase
+        request = self.proto.position.request
+        if isinstance(event, UnknownCommand):
+            self._reply(Response.BADCOMMAND)
+        elif isinstance(event, Command):
+            if phase is Phase.MAIL_REPLY:
+                await self._mail_loop(event.request)
+            else:
+                await self._command(event.request)
+        elif isinstance(event, Name | InvalidName):
+            self._name = event.name if isinstance(event, Name) else None
+            self._name_error = event.reason if isinstance(event, InvalidName) else ""
+            self._reply(Response.REQDATA)
+        elif isinstance(event, Digest):
+            if request is Request.CREATEBOX:
+                await self._create_box(event.digest)
+            else:
+                await self._check_out(event.digest)
+        elif isinstance(event, Payload | OversizedPayload):
+            await self._send_letter(event)
+        elif isinstance(event, Timeout):
+            self._start_mail(event.milliseconds)
+
+    async def _command(self, request: Request) -> None:
+        box = self.box
+        needs_box = (
+            Request.RETBOX,
+            Request.REMOVEBOX,
+            Request.SENDLETTER,
+            Request.GETMAIL,
+            Request.EMPTYBOX,
+        )
+        if request in needs_box and box is None:
+            self._reply(Response.NOBOXCONN)
+        elif request in (Request.CREATEBOX, Request.SENDLETTER, Request.GETMAIL):
+            self._reply(Response.REQDATA)
+        elif request is Request.REQBOX:
+            self._reply(Response.ALREADYCONN if box is not None else Response.REQDATA)
+        elif request is Request.RETBOX:
+            self._release("returned")
+            self._reply(Response.REQGRANTED)
+        elif request is Request.REMOVEBOX:
+            await self._remove_box()
+        elif request is Request.EMPTYBOX:
+            assert box is not None
+            await self._empty_box(box)
+        elif request is Request.DISCONNECT:
+            self._release("disconnect")
+            self._reply(Response.REQGRANTED)
+        else:  # NEXTLETTER / SATIATED outside GETMAIL
+            self._reply(Response.BADCOMMAND)
+
+    # -- mailboxes -----------------------------------------------------------------------
+    async def _create_box(self, digest: bytes) -> None:
+        office, config, name = self.office, self.config, self._name
+        if name is None:
+            log.info("%s: CREATEBOX refused: %s", self.peer, self._name_error)
+            self._reply(Response.NOAUTH)
+            return
+        if name in office.boxes:
+            self._reply(Response.BOXEXISTS)
+            return
+        if self._created >= config.max_boxes_per_connection or len(office.boxes) >= (
+            config.max_boxes
+        ):
+            log.info("%s: CREATEBOX %s refused: mailbox limit", self.peer, name)
+            self._reply(Response.NOAUTH)
+            return
+        secret = await asyncio.to_thread(st.hash_digest, digest, config.hash_params)
+        box_id = await office.write(st.op_create_box(name, secret))
+        if box_id is None or name in office.boxes:
+            self._reply(Response.BOXEXISTS)
+            return
+        office.add_box(Box(box_id, name, secret, []))
+        self._created += 1
+        office.trace("postoffice.box_created", name=name, extra={"peer": self.peer})
+        self._reply(Response.REQGRANTED)
+
+    async def _check_out(self, digest: bytes) -> None:
+        office, name = self.office, self._name
+        box = office.boxes.get(name) if name is not None else None
+        if box is None:
+            self._reply(Response.NONEXISTBOX)
+            return
+        if not await self._verify(box, digest):
+            self._reply(Response.NOAUTH)
+            return
+        if box.removed or office.boxes.get(box.name) is not box:
+            self._reply(Response.NONEXISTBOX)
+        elif box.holder is not None:
+            self._reply(Response.BOXINUSE)
+        else:
+            box.holder = self
+            self.box = box
+            self._digest = digest
+            office.trace("postoffice.checked_out", name=box.name, extra={"peer": self.peer})
+            self._reply(Response.REQGRANTED)
+
+    async def _verify(self, box: Box, digest: bytes) -> bool:
+        """Check a password; wrong ones make the next attempt on this box wait longer,
+        whichever connection it comes from."""
+        loop = asyncio.get_running_loop()
+        async with box.auth_lock:
+            delay = box.next_attempt - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            ok = await asyncio.to_thread(st.verify_digest, digest, box.secret)
+            if ok:
+                box.failures = 0
+                return True
+            box.failures += 1
+            backoff = self.config.auth_delay_s * 2 ** min(box.failures - 1, 30)
+            box.next_attempt = loop.time() + min(backoff, self.config.auth_delay_max_s)
+        self.office.trace(
+            "postoffice.auth_failed",
+            name=box.name,
+            detail=f"wrong password from {self.peer}",
+            extra={"peer": self.peer, "failures": box.failures},
+        )
+        return False
+
+    def _release(self, reason: str) -> None:
+        box = self.box
+        if box is None:
+            return
+        self.box = None
+        self._digest = b""
+        self._in_flight = None
+        if box.holder is self:
+            box.holder = None
+            self.office.trace("postoffice.returned", name=box.name, detail=reason)
+
+    async def _remove_box(self) -> None:
+        box, office = self.box, self.office
+        assert box is not None
+        if box.removed or office.boxes.get(box.name) is not box:
+            self._release("removed")
+            self._reply(Response.NONEXISTBOX)
+            return
+        # Only the box this connection checked out, and only with its password.
+        if not await self._verify(box, self._digest):
+            self._reply(Response.NOAUTH)
+            return
+        removed = await office.write(st.op_remove_box(box.box_id))
+        office.drop_box(box)
+        self._release("removed")
+        self._reply(Response.REQGRANTED if removed else Response.NONEXISTBOX)
+
+    async def _empty_box(self, box: Box) -> None:
+        await self.office.write(st.op_empty_box(box.box_id))
+        box.letters.clear()
+        self._in_flight = None
+        self._reply(Response.REQGRANTED)
+
+    # -- letters -------------------------------------------------------------------------
+    async def _send_letter(self, event: Payload | OversizedPayload) -> None:
+        office, sender, config = self.office, self.box, self.config
+        assert sender is not None
+        targets = office.resolve(self._name) if self._name is not None else []
+        reason = ""
+        if isinstance(event, OversizedPayload):
+            reason = f"letter of {event.size} bytes is over {config.max_letter_bytes}"
+        elif self._name is None:
+            reason = f"invalid recipient: {self._name_error}"
+        elif not targets:
+            reason = f"no mailbox or group {self._name!r}"
+        else:
+            full = [b for b in targets if len(b.letters) + b.pending >= config.max_letters_per_box]
+            targets = [b for b in targets if b not in full]
+            for box in full:
+                office.trace(
+                    "postoffice.letter_refused",
+                    name=box.name,
+                    detail="mailbox full",
+                    extra={"sender": sender.name},
+                )
+            if not targets:
+                reason = f"mailbox {self._name!r} is full"
+        if reason or not isinstance(event, Payload):
+            log.debug("%s: DELFAIL: %s", self.peer, reason)
+            self._reply(Response.DELFAIL)
+            return
+        for box in targets:
+            box.pending += 1
+        try:
+            letter_ids: list[int | None] = await office.write(
+                st.op_add_letter([b.box_id for b in targets], sender.name, event.data)
+            )
+        except st.StoreError:
+            log.exception("could not store a letter for %s", self._name)
+            letter_ids = [None] * len(targets)
+        finally:
+            for box in targets:
+                box.pending -= 1
+        delivered = 0
+        for box, letter_id in zip(targets, letter_ids, strict=True):
+            if letter_id is None or box.removed:
+                continue
+            delivered += 1
+            box.letters.append(letter_id)
+            if box.holder is not None:
+                box.holder._wake()
+            office.trace(
+                "postoffice.letter_in",
+                name=box.name,
+                size=len(event.data),
+                extra={"sender": sender.name, "letter_id": letter_id, "to": self._name},
+            )
+        self._reply(Response.REQGRANTED if delivered else Response.DELFAIL)
+
+    def _start_mail(self, milliseconds: int) -> None:
+        box = self.box
+        assert box is not None
+        wait = max(0, milliseconds) / 1000.0
+        self._deadline = asyncio.get_running_loop().time() + wait
+        self._in_flight = None
+        if not box.letters and wait == 0:
+            self._reply(Response.MAILTIMEOUT)
+        else:
+            self._reply(Response.REQDATA)
+
+    def _acknowledge(self) -> None:
+        """The client asked for more (or is satiated): it has the letter in flight whole,
+        so only now does the letter leave its mailbox."""
+        letter_id, self._in_flight = self._in_flight, None
+        box = self.box
+        if letter_id is None or box is None:
+            return
+        if box.letters and box.letters[0] == letter_id:
+            box.letters.popleft()
+        self.office.write_later(st.op_delete_letters([letter_id]))
+
+    async def _mail_loop(self, request: Request) -> None:
+        self._acknowledge()
+        if request is Request.SATIATED:
+            self._reply(Response.REQGRANTED)
+            return
+        box = self.box
+        assert box is not None
+        loop = asyncio.get_running_loop()
+        store = self.office.store
+        assert store is not None
+        while True:
+            while box.letters:
+                letter_id = box.letters[0]
+                letter = store.fetch(letter_id)
+                if letter is None:  # emptied meanwhile
+                    box.letters.popleft()
+                    continue
+                self._in_flight = letter_id
+                self._send(Mail(letter[0], letter[1]))
+                self.office.trace(
+                    "postoffice.letter_out",
+                    name=box.name,
+                    size=len(letter[1]),
+                    extra={"sender": letter[0], "letter_id": letter_id},
+                )
+                return
+            remaining = self._deadline - loop.time()
+            if remaining <= 0 or self._lost:
+                self._reply(Response.MAILTIMEOUT)
+                return
+            await self._flush()
+            await self._sleep(remaining)  # mail, the deadline, or the client went away
+
+
+def _log_failure(future: Any) -> None:
+    exc = future.exception()
+    if exc is not None:
+        log.warning("background store write failed: %s", exc)
+
+
+class ServerThread:
+    """Runs a PostOffice on its own event loop thread (tests, embedding, the workbench).
+
+    with ServerThread(ServerConfig(store_path=..., port=0)) as server:
+        client = PostOfficeClient("127.0.0.1", server.port)
+    """
+
+    def __init__(self, config: ServerConfig, tracer: Tracer | None = None) -> None:
+        self.office = PostOffice(config, tracer)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="postoffice-daemon", daemon=True)
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+        self._stopped = False
+
+    @property
+    def port(self) -> int:
+        return self.office.port
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self.office.start())
+        except BaseException as exc:
+            self._error = exc
+            self._started.set()
+            return
+        self._started.set()
+        self._loop.run_forever()
+        self._loop.run_until_complete(self._loop.shutdown_default_executor())
+        self._loop.close()
+
+    def start(self, timeout: float = 30.0) -> ServerThread:
+        self._thread.start()
+        if not self._started.wait(timeout):
+            raise TimeoutError("the PostOffice daemon did not start")
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def call(self, fn: Callable[[], T], timeout: float = 10.0) -> T:
+        """Run `fn` on the daemon's loop and return its result (for inspection)."""
+
+        async def run() -> T:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self._stopped or not self._thread.is_alive():
+            return
+        self._stopped = True
+        future = asyncio.run_coroutine_threadsafe(self.office.stop(), self._loop)
+        with contextlib.suppress(Exception):
+            future.result(timeout)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout)
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+async def serve(config: ServerConfig, tracer: Tracer | None = None) -> None:
+    """Run the daemon until cancelled (SIGINT/SIGTERM in the command line)."""
+    office = PostOffice(config, tracer)
+    await office.start()
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await office.stop()

@@ -1,0 +1,371 @@
+"""Durable mailboxes: an SQLite database in WAL mode, written by one thread in groups.
+
+Why SQLite rather than the outbox's filesystem queue: a letter is a row, so accepting
+it, taking it out after delivery and emptying a box are single transactions with no
+directory of small files to fsync one by one; WAL mode lets the daemon read (deliver)
+while the writer commits, and a crash leaves either the whole transaction or none.
+
+Writes go through `Writer`, one thread that takes every operation queued while the
+previous commit ran and commits them together (group commit). With `sync="full"`
+(the default) each commit is fsynced before any of its operations is acknowledged.
+With `sync="normal"` a commit is written (survives the daemon being killed) and the
+WAL is fsynced at most a second later, which is what Redis promises with
+`appendfsync everysec`; a power cut may lose that last second.
+
+Passwords: the wire carries the 16-byte MD5 digest of a password; the store keeps only
+a salted scrypt hash of that digest, compared in constant time.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import queue
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from mailbus.errors import MailbusError
+
+SyncMode = Literal["full", "normal"]
+T = TypeVar("T")
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS boxes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL UNIQUE,
+    secret TEXT NOT NULL,
+    created_ns INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS letters (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    box_id INTEGER NOT NULL,
+    sender TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    received_ns INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS letters_by_box ON letters (box_id, id);
+"""
+
+
+class StoreError(MailbusError):
+    """The mailbox store cannot be opened or written."""
+
+
+# -- password hashing ---------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class HashParams:
+    """scrypt cost: n = 2**log2_n. The defaults take about 0.1 s and 16 MiB."""
+
+    log2_n: int = 14
+    r: int = 8
+    p: int = 1
+
+
+def hash_digest(digest: bytes, params: HashParams = HashParams()) -> str:
+    """A salted scrypt hash of the 16-byte password digest, with its parameters."""
+    salt = secrets.token_bytes(16)
+    key = _scrypt(digest, salt, params)
+    encoded = [base64.b64encode(x).decode("ascii") for x in (salt, key)]
+    return f"scrypt${params.log2_n}${params.r}${params.p}${encoded[0]}${encoded[1]}"
+
+
+def verify_digest(digest: bytes, stored: str) -> bool:
+    """True if `digest` matches `stored` (constant-time comparison)."""
+    try:
+        scheme, log2_n, r, p, salt, key = stored.split("$")
+        if scheme != "scrypt":
+            return False
+        params = HashParams(int(log2_n), int(r), int(p))
+        expected = base64.b64decode(key)
+        actual = _scrypt(digest, base64.b64decode(salt), params)
+    except ValueError:
+        return False
+    return hmac.compare_digest(actual, expected)
+
+
+def _scrypt(digest: bytes, salt: bytes, params: HashParams) -> bytes:
+    n = 2**params.log2_n
+    maxmem = 128 * params.r * n * 2 + 1024 * 1024
+    return hashlib.scrypt(digest, salt=salt, n=n, r=params.r, p=params.p, maxmem=maxmem, dklen=32)
+
+
+def password_digest(password: str) -> bytes:
+    """What a client sends for `password`: the MD5 digest of its UTF-8 bytes, as the
+    protocol requires (not used for storage)."""
+    return hashlib.md5(password.encode("utf-8"), usedforsecurity=False).digest()
+
+
+# -- records ------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class BoxRecord:
+    box_id: int
+    name: str
+    secret: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BoxSummary:
+    """What the workbench lists: a mailbox and what waits in it."""
+
+    name: str
+    letters: int
+    payload_bytes: int
+    created_ns: int
+
+
+def _connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
+    if readonly:
+        uri = f"{path.resolve().as_uri()}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    else:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA busy_timeout = 5000")
+    return conn
+
+
+def _open_database(path: Path, sync: SyncMode) -> sqlite3.Connection:
+    """Open (or create) the store with private permissions and check it is ours."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fresh = not path.exists()
+    if fresh:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        os.close(fd)
+    try:
+        conn = _connect(path)
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if mode != "wal":
+            raise StoreError(f"{path}: cannot switch to WAL mode (got {mode})")
+        conn.execute(f"PRAGMA synchronous = {'FULL' if sync == 'full' else 'NORMAL'}")
+        conn.executescript(_SCHEMA)
+        check = conn.execute("PRAGMA quick_check").fetchone()[0]
+        if check != "ok":
+            raise StoreError(f"{path}: the database is damaged: {check}")
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path} is not a usable PostOffice store: {exc}") from None
+    return conn
+
+
+class Writer:
+    """One thread that runs write operations in group-committed transactions."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, sync: SyncMode) -> None:
+        self._conn = conn
+        self._wal = Path(str(path) + "-wal")
+        self._sync = sync
+        self._queue: queue.SimpleQueue[
+            tuple[Callable[[sqlite3.Connection], Any], Future[Any]] | None
+        ] = queue.SimpleQueue()
+        self._unsynced_since: float | None = None
+        self.batches = 0
+        self.operations = 0
+        self._thread = threading.Thread(target=self._run, name="postoffice-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, operation: Callable[[sqlite3.Connection], T]) -> Future[T]:
+        future: Future[T] = Future()
+        self._queue.put((operation, future))
+        return future
+
+    def close(self, timeout: float = 10.0) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        stop = False
+        while not stop:
+            wait = None
+            if self._unsynced_since is not None:
+                wait = max(0.0, self._unsynced_since + 1.0 - time.monotonic())
+            try:
+                first = self._queue.get(timeout=wait)
+            except queue.Empty:
+                self._fsync_wal()
+                continue
+            batch = []
+            item = first
+            while True:
+                if item is None:
+                    stop = True
+                    break
+                batch.append(item)
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            if batch:
+                self._commit(batch)
+        self._fsync_wal()
+
+    def _commit(self, batch: list[tuple[Callable[[sqlite3.Connection], Any], Future[Any]]]) -> None:
+        results: list[Any] = []
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for operation, _ in batch:
+                results.append(operation(conn))
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            error = StoreError(f"store write failed: {exc}")
+            for _, future in batch:
+                future.set_exception(error)
+            return
+        self.batches += 1
+        self.operations += len(batch)
+        if self._sync == "normal" and self._unsynced_since is None:
+            self._unsynced_since = time.monotonic()
+        if self._unsynced_since is not None and time.monotonic() - self._unsynced_since >= 1.0:
+            self._fsync_wal()
+        for (_, future), result in zip(batch, results, strict=True):
+            future.set_result(result)
+
+    def _fsync_wal(self) -> None:
+        """In "normal" mode: make the commits of the last second durable."""
+        if self._unsynced_since is None:
+            return
+        self._unsynced_since = None
+        try:
+            fd = os.open(self._wal, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class Store:
+    """Mailboxes and letters on disk. Reads run on the caller's connection; writes are
+    functions handed to the `Writer` (see the `op_*` helpers)."""
+
+    def __init__(self, path: str | os.PathLike[str], sync: SyncMode = "full") -> None:
+        if sync not in ("full", "normal"):
+            raise ValueError(f"sync must be 'full' or 'normal', not {sync!r}")
+        self.path = Path(path)
+        self.sync = sync
+        write_conn = _open_database(self.path, sync)
+        self._read = _connect(self.path)
+        self.writer = Writer(write_conn, self.path, sync)
+
+    def close(self) -> None:
+        self.writer.close()
+        self._read.close()
+
+    # -- reads (the daemon's loop thread) --------------------------------------------
+    def load(self) -> tuple[list[BoxRecord], dict[int, list[int]]]:
+        """Every box and, per box id, the ids of its letters in arrival order."""
+        boxes = [
+            BoxRecord(row[0], row[1], row[2])
+            for row in self._read.execute("SELECT id, name, secret FROM boxes ORDER BY id")
+        ]
+        letters: dict[int, list[int]] = {box.box_id: [] for box in boxes}
+        for letter_id, box_id in self._read.execute(
+            "SELECT id, box_id FROM letters ORDER BY box_id, id"
+        ):
+            if box_id in letters:
+                letters[box_id].append(letter_id)
+        return boxes, letters
+
+    def fetch(self, letter_id: int) -> tuple[str, bytes] | None:
+        row = self._read.execute(
+            "SELECT sender, payload FROM letters WHERE id = ?", (letter_id,)
+        ).fetchone()
+        return None if row is None else (row[0], bytes(row[1]))
+
+    def summaries(self) -> list[BoxSummary]:
+        return _summaries(self._read)
+
+
+# -- write operations (run on the writer thread, inside its transaction) -------------
+def op_create_box(name: str, secret: str) -> Callable[[sqlite3.Connection], int | None]:
+    """Create a box; its id, or None if the name is taken."""
+
+    def run(conn: sqlite3.Connection) -> int | None:
+        cursor = conn.execute(
+            "INSERT OR IGNORE INTO boxes (name, secret, created_ns) VALUES (?, ?, ?)",
+            (name, secret, time.time_ns()),
+        )
+        return cursor.lastrowid if cursor.rowcount == 1 else None
+
+    return run
+
+
+def op_remove_box(box_id: int) -> Callable[[sqlite3.Connection], bool]:
+    """Remove exactly the box with this id (not whatever now has its name)."""
+
+    def run(conn: sqlite3.Connection) -> bool:
+        conn.execute("DELETE FROM letters WHERE box_id = ?", (box_id,))
+        return conn.execute("DELETE FROM boxes WHERE id = ?", (box_id,)).rowcount == 1
+
+    return run
+
+
+def op_add_letter(
+    box_ids: list[int], sender: str, payload: bytes
+) -> Callable[[sqlite3.Connection], list[int | None]]:
+    """Store one letter in each of `box_ids` (a group letter goes to several boxes in
+    one transaction); per box the letter's id, or None if that box is gone."""
+
+    def run(conn: sqlite3.Connection) -> list[int | None]:
+        now = time.time_ns()
+        ids: list[int | None] = []
+        for box_id in box_ids:
+            cursor = conn.execute(
+                "INSERT INTO letters (box_id, sender, payload, received_ns) "
+                "SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM boxes WHERE id = ?)",
+                (box_id, sender, payload, now, box_id),
+            )
+            ids.append(cursor.lastrowid if cursor.rowcount == 1 else None)
+        return ids
+
+    return run
+
+
+def op_delete_letters(letter_ids: Iterable[int]) -> Callable[[sqlite3.Connection], int]:
+    ids = [(i,) for i in letter_ids]
+
+    def run(conn: sqlite3.Connection) -> int:
+        return conn.executemany("DELETE FROM letters WHERE id = ?", ids).rowcount
+
+    return run
+
+
+def op_empty_box(box_id: int) -> Callable[[sqlite3.Connection], int]:
+    def run(conn: sqlite3.Connection) -> int:
+        return conn.execute("DELETE FROM letters WHERE box_id = ?", (box_id,)).rowcount
+
+    return run
+
+
+def _summaries(conn: sqlite3.Connection) -> list[BoxSummary]:
+    rows = conn.execute(
+        "SELECT b.name, COUNT(l.id), COALESCE(SUM(LENGTH(l.payload)), 0), b.created_ns "
+        "FROM boxes b LEFT JOIN letters l ON l.box_id = b.id GROUP BY b.id ORDER BY b.name"
+    )
+    return [BoxSummary(name, count, size, created) for name, count, size, created in rows]
+
+
+def list_mailboxes(path: str | os.PathLike[str]) -> list[BoxSummary]:
+    """Mailboxes with their letter counts, read from a store file (for the workbench).
+
+    Opens the database read-only, so it is safe while the daemon runs."""
+    target = Path(path)
+    if not target.exists():
+        raise StoreError(f"no PostOffice store at {target}")
+    try:
+        conn = _connect(target, readonly=True)
+        try:
+            return _summaries(conn)
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{target} is not a usable PostOffice store: {exc}") from None

@@ -1,0 +1,322 @@
+"""The engine's transport over a PostOffice daemon: emails travel as letters.
+
+Options, in the `[postoffice]` table:
+
+    [postoffice]
+    host = "127.0.0.1"       # the daemon (default 127.0.0.1:8228)
+    port = 8228
+    box = "robot.arm"        # this participant's mailbox, created if missing
+    password = "..."         # or MAILBUS_POSTOFFICE_PASSWORD (which wins)
+    group = "robot"          # default: the box's parent ("robot" for "robot.arm")
+    peers = []               # if set: send topics and requests to these boxes instead
+    create = true            # create the boxes when they do not exist
+    timeout-s = 10.0         # network timeout
+
+Who receives what: a topic message or a service request goes to the *group*. The daemon
+delivers a letter addressed to a group name that is not a box to every box one level
+below it (`robot` reaches `robot.arm` and `robot.cam`), so a participant joins simply by
+creating its box under the group, and nobody keeps a list of subscribers: every member
+gets every message of the group and its engine keeps those it has subscriptions or
+servers for. A response goes only to the box of the client that asked.
+
+A connection can hold one mailbox, and receiving keeps one connection waiting in
+GETMAIL, so a participant uses two: its inbox `<box>` for receiving and `<box>.out` for
+sending. The daemon stamps every letter with the box it came from, so the receiving
+side takes the reply address from that stamp (`robot.cam.out` -> `robot.cam@postoffice`)
+rather than from the email's From header, which a sender could forge.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mailbus.email_message import Email, from_bytes, to_bytes
+from mailbus.errors import ConfigError, EmailFormatError, TransportError
+from mailbus.options import Options
+from mailbus.postoffice.client import (
+    BoxExists,
+    BoxInUse,
+    CommTimeout,
+    ConnectionLost,
+    DeliveryFailed,
+    NotAuthorized,
+    PostOfficeClient,
+    PostOfficeError,
+)
+from mailbus.postoffice.protocol import DEFAULT_PORT, IDENTIFIER
+from mailbus.trace import Tracer
+from mailbus.transport import EmailReceiver, EmailSender, Inbound, RawEmail, Transport
+
+PASSWORD_ENV = "MAILBUS_POSTOFFICE_PASSWORD"  # noqa: S105 (a variable name)
+ADDRESS_DOMAIN = "postoffice"
+SEND_SUFFIX = ".out"
+MAX_BATCH = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class PostOfficeOptions:
+    box: str
+    password: str = field(repr=False)
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    group: str = ""
+    peers: tuple[str, ...] = ()
+    create: bool = True
+    timeout_s: float = 10.0
+
+    @property
+    def send_box(self) -> str:
+        return self.box + SEND_SUFFIX
+
+    @classmethod
+    def from_options(
+        cls, options: Options, environ: Mapping[str, str] | None = None
+    ) -> PostOfficeOptions:
+        env = os.environ if environ is None else environ
+        table: Mapping[str, Any] = options.sections.get("postoffice", {})
+        known = {"host", "port", "box", "password", "group", "peers", "create", "timeout-s"}
+        unknown = sorted(set(table) - known)
+        if unknown:
+            raise ConfigError(f"postoffice.{unknown[0]}", "unknown key")
+
+        def get(key: str, kind: type, default: Any) -> Any:
+            value = table.get(key, default)
+            if kind is float and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+                raise ConfigError(f"postoffice.{key}", f"expected {kind.__name__}")
+            return value
+
+        box = get("box", str, "")
+        if not box:
+            raise ConfigError("postoffice.box", "required: this participant's mailbox name")
+        password = env.get(PASSWORD_ENV) or get("password", str, "")
+        if not password:
+            raise ConfigError("postoffice.password", f"required (or set {PASSWORD_ENV})")
+        port = get("port", int, DEFAULT_PORT)
+        if not 0 < port < 65536:
+            raise ConfigError("postoffice.port", f"must be 1-65535, got {port}")
+        peers = get("peers", list, [])
+        if not all(isinstance(p, str) for p in peers):
+            raise ConfigError("postoffice.peers", "expected a list of mailbox names")
+        group = get("group", str, box.rpartition(".")[0])
+        for key, name in [("box", box), ("group", group), *(("peers", p) for p in peers)]:
+            if name and not IDENTIFIER.fullmatch(name):
+                raise ConfigError(f"postoffice.{key}", f"{name!r} is not a mailbox name (a.b.c)")
+        if not group and not peers:
+            raise ConfigError("postoffice.group", "a box without a parent needs group or peers")
+        timeout = get("timeout-s", float, 10.0)
+        if not 0 < timeout <= 3600:
+            raise ConfigError("postoffice.timeout-s", "must be > 0 and at most an hour")
+        return cls(
+            box=box,
+            password=password,
+            host=get("host", str, "127.0.0.1"),
+            port=port,
+            group=group,
+            peers=tuple(peers),
+            create=get("create", bool, True),
+            timeout_s=timeout,
+        )
+
+
+def box_address(box: str) -> str:
+    return f"{box}@{ADDRESS_DOMAIN}"
+
+
+def address_box(address: str) -> str | None:
+    """The mailbox an address names (`robot.arm@postoffice`), or None."""
+    local, _, domain = address.rpartition("@")
+    if domain.lower() == ADDRESS_DOMAIN and IDENTIFIER.fullmatch(local):
+        return local
+    return None
+
+
+def reply_box(sender_box: str) -> str:
+    """Where replies to a letter from `sender_box` go: its owner's inbox."""
+    return sender_box.removesuffix(SEND_SUFFIX) if sender_box.endswith(SEND_SUFFIX) else sender_box
+
+
+class _Connection:
+    """One client connection holding one box, reconnected on demand."""
+
+    def __init__(self, opts: PostOfficeOptions, box: str, tracer: Tracer, side: str) -> None:
+        self.opts = opts
+        self.box = box
+        self.tracer = tracer
+        self.side = side
+        self.client: PostOfficeClient | None = None
+
+    def trace(self, kind: str, **fields: Any) -> None:
+        if self.tracer.active:
+            extra = {"side": "participant", "connection": self.side, **fields.pop("extra", {})}
+            self.tracer.event(kind, name=fields.pop("name", self.box), extra=extra, **fields)
+
+    def get(self) -> PostOfficeClient:
+        if self.client is not None and self.client.connected:
+            return self.client
+        self.client = None
+        opts = self.opts
+        client = PostOfficeClient(opts.host, opts.port, timeout=opts.timeout_s)
+        try:
+            if opts.create:
+                try:
+                    client.create_box(self.box, opts.password)
+                    self.trace("postoffice.box_created")
+                except BoxExists:
+                    pass
+            client.check_out(self.box, opts.password)
+        except NotAuthorized:
+            client.close()
+            self.trace("postoffice.auth_failed", detail="wrong password for the box")
+            raise TransportError(f"PostOffice refused the password for box {self.box!r}") from None
+        except BoxInUse:
+            client.close()
+            raise TransportError(f"box {self.box!r} is checked out by another connection") from None
+        except PostOfficeError as exc:
+            client.close()
+            self._note(exc)
+            raise TransportError(f"PostOffice at {opts.host}:{opts.port}: {exc}") from exc
+        self.trace("postoffice.checked_out")
+        self.client = client
+        return client
+
+    def _note(self, exc: PostOfficeError) -> None:
+        if isinstance(exc, CommTimeout):
+            self.trace("postoffice.timeout", detail=str(exc))
+
+    def failed(self, exc: PostOfficeError) -> None:
+        self._note(exc)
+        if isinstance(exc, ConnectionLost | CommTimeout) or (
+            self.client is not None and not self.client.connected
+        ):
+            self.client = None
+
+    def close(self) -> None:
+        client, self.client = self.client, None
+        if client is not None:
+            client.close()
+            self.trace("postoffice.returned", detail="transport closed")
+
+
+class PostOfficeSender(EmailSender):
+    def __init__(self, opts: PostOfficeOptions, tracer: Tracer) -> None:
+        self.opts = opts
+        self._conn = _Connection(opts, opts.send_box, tracer, "send")
+        self._lock = threading.Lock()
+        self._closed = False
+        self.sent = 0
+
+    def targets(self, email: Email) -> list[str]:
+        direct = [b for b in map(address_box, email.recipients) if b is not None]
+        if direct:
+            return list(dict.fromkeys(direct))
+        return list(self.opts.peers) or [self.opts.group]
+
+    def send(self, email: Email) -> None:
+        data = to_bytes(email)
+        for target in self.targets(email):
+            self._send(target, data)
+
+    def _send(self, target: str, data: bytes) -> None:
+        with self._lock:
+            if self._closed:
+                raise TransportError("the PostOffice sender is closed")
+            for attempt in (1, 2):  # one reconnect: the daemon may have restarted
+                client = self._conn.get()
+                try:
+                    client.send(target, data)
+                    break
+                except DeliveryFailed:
+                    raise TransportError(f"PostOffice could not deliver to {target!r}") from None
+                except PostOfficeError as exc:
+                    self._conn.failed(exc)
+                    if attempt == 2 or self._conn.client is not None:
+                        raise TransportError(f"sending to {target!r} failed: {exc}") from exc
+            self.sent += 1
+        self._conn.trace("postoffice.letter_in", size=len(data), extra={"to": target})
+
+    def wake_receiver(self) -> None:
+        """An empty letter to our own inbox makes a receiver blocked in GETMAIL return."""
+        with contextlib.suppress(TransportError):
+            self._send(self.opts.box, b"")
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._conn.close()
+
+
+class PostOfficeReceiver(EmailReceiver):
+    def __init__(self, opts: PostOfficeOptions, tracer: Tracer, sender: PostOfficeSender) -> None:
+        self.opts = opts
+        self._conn = _Connection(opts, opts.box, tracer, "receive")
+        self._sender = sender
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _convert(self, sender_box: str, payload: bytes) -> Inbound:
+        try:
+            email = from_bytes(payload)
+        except EmailFormatError:
+            return RawEmail(payload, origin=f"postoffice letter from {sender_box}")
+        # The daemon's stamp, not the From header, says who sent it.
+        return dataclasses.replace(email, sender=box_address(reply_box(sender_box)))
+
+    def receive(self, timeout: float | None) -> list[Inbound]:
+        wait = 3600.0 if timeout is None else max(0.0, timeout)
+        items: list[Inbound] = []
+        with self._lock:
+            if self._closed:
+                return []
+            client = self._conn.get()
+            try:
+                # Wait for the first letter, then take what else is waiting at once.
+                for wait_s in (wait, 0.0):
+                    for letter in client.get_mail(wait_s):
+                        if letter.payload or letter.sender != self.opts.send_box:
+                            items.append(self._convert(letter.sender, letter.payload))
+                            self._conn.trace(
+                                "postoffice.letter_out",
+                                size=len(letter.payload),
+                                extra={"sender": letter.sender},
+                            )
+                        if wait_s or len(items) >= MAX_BATCH:
+                            break  # SATIATED: the rest is taken on the next round
+                    if not items:
+                        break
+            except PostOfficeError as exc:
+                self._conn.failed(exc)
+                if items:
+                    return items
+                raise TransportError(f"receiving from box {self.opts.box!r}: {exc}") from exc
+        return items
+
+    def wake(self) -> None:
+        self._sender.wake_receiver()
+
+    def close(self) -> None:
+        self._closed = True
+        self.wake()
+        with self._lock:
+            self._conn.close()
+
+
+def create_transport(options: Options, tracer: Tracer) -> Transport:
+    opts = PostOfficeOptions.from_options(options)
+    sender = PostOfficeSender(opts, tracer)
+    receiver = PostOfficeReceiver(opts, tracer, sender)
+    try:
+        receiver._conn.get()  # fail now, with a clear error, if the daemon is not there
+        sender._conn.get()
+    except TransportError:
+        sender.close()
+        receiver.close()
+        raise
+    return Transport(sender, receiver, name="postoffice")
