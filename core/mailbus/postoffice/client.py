@@ -352,9 +352,9 @@ class PostOfficeClient:
         if response is Response.MAILTIMEOUT:
             return
         self._check(response, Response.REQDATA)
-        return_satiated = True
         self._in_mail = True
         deadline = time.monotonic() + milliseconds / 1000.0
+        finished = False
         try:
             while True:
                 self._write(self._frames(Command(Request.NEXTLETTER)))
@@ -362,17 +362,22 @@ class PostOfficeClient:
                 if isinstance(event, Mail):
                     yield Letter(event.sender, event.payload)
                     continue
-                return_satiated = False
+                finished = True
                 self._check(event.response, Response.MAILTIMEOUT)
                 return
-        except PostOfficeError:
-            return_satiated = False
+        except GeneratorExit:
+            # The caller left the loop: SATIATED takes the letter it holds out of the box.
+            # If that fails the connection is gone and the letter stays for next time.
+            self._in_mail = False
+            if not finished and self._sock is not None:
+                try:
+                    self._write(self._frames(Command(Request.SATIATED)))
+                    self._check(self._reply(), Response.REQGRANTED)
+                except PostOfficeError:
+                    self._drop()
             raise
         finally:
             self._in_mail = False
-            if return_satiated and self._sock is not None:
-                self._write(self._frames(Command(Request.SATIATED)))
-                self._check(self._reply(), Response.REQGRANTED)
 
     def empty(self) -> None:
         """Delete every letter in the checked-out mailbox."""

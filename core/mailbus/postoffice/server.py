@@ -74,6 +74,14 @@ class ServerConfig:
     read_chunk: int = 256 * 1024
 
 
+@dataclass(frozen=True, slots=True)
+class BoxStatus:
+    name: str
+    letters: int
+    checked_out: bool
+    holder: str = ""  # the peer address of the connection holding it
+
+
 class Box:
     """A mailbox in memory: its id, password hash, the ids of its letters, its holder."""
 
@@ -189,10 +197,20 @@ class PostOffice:
         if self.tracer.active:
             self.tracer.event(kind, **fields)
 
-    def summaries(self) -> list[st.BoxSummary]:
-        """Mailboxes with letter counts, from the store (for the workbench)."""
-        assert self.store is not None
-        return self.store.summaries()
+    def status(self) -> list[BoxStatus]:
+        """Every mailbox with its letter count and whether it is checked out, from the
+        daemon's memory (call on its loop, e.g. `ServerThread.call(office.status)`).
+        `store.list_mailboxes(path)` gives the same counts from the file, from any
+        process."""
+        return [
+            BoxStatus(
+                name,
+                len(box.letters),
+                box.holder is not None,
+                box.holder.peer if box.holder else "",
+            )
+            for name, box in sorted(self.boxes.items())
+        ]
 
 
 class Clerk(asyncio.Protocol):

@@ -1,0 +1,365 @@
+"""The daemon through the client binding: every reachable error code as its exception,
+the box lock, letters that survive a client vanishing, COMMTIMEOUT, limits, fuzzing."""
+
+from __future__ import annotations
+
+import random
+import socket
+import threading
+from collections.abc import Callable
+
+import pytest
+from mailbus.postoffice.client import (
+    ERRORS,
+    AlreadyConnected,
+    BadCommand,
+    BoxExists,
+    BoxInUse,
+    CommTimeout,
+    ConnectionLost,
+    DeliveryFailed,
+    Letter,
+    NoBoxConnected,
+    NoSuchBox,
+    NotAuthorized,
+    PostOfficeClient,
+    PostOfficeError,
+    ServerShutdown,
+)
+from mailbus.postoffice.protocol import Response
+
+from .conftest import Daemon, wait_until
+
+
+def box(daemon: Daemon, name: str, password: str = "pw") -> PostOfficeClient:
+    client = daemon.client()
+    try:
+        client.create_box(name, password)
+    except BoxExists:
+        pass
+    client.check_out(name, password)
+    return client
+
+
+def test_every_error_code_has_its_own_exception() -> None:
+    assert len(set(ERRORS.values())) == len(ERRORS)
+    errors = {Response.REQGRANTED, Response.REQDATA, Response.INMAIL}
+    assert set(ERRORS) == set(Response) - errors
+
+
+def test_error_codes_reachable_from_the_client(daemon: Daemon) -> None:
+    with daemon.client() as client, daemon.client() as other:
+        with pytest.raises(NoBoxConnected):
+            client.send("a.b", b"x")
+        with pytest.raises(NoBoxConnected):
+            list(client.get_mail(0))
+        with pytest.raises(NoBoxConnected):
+            client.empty()
+        with pytest.raises(NoBoxConnected):
+            client.remove()
+        with pytest.raises(NoBoxConnected):
+            client.return_box()
+        with pytest.raises(NoSuchBox):
+            client.check_out("no.such", "pw")
+        client.create_box("a.b", "pw")
+        with pytest.raises(BoxExists):
+            client.create_box("a.b", "other")
+        with pytest.raises(NotAuthorized):
+            client.check_out("a.b", "wrong")
+        client.check_out("a.b", "pw")
+        with pytest.raises(AlreadyConnected):
+            client.check_out("a.b", "pw")
+        with pytest.raises(BoxInUse):
+            other.check_out("a.b", "pw")
+        with pytest.raises(DeliveryFailed):
+            client.send("no.such", b"x")
+        # Still usable after every refusal.
+        client.send("a.b", b"to myself")
+        assert list(client.get_mail(0)) == [Letter("a.b", b"to myself")]
+
+
+def test_bad_command_from_the_client_binding(daemon: Daemon) -> None:
+    raw = daemon.raw()
+    try:
+        raw.exchange(b"\x63", b"\x03")
+    finally:
+        raw.close()
+    # The binding raises BadCommand for that code (what it would get for a NEXTLETTER
+    # sent outside GETMAIL by another implementation).
+    assert ERRORS[Response.BADCOMMAND] is BadCommand
+
+
+def test_box_lock_across_two_clients_released_by_return_and_by_disconnect(daemon: Daemon) -> None:
+    first = box(daemon, "lock.me")
+    second = daemon.client()
+    with pytest.raises(BoxInUse):
+        second.check_out("lock.me", "pw")
+    first.return_box()  # the reference's RETBOX kept the box: ours releases it
+    second.check_out("lock.me", "pw")
+    with pytest.raises(BoxInUse):
+        first.check_out("lock.me", "pw")
+    second._sock.close()  # type: ignore[union-attr]  # vanish without DISCONNECT
+    daemon.wait_for(lambda: daemon.office.boxes["lock.me"].holder is None)
+    first.check_out("lock.me", "pw")
+    first.close()
+    kinds = daemon.kinds()
+    assert kinds.count("postoffice.checked_out") == 3
+    assert kinds.count("postoffice.returned") == 3
+
+
+def test_remove_box_takes_exactly_the_checked_out_box(daemon: Daemon) -> None:
+    keeper = box(daemon, "keep.me")
+    keeper.send("keep.me", b"stay")
+    keeper.return_box()
+    remover = daemon.client()
+    remover.create_box("drop.me", "pw")
+    remover.create_box("decoy", "pw")  # the name given last is not what gets removed
+    remover.check_out("drop.me", "pw")
+    remover.remove()
+    with pytest.raises(NoSuchBox):
+        remover.check_out("drop.me", "pw")
+    remover.check_out("decoy", "pw")
+    remover.close()
+    keeper.check_out("keep.me", "pw")
+    assert [x.payload for x in keeper.get_mail(0)] == [b"stay"]
+    keeper.close()
+
+
+def test_letters_to_a_group_reach_every_member(daemon: Daemon) -> None:
+    a, b = box(daemon, "team.a"), box(daemon, "team.b")
+    outsider = box(daemon, "other.c")
+    outsider.send("team", b"all hands")
+    assert [x.payload for x in a.get_mail(0)] == [b"all hands"]
+    assert [x.payload for x in b.get_mail(0)] == [b"all hands"]
+    assert list(outsider.get_mail(0)) == []
+    with pytest.raises(DeliveryFailed):
+        outsider.send("nobody", b"x")
+    for c in (a, b, outsider):
+        c.close()
+
+
+def test_disconnect_mid_getmail_loses_nothing(daemon: Daemon) -> None:
+    receiver = box(daemon, "r.one")
+    sender = box(daemon, "s.one")
+    for i in range(3):
+        sender.send("r.one", f"letter {i}".encode())
+    mail = receiver.get_mail(5.0)
+    assert next(mail).payload == b"letter 0"  # held, not yet acknowledged
+    receiver._sock.close()  # type: ignore[union-attr]  # crash while holding it
+    daemon.wait_for(lambda: daemon.office.boxes["r.one"].holder is None)
+    again = box(daemon, "r.one")
+    assert [x.payload for x in again.get_mail(0)] == [b"letter 0", b"letter 1", b"letter 2"]
+    assert list(again.get_mail(0)) == []  # taken out once received whole
+    again.close()
+    sender.close()
+
+
+def test_leaving_get_mail_early_keeps_the_rest(daemon: Daemon) -> None:
+    client = box(daemon, "early.exit")
+    for i in range(4):
+        client.send("early.exit", bytes([i]))
+    for letter in client.get_mail(1.0):
+        if letter.payload == b"\x01":
+            break  # SATIATED: letters 0 and 1 are taken, 2 and 3 stay
+    assert [x.payload for x in client.get_mail(0)] == [b"\x02", b"\x03"]
+    client.close()
+
+
+def test_get_mail_waits_for_a_letter_sent_meanwhile(daemon: Daemon) -> None:
+    receiver = box(daemon, "wait.r")
+    sender = box(daemon, "wait.s")
+    got: list[Letter] = []
+
+    def consume() -> None:
+        for letter in receiver.get_mail(20.0):
+            got.append(letter)
+            if len(got) == 2:
+                break
+
+    thread = threading.Thread(target=consume)
+    thread.start()
+    daemon.wait_for(lambda: daemon.office.boxes["wait.r"].holder is not None)
+    sender.send("wait.r", b"ping")
+    wait_until(lambda: bool(got), 20.0)
+    assert got[0] == Letter("wait.s", b"ping")
+    sender.send("wait.r", b"done")
+    thread.join(30)
+    assert [x.payload for x in got] == [b"ping", b"done"]
+    receiver.close()
+    sender.close()
+
+
+def test_empty_box(daemon: Daemon) -> None:
+    client = box(daemon, "empty.me")
+    for _ in range(5):
+        client.send("empty.me", b"junk")
+    client.empty()
+    assert list(client.get_mail(0)) == []
+    client.close()
+
+
+def test_commtimeout_for_a_client_that_stalls(make_daemon: Callable[..., Daemon]) -> None:
+    daemon = make_daemon(comm_timeout_s=0.3)
+    raw = daemon.raw()
+    try:
+        raw.exchange(b"\x02", b"\x01")  # CREATEBOX ... then nothing
+        assert raw.recv_exactly(1) == b"\x0c"  # COMMTIMEOUT
+        assert raw.at_eof()
+    finally:
+        raw.close()
+    assert "postoffice.timeout" in daemon.kinds()
+    # Idle between requests is not a stall.
+    idle = daemon.client()
+    idle.create_box("idle.ok", "pw")
+    threading.Event().wait(0.6)  # idle for longer than the comm timeout, on purpose
+    idle.check_out("idle.ok", "pw")
+    idle.close()
+
+
+def test_client_sees_commtimeout_as_its_exception(make_daemon: Callable[..., Daemon]) -> None:
+    daemon = make_daemon(comm_timeout_s=0.3)
+    client = box(daemon, "slow.poke")
+    client.send("slow.poke", b"x")
+    mail = client.get_mail(5.0)
+    next(mail)
+    # Inside GETMAIL the client owes NEXTLETTER or SATIATED; it stalls instead.
+    wait_until(lambda: "postoffice.timeout" in daemon.kinds())
+    with pytest.raises((CommTimeout, ConnectionLost)):
+        next(mail)
+    assert not client.connected
+
+
+def test_wrong_passwords_are_slowed_down_per_box(make_daemon: Callable[..., Daemon]) -> None:
+    daemon = make_daemon(auth_delay_s=0.01, auth_delay_max_s=0.08)
+    owner = daemon.client()
+    owner.create_box("guarded", "Right-Pa55")
+    attacker = daemon.client()
+    for _ in range(4):
+        with pytest.raises(NotAuthorized):
+            attacker.check_out("guarded", "Wrong-Pa55")
+    office_box = daemon.office.boxes["guarded"]
+    assert office_box.failures == 4
+    failures = [e.extra["failures"] for e in daemon.events if e.kind == "postoffice.auth_failed"]
+    assert failures == [1, 2, 3, 4]
+    assert all("Pa55" not in repr(e) for e in daemon.events)  # never a password
+    owner.check_out("guarded", "Right-Pa55")
+    assert office_box.failures == 0
+    owner.close()
+    attacker.close()
+
+
+def test_limits_are_refused_with_their_codes(make_daemon: Callable[..., Daemon]) -> None:
+    daemon = make_daemon(
+        max_letter_bytes=100, max_letters_per_box=2, max_boxes_per_connection=2, max_connections=3
+    )
+    client = daemon.client()
+    client.create_box("lim.a", "pw")
+    client.create_box("lim.b", "pw")
+    with pytest.raises(NotAuthorized):
+        client.create_box("lim.c", "pw")  # boxes per connection
+    client.check_out("lim.a", "pw")
+    with pytest.raises(DeliveryFailed):
+        client.send("lim.b", b"x" * 101)  # letter size
+    client.send("lim.b", b"x" * 100)
+    client.send("lim.b", b"y")
+    with pytest.raises(DeliveryFailed):
+        client.send("lim.b", b"z")  # letters per box
+    # The oversized letter was skipped, not read into memory, and the connection is fine.
+    raw = daemon.raw()
+    try:
+        raw.exchange(b"\x00", b"\x01")
+    finally:
+        raw.close()
+    extra = [daemon.client(), daemon.client()]
+    daemon.wait_for(lambda: len(daemon.office.clerks) == 3)
+    with pytest.raises((ServerShutdown, ConnectionLost)):
+        daemon.client().create_box("over.limit", "pw")  # connections
+    assert daemon.office.refused_connections >= 1
+    for c in [client, *extra]:
+        c.close()
+
+
+def test_invalid_names_are_refused_with_codes(daemon: Daemon) -> None:
+    raw = daemon.raw()
+    try:
+        raw.exchange(b"\x02", b"\x01")
+        raw.exchange(b"\x00\x04bad!", b"\x01")
+        raw.exchange(bytes(16), b"\x02")  # CREATEBOX of an invalid name: NOAUTH
+        raw.exchange(b"\x00", b"\x01")
+        raw.exchange(b"\x00\x02\xc3\x28", b"\x01")  # not UTF-8
+        raw.exchange(bytes(16), b"\x07")  # REQBOX: NONEXISTBOX
+    finally:
+        raw.close()
+    with pytest.raises(ValueError):
+        daemon.client().create_box("bad name", "pw")  # the binding checks first
+
+
+def test_shutdown_is_announced_to_connected_clients(make_daemon: Callable[..., Daemon]) -> None:
+    daemon = make_daemon()
+    raw = daemon.raw()
+    raw.exchange(b"\x08", b"\x08")
+    daemon.thread.stop()
+    try:
+        assert raw.recv_exactly(1) == b"\x0b"  # SHUTDOWN
+        assert raw.at_eof()
+    finally:
+        raw.close()
+
+
+def test_admin_listing_counts_letters(daemon: Daemon) -> None:
+    client = box(daemon, "count.me")
+    for _ in range(3):
+        client.send("count.me", b"abc")
+    status = {s.name: s for s in daemon.thread.call(daemon.office.status)}
+    assert status["count.me"].letters == 3 and status["count.me"].checked_out
+    client.close()
+
+
+def test_fuzzing_from_many_connections_leaves_the_daemon_serving(
+    make_daemon: Callable[..., Daemon],
+) -> None:
+    daemon = make_daemon(comm_timeout_s=0.5, max_letter_bytes=4096, max_connections=64)
+    good = box(daemon, "good.one")
+    good.send("good.one", b"before")
+    rng = random.Random(1234)
+    streams = []
+    for _ in range(24):
+        # Random bytes, sometimes starting with a valid request so deeper states are hit.
+        prefix = rng.choice([b"", b"\x02", b"\x00", b"\x04", b"\x05", b"\x02\x00\x03f.z"])
+        streams.append(prefix + rng.randbytes(rng.randint(0, 3000)))
+
+    def hammer(data: bytes) -> None:
+        try:
+            with socket.create_connection(("127.0.0.1", daemon.port), timeout=10) as sock:
+                view = memoryview(data)
+                while view:
+                    n = rng.randint(1, 700)
+                    sock.sendall(view[:n])
+                    view = view[n:]
+                sock.shutdown(socket.SHUT_WR)
+                sock.settimeout(5)
+                while sock.recv(65536):
+                    pass
+        except OSError:
+            pass  # the daemon may close on us: that is fine
+
+    threads = [threading.Thread(target=hammer, args=(s,)) for s in streams]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    daemon.wait_for(lambda: len(daemon.office.clerks) == 1, timeout=20)
+    good.send("good.one", b"after")
+    assert [x.payload for x in good.get_mail(0)] == [b"before", b"after"]
+    with daemon.client() as fresh:
+        fresh.create_box("fresh.one", "pw")
+        fresh.check_out("fresh.one", "pw")
+    good.close()
+
+
+def test_closed_client_raises_connection_lost(daemon: Daemon) -> None:
+    client = daemon.client()
+    client.close()
+    with pytest.raises(PostOfficeError):
+        client.create_box("x.y", "pw")
