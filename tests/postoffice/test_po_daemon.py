@@ -3,6 +3,7 @@ the box lock, letters that survive a client vanishing, COMMTIMEOUT, limits, fuzz
 
 from __future__ import annotations
 
+import contextlib
 import random
 import socket
 import threading
@@ -33,10 +34,8 @@ from .conftest import Daemon, wait_until
 
 def box(daemon: Daemon, name: str, password: str = "pw") -> PostOfficeClient:
     client = daemon.client()
-    try:
+    with contextlib.suppress(BoxExists):
         client.create_box(name, password)
-    except BoxExists:
-        pass
     client.check_out(name, password)
     return client
 
