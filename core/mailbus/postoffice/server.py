@@ -603,19 +603,28 @@ class Clerk(asyncio.Protocol):
         else:
             self._reply(Response.REQDATA)
 
-    def _acknowledge(self) -> None:
+    async def _acknowledge(self, durable: bool) -> None:
         """The client asked for more (or is satiated): it has the letter in flight whole,
-        so only now does the letter leave its mailbox."""
+        so only now does the letter leave its mailbox. NEXTLETTER does not wait for that
+        delete to commit (a crash before it means the letter comes again, never that it
+        is lost); SATIATED does, and the writer commits in order, so after its
+        REQGRANTED every letter taken in that GETMAIL is gone for good."""
         letter_id, self._in_flight = self._in_flight, None
         box = self.box
         if letter_id is None or box is None:
             return
         if box.letters and box.letters[0] == letter_id:
             box.letters.popleft()
-        self.office.write_later(st.op_delete_letters([letter_id]))
+        if durable:
+            try:
+                await self.office.write(st.op_delete_letters([letter_id]))
+            except st.StoreError:
+                log.exception("could not take letter %d out of %s", letter_id, box.name)
+        else:
+            self.office.write_later(st.op_delete_letters([letter_id]))
 
     async def _mail_loop(self, request: Request) -> None:
-        self._acknowledge()
+        await self._acknowledge(durable=request is Request.SATIATED)
         if request is Request.SATIATED:
             self._reply(Response.REQGRANTED)
             return

@@ -1,0 +1,107 @@
+"""The daemon as a real process: killed with SIGKILL while letters wait, restarted on
+the same store, nothing acknowledged is lost; the command line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from mailbus.postoffice.client import NotAuthorized, ServerShutdown
+
+from .conftest import REPO, DaemonProcess
+
+
+@pytest.mark.parametrize("sync", ["full", "normal"])
+def test_sigkill_with_letters_waiting_loses_nothing(
+    spawn_daemon: Callable[..., DaemonProcess], tmp_path: Path, sync: str
+) -> None:
+    store = tmp_path / f"store-{sync}" / "po.db"
+    first = spawn_daemon("--sync", sync, store=store)
+    sender = first.client()
+    sender.create_box("crash.sender", "pw")
+    sender.create_box("crash.receiver", "pw2")
+    sender.check_out("crash.sender", "pw")
+    payloads = [f"letter {i} é".encode() for i in range(200)]
+    for payload in payloads:
+        sender.send("crash.receiver", payload)  # acknowledged: must survive
+    receiver = first.client()
+    receiver.check_out("crash.receiver", "pw2")
+    taken = []
+    for letter in receiver.get_mail(5.0):
+        taken.append(letter.payload)
+        if len(taken) == 50:
+            break  # SATIATED: these 50 are gone for good
+    first.kill()  # SIGKILL: no shutdown, no flush
+    assert first.proc.returncode == -9
+
+    second = spawn_daemon("--sync", sync, store=store)
+    with second.client() as again:
+        with pytest.raises(NotAuthorized):
+            again.check_out("crash.receiver", "wrong")  # passwords survived too
+        again.check_out("crash.receiver", "pw2")
+        rest = [letter.payload for letter in again.get_mail(0)]
+    assert taken == payloads[:50]
+    assert rest == payloads[50:]
+    second.terminate()
+
+
+def test_sigterm_says_shutdown_and_exits_cleanly(
+    spawn_daemon: Callable[..., DaemonProcess],
+) -> None:
+    proc = spawn_daemon()
+    client = proc.client()
+    client.create_box("term.me", "pw")
+    assert proc.terminate() == 0
+    with pytest.raises(ServerShutdown):
+        client.check_out("term.me", "pw")
+
+
+def test_cli_lists_mailboxes_with_letter_counts(
+    spawn_daemon: Callable[..., DaemonProcess], tmp_path: Path
+) -> None:
+    store = tmp_path / "cli" / "po.db"
+    proc = spawn_daemon(store=store)
+    with proc.client() as client:
+        client.create_box("list.a", "pw")
+        client.create_box("list.b", "pw")
+        client.check_out("list.a", "pw")
+        for _ in range(3):
+            client.send("list.b", b"12345")
+    out = subprocess.run(
+        [sys.executable, "-m", "mailbus", "postoffice", "boxes", "--store", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        check=True,
+    ).stdout.split("\n")
+    rows = {line.split()[0]: line.split()[1:] for line in out[1:] if line.strip()}
+    assert rows == {"list.a": ["0", "0"], "list.b": ["3", "15"]}
+    proc.terminate()
+
+
+def test_cli_refuses_a_corrupt_store(tmp_path: Path) -> None:
+    store = tmp_path / "bad.db"
+    store.write_bytes(b"garbage" * 1000)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mailbus",
+            "postoffice",
+            "serve",
+            "--port",
+            "0",
+            "--store",
+            str(store),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert result.returncode == 1
+    assert "not a usable PostOffice store" in result.stderr
