@@ -4,8 +4,10 @@ Why asyncio rather than a thread per clerk: most clerks spend their life waiting
 the client's next byte, for mail during GETMAIL, for a password back-off), and timers
 for COMMTIMEOUT and GETMAIL deadlines are free on an event loop, where a thread per
 connection would cost a stack each and a lock around every mailbox. The two things that
-block run elsewhere: scrypt in the default executor, disk writes on the store's writer
-thread (group commit), so the loop keeps serving while a batch is fsynced.
+block run elsewhere: scrypt in the default executor, and fsync of the store's WAL in the
+default executor too (see `Committer`), so the loop keeps serving while a group of
+commits is made durable. SQLite's own work (an INSERT, a COMMIT without fsync) takes
+microseconds and runs on the loop, which keeps it single-threaded and free of locks.
 
 A clerk feeds the bytes it receives to `protocol.ServerProtocol` and answers the events
 it hands out; the protocol module checks that every answer is allowed where it is sent.
@@ -82,6 +84,92 @@ class BoxStatus:
     holder: str = ""  # the peer address of the connection holding it
 
 
+class Committer:
+    """Group commit on the event loop. Writes submitted while the loop handles one round
+    of events share a transaction, run by a callback scheduled for the end of that
+    round. In "full" mode their futures resolve only after an fsync of the WAL that
+    started after their commit; the fsync runs in the executor, and every batch that
+    commits meanwhile waits for the next one, so one fsync covers many batches. In
+    "normal" mode they resolve at commit and the WAL is fsynced within a second."""
+
+    def __init__(self, store: st.Store, loop: asyncio.AbstractEventLoop) -> None:
+        self.store = store
+        self.loop = loop
+        self.full = store.sync == "full"
+        self._pending: list[tuple[Callable[[Any], Any], asyncio.Future[Any]]] = []
+        self._scheduled = False
+        self._unsynced: list[tuple[asyncio.Future[Any], Any]] = []
+        self._syncing: asyncio.Future[None] | None = None
+        self._dirty_timer: asyncio.TimerHandle | None = None
+
+    def submit(self, operation: Callable[[Any], T]) -> asyncio.Future[T]:
+        future: asyncio.Future[T] = self.loop.create_future()
+        self._pending.append((operation, future))
+        if not self._scheduled:
+            self._scheduled = True
+            self.loop.call_soon(self._commit)
+        return future
+
+    def _commit(self) -> None:
+        self._scheduled = False
+        batch, self._pending = self._pending, []
+        if not batch:
+            return
+        try:
+            results = self.store.run_batch([operation for operation, _ in batch])
+        except st.StoreError as exc:
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        if self.full:
+            self._unsynced.extend(
+                (future, result) for (_, future), result in zip(batch, results, strict=True)
+            )
+            self._start_sync()
+            return
+        for (_, future), result in zip(batch, results, strict=True):
+            if not future.done():
+                future.set_result(result)
+        if self._dirty_timer is None:
+            self._dirty_timer = self.loop.call_later(1.0, self._periodic_sync)
+
+    def _start_sync(self) -> None:
+        if self._syncing is not None or not self._unsynced:
+            return
+        waiting, self._unsynced = self._unsynced, []
+        syncing = self.loop.run_in_executor(None, self.store.sync_wal)
+        self._syncing = syncing
+
+        def done(_: object) -> None:
+            self._syncing = None
+            error = syncing.exception()
+            for future, result in waiting:
+                if future.done():
+                    continue
+                if error is None:
+                    future.set_result(result)
+                else:
+                    future.set_exception(error)
+            self._start_sync()
+
+        syncing.add_done_callback(done)
+
+    def _periodic_sync(self) -> None:
+        self._dirty_timer = None
+        future = self.loop.run_in_executor(None, self.store.sync_wal)
+        future.add_done_callback(_log_failure)
+
+    async def close(self) -> None:
+        """Commit what is pending and wait until it is durable."""
+        self._commit()
+        while self._syncing is not None:
+            await asyncio.shield(self._syncing)
+        if self._dirty_timer is not None:
+            self._dirty_timer.cancel()
+            self._dirty_timer = None
+
+
 class Box:
     """A mailbox in memory: its id, password hash, the ids of its letters, its holder."""
 
@@ -113,6 +201,7 @@ class PostOffice:
         self.groups: dict[str, dict[str, Box]] = {}  # group name -> its member boxes
         self.clerks: set[Clerk] = set()
         self.store: st.Store | None = None
+        self.committer: Committer | None = None
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.port = 0
@@ -123,6 +212,7 @@ class PostOffice:
         """Open the store, load the boxes and listen; return the bound port."""
         store = await asyncio.to_thread(st.Store, self.config.store_path, self.config.sync)
         self.store = store
+        self.committer = Committer(store, asyncio.get_running_loop())
         records, letters = store.load()
         for record in records:
             self.add_box(
@@ -148,8 +238,10 @@ class PostOffice:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
+        if self.committer is not None:
+            await self.committer.close()
         if self.store is not None:
-            await asyncio.to_thread(self.store.close)
+            self.store.close()
             self.store = None
 
     def spawn(self, coro: Any) -> asyncio.Task[None]:
@@ -159,8 +251,10 @@ class PostOffice:
         return task
 
     async def write(self, operation: Callable[[Any], T]) -> T:
-        assert self.store is not None
-        return await asyncio.wrap_future(self.store.writer.submit(operation))
+        """Run a store operation in the next group commit; return once it is durable."""
+        assert self.committer is not None
+        result: T = await self.committer.submit(operation)
+        return result
 
     def add_box(self, box: Box) -> None:
         self.boxes[box.name] = box
@@ -190,8 +284,8 @@ class PostOffice:
     def write_later(self, operation: Callable[[Any], Any]) -> None:
         """Submit a write nobody waits for (taking delivered letters out): a crash before
         it commits means the letter is delivered again, never lost."""
-        assert self.store is not None
-        self.store.writer.submit(operation).add_done_callback(_log_failure)
+        assert self.committer is not None
+        self.committer.submit(operation).add_done_callback(_log_failure)
 
     def trace(self, kind: str, **fields: Any) -> None:
         if self.tracer.active:
@@ -607,7 +701,7 @@ class Clerk(asyncio.Protocol):
         """The client asked for more (or is satiated): it has the letter in flight whole,
         so only now does the letter leave its mailbox. NEXTLETTER does not wait for that
         delete to commit (a crash before it means the letter comes again, never that it
-        is lost); SATIATED does, and the writer commits in order, so after its
+        is lost); SATIATED does, and commits happen in order, so after its
         REQGRANTED every letter taken in that GETMAIL is gone for good."""
         letter_id, self._in_flight = self._in_flight, None
         box = self.box

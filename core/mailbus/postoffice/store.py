@@ -1,16 +1,17 @@
-"""Durable mailboxes: an SQLite database in WAL mode, written by one thread in groups.
+"""Durable mailboxes: an SQLite database in WAL mode, written in group commits.
 
 Why SQLite rather than the outbox's filesystem queue: a letter is a row, so accepting
 it, taking it out after delivery and emptying a box are single transactions with no
-directory of small files to fsync one by one; WAL mode lets the daemon read (deliver)
-while the writer commits, and a crash leaves either the whole transaction or none.
+directory of small files to fsync one by one; many letters share one commit and one
+fsync; WAL mode lets other processes (the workbench, `mailbus postoffice boxes`) read
+while the daemon writes; and a crash leaves either the whole transaction or none.
 
-Writes go through `Writer`, one thread that takes every operation queued while the
-previous commit ran and commits them together (group commit). With `sync="full"`
-(the default) each commit is fsynced before any of its operations is acknowledged.
-With `sync="normal"` a commit is written (survives the daemon being killed) and the
-WAL is fsynced at most a second later, which is what Redis promises with
-`appendfsync everysec`; a power cut may lose that last second.
+The daemon groups the writes that arrive together into one transaction (group commit,
+see server.Committer). A commit is written to the WAL at once, so it survives the daemon
+being killed; it becomes durable against a power cut when the WAL is fsynced: before
+the writes are acknowledged with `sync="full"` (the default; one fsync covers every
+batch committed while the previous fsync ran), within a second with `sync="normal"`,
+which is what Redis promises with `appendfsync everysec`.
 
 Passwords: the wire carries the 16-byte MD5 digest of a password; the store keeps only
 a salted scrypt hash of that digest, compared in constant time.
@@ -22,13 +23,10 @@ import base64
 import hashlib
 import hmac
 import os
-import queue
 import secrets
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -131,7 +129,7 @@ def _connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     return conn
 
 
-def _open_database(path: Path, sync: SyncMode) -> sqlite3.Connection:
+def _open_database(path: Path) -> sqlite3.Connection:
     """Open (or create) the store with private permissions and check it is ours."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fresh = not path.exists()
@@ -143,7 +141,9 @@ def _open_database(path: Path, sync: SyncMode) -> sqlite3.Connection:
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if mode != "wal":
             raise StoreError(f"{path}: cannot switch to WAL mode (got {mode})")
-        conn.execute(f"PRAGMA synchronous = {'FULL' if sync == 'full' else 'NORMAL'}")
+        # Commits are not fsynced by SQLite: Store.sync_wal does it, off the loop thread.
+        # Checkpoints still fsync (WAL before, database after) in NORMAL mode.
+        conn.execute("PRAGMA synchronous = NORMAL")
         conn.executescript(_SCHEMA)
         check = conn.execute("PRAGMA quick_check").fetchone()[0]
         if check != "ok":
@@ -153,122 +153,74 @@ def _open_database(path: Path, sync: SyncMode) -> sqlite3.Connection:
     return conn
 
 
-class Writer:
-    """One thread that runs write operations in group-committed transactions."""
-
-    def __init__(self, conn: sqlite3.Connection, path: Path, sync: SyncMode) -> None:
-        self._conn = conn
-        self._wal = Path(str(path) + "-wal")
-        self._sync = sync
-        self._queue: queue.SimpleQueue[
-            tuple[Callable[[sqlite3.Connection], Any], Future[Any]] | None
-        ] = queue.SimpleQueue()
-        self._unsynced_since: float | None = None
-        self.batches = 0
-        self.operations = 0
-        self._thread = threading.Thread(target=self._run, name="postoffice-writer", daemon=True)
-        self._thread.start()
-
-    def submit(self, operation: Callable[[sqlite3.Connection], T]) -> Future[T]:
-        future: Future[T] = Future()
-        self._queue.put((operation, future))
-        return future
-
-    def close(self, timeout: float = 10.0) -> None:
-        self._queue.put(None)
-        self._thread.join(timeout)
-
-    def _run(self) -> None:
-        stop = False
-        while not stop:
-            wait = None
-            if self._unsynced_since is not None:
-                wait = max(0.0, self._unsynced_since + 1.0 - time.monotonic())
-            try:
-                first = self._queue.get(timeout=wait)
-            except queue.Empty:
-                self._fsync_wal()
-                continue
-            batch = []
-            item = first
-            while True:
-                if item is None:
-                    stop = True
-                    break
-                batch.append(item)
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-            if batch:
-                self._commit(batch)
-        self._fsync_wal()
-
-    def _commit(self, batch: list[tuple[Callable[[sqlite3.Connection], Any], Future[Any]]]) -> None:
-        results: list[Any] = []
-        conn = self._conn
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            for operation, _ in batch:
-                results.append(operation(conn))
-            conn.execute("COMMIT")
-        except BaseException as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            error = StoreError(f"store write failed: {exc}")
-            for _, future in batch:
-                future.set_exception(error)
-            return
-        self.batches += 1
-        self.operations += len(batch)
-        if self._sync == "normal" and self._unsynced_since is None:
-            self._unsynced_since = time.monotonic()
-        if self._unsynced_since is not None and time.monotonic() - self._unsynced_since >= 1.0:
-            self._fsync_wal()
-        for (_, future), result in zip(batch, results, strict=True):
-            future.set_result(result)
-
-    def _fsync_wal(self) -> None:
-        """In "normal" mode: make the commits of the last second durable."""
-        if self._unsynced_since is None:
-            return
-        self._unsynced_since = None
-        try:
-            fd = os.open(self._wal, os.O_RDONLY)
-        except FileNotFoundError:
-            return
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 class Store:
-    """Mailboxes and letters on disk. Reads run on the caller's connection; writes are
-    functions handed to the `Writer` (see the `op_*` helpers)."""
+    """Mailboxes and letters on disk, used from one thread (the daemon's event loop).
+
+    `run_batch` runs write operations (the `op_*` helpers) in one transaction; with
+    synchronous=NORMAL a commit is written to the WAL without fsync. `sync_wal` makes
+    every commit so far durable; the daemon calls it off its loop thread, per group of
+    batches ("full") or within a second ("normal"). SQLite itself fsyncs the WAL
+    before a checkpoint and the database after, so checkpointed data is durable too.
+    """
 
     def __init__(self, path: str | os.PathLike[str], sync: SyncMode = "full") -> None:
         if sync not in ("full", "normal"):
             raise ValueError(f"sync must be 'full' or 'normal', not {sync!r}")
         self.path = Path(path)
         self.sync = sync
-        write_conn = _open_database(self.path, sync)
-        self._read = _connect(self.path)
-        self.writer = Writer(write_conn, self.path, sync)
+        self._conn = _open_database(self.path)
+        self._wal_fd = os.open(str(self.path) + "-wal", os.O_RDONLY | os.O_CREAT, 0o600)
+        self.batches = 0
+        self.operations = 0
+        self.syncs = 0
 
     def close(self) -> None:
-        self.writer.close()
-        self._read.close()
+        if self._wal_fd >= 0:
+            self.sync_wal()
+            os.close(self._wal_fd)
+            self._wal_fd = -1
+            self._conn.close()
 
-    # -- reads (the daemon's loop thread) --------------------------------------------
+    def run_batch(self, operations: list[Callable[[sqlite3.Connection], Any]]) -> list[Any]:
+        """Run `operations` in one transaction and return their results; if one fails,
+        none of them took effect (StoreError)."""
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            results = [operation(conn) for operation in operations]
+            conn.execute("COMMIT")
+        except Exception as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise StoreError(f"store write failed: {exc}") from exc
+        self.batches += 1
+        self.operations += len(operations)
+        return results
+
+    def apply(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+        """One operation in its own transaction (and durable, whatever the mode)."""
+        result: T = self.run_batch([operation])[0]
+        self.sync_wal()
+        return result
+
+    def sync_wal(self) -> None:
+        """fsync the WAL: every commit made before this call survives a power cut.
+        Safe to call from another thread than the one writing."""
+        try:
+            os.fsync(self._wal_fd)
+        except OSError as exc:
+            raise StoreError(f"cannot fsync {self.path}-wal: {exc}") from exc
+        self.syncs += 1
+
+    # -- reads --------------------------------------------------------------------------
     def load(self) -> tuple[list[BoxRecord], dict[int, list[int]]]:
         """Every box and, per box id, the ids of its letters in arrival order."""
         boxes = [
             BoxRecord(row[0], row[1], row[2])
-            for row in self._read.execute("SELECT id, name, secret FROM boxes ORDER BY id")
+            for row in self._conn.execute("SELECT id, name, secret FROM boxes ORDER BY id")
         ]
         letters: dict[int, list[int]] = {box.box_id: [] for box in boxes}
-        for letter_id, box_id in self._read.execute(
+        for letter_id, box_id in self._conn.execute(
             "SELECT id, box_id FROM letters ORDER BY box_id, id"
         ):
             if box_id in letters:
@@ -276,16 +228,16 @@ class Store:
         return boxes, letters
 
     def fetch(self, letter_id: int) -> tuple[str, bytes] | None:
-        row = self._read.execute(
+        row = self._conn.execute(
             "SELECT sender, payload FROM letters WHERE id = ?", (letter_id,)
         ).fetchone()
         return None if row is None else (row[0], bytes(row[1]))
 
     def summaries(self) -> list[BoxSummary]:
-        return _summaries(self._read)
+        return _summaries(self._conn)
 
 
-# -- write operations (run on the writer thread, inside its transaction) -------------
+# -- write operations (run inside a transaction of Store.run_batch) ------------------
 def op_create_box(name: str, secret: str) -> Callable[[sqlite3.Connection], int | None]:
     """Create a box; its id, or None if the name is taken."""
 

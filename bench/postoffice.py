@@ -1,0 +1,366 @@
+"""PostOffice throughput and latency beside Redis, measured in the same run.
+
+    python -m bench.postoffice [--quick] [--sync full|normal|both]
+
+Both systems get the same work from the same kind of clients: sender processes push
+small letters to receiver processes (PostOffice: SENDLETTER / GETMAIL+NEXTLETTER with
+the blocking client; Redis: LPUSH / BRPOP with redis-py). The PostOffice daemon runs as
+`mailbus postoffice serve` with its store in a temporary directory; redis-server runs
+on a random loopback port with `appendonly yes` and `appendfsync everysec`.
+
+Durability: with `--sync full` (the daemon's default) a letter is fsynced before its
+REQGRANTED, stronger than Redis's everysec; with `--sync normal` it is written before
+REQGRANTED and fsynced within a second, which is what everysec promises. The headline
+`letters_per_s` is the daemon's default mode (full); both are reported.
+
+Units: `letters_per_s` and `redis_ops_per_s` both count messages that went all the way
+from a sender to a receiver per second (a Redis "op" here is one LPUSH plus its BRPOP),
+so `ratio` compares like with like. Latency: one letter at a time, send to receive.
+
+Last stdout line: one JSON object (keys in shared/BENCH.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import multiprocessing as mp
+import os
+import re
+import selectors
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+PAYLOAD = 100
+
+
+def log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = (len(ordered) - 1) * q
+    low = int(index)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (index - low)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# -- the servers ------------------------------------------------------------------------
+def start_postoffice(store: Path, sync: str) -> tuple[subprocess.Popen[bytes], int]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mailbus",
+            "postoffice",
+            "serve",
+            "--port",
+            "0",
+            "--store",
+            str(store),
+            "--sync",
+            sync,
+        ],
+        stdout=subprocess.PIPE,
+        cwd=REPO,
+    )
+    assert proc.stdout is not None
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stdout, selectors.EVENT_READ)
+    if not selector.select(30):
+        proc.kill()
+        raise RuntimeError("the PostOffice daemon did not start")
+    match = re.search(rb":(\d+)\s*$", proc.stdout.readline())
+    if match is None:
+        proc.kill()
+        raise RuntimeError("the PostOffice daemon did not say its port")
+    return proc, int(match.group(1))
+
+
+def start_redis(directory: Path) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(directory),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+            "--save",
+            "",
+            "--protected-mode",
+            "yes",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    import redis
+
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            redis.Redis(port=port).ping()
+            return proc, port
+        except redis.ConnectionError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise RuntimeError("redis-server did not start") from None
+            time.sleep(0.05)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
+
+
+# -- workers (child processes) ------------------------------------------------------------
+def po_sender(port: int, index: int, target: str, count: int, go: Any, out: Any) -> None:
+    from mailbus.postoffice.client import BoxExists, PostOfficeClient
+
+    client = PostOfficeClient("127.0.0.1", port)
+    name = f"bench.s{index}"
+    with contextlib.suppress(BoxExists):
+        client.create_box(name, "pw")
+    client.check_out(name, "pw")
+    body = b"x" * PAYLOAD
+    go.wait()
+    for _ in range(count):
+        client.send(target, body)
+    client.close()
+    out.put(("sent", index))
+
+
+def po_receiver(port: int, name: str, count: int, go: Any, out: Any) -> None:
+    from mailbus.postoffice.client import PostOfficeClient
+
+    client = PostOfficeClient("127.0.0.1", port)
+    client.check_out(name, "pw")
+    go.wait()
+    got = 0
+    while got < count:
+        for _ in client.get_mail(5.0):
+            got += 1
+            if got >= count:
+                break
+    out.put(("done", time.monotonic()))
+    client.close()
+
+
+def redis_sender(port: int, index: int, target: str, count: int, go: Any, out: Any) -> None:
+    import redis
+
+    client = redis.Redis(port=port)
+    body = b"x" * PAYLOAD
+    go.wait()
+    for _ in range(count):
+        client.lpush(target, body)
+    out.put(("sent", index))
+
+
+def redis_receiver(port: int, name: str, count: int, go: Any, out: Any) -> None:
+    import redis
+
+    client = redis.Redis(port=port)
+    go.wait()
+    got = 0
+    while got < count:
+        if client.brpop([name], timeout=5) is not None:
+            got += 1
+    out.put(("done", time.monotonic()))
+
+
+def throughput(
+    kind: str, port: int, pairs: int, per_sender: int, prepare: Callable[[list[str]], None]
+) -> float:
+    ctx = mp.get_context("fork")
+    go = ctx.Event()
+    out: Any = ctx.Queue()
+    names = [f"bench.r{i}" for i in range(pairs)]
+    prepare(names)
+    sender, receiver = (po_sender, po_receiver) if kind == "po" else (redis_sender, redis_receiver)
+    procs = [ctx.Process(target=receiver, args=(port, n, per_sender, go, out)) for n in names]
+    procs += [
+        ctx.Process(target=sender, args=(port, i, names[i], per_sender, go, out))
+        for i in range(pairs)
+    ]
+    for p in procs:
+        p.start()
+    time.sleep(1.0)  # let every worker connect and check out before the clock starts
+    started = time.monotonic()
+    go.set()
+    finished = []
+    for _ in range(2 * pairs):
+        what, value = out.get(timeout=600)
+        if what == "done":
+            finished.append(value)
+    for p in procs:
+        p.join(60)
+    return pairs * per_sender / (max(finished) - started)
+
+
+def po_prepare(port: int) -> Callable[[list[str]], None]:
+    def prepare(names: list[str]) -> None:
+        from mailbus.postoffice.client import BoxExists, PostOfficeClient
+
+        with PostOfficeClient("127.0.0.1", port) as client:
+            for name in names:
+                with contextlib.suppress(BoxExists):
+                    client.create_box(name, "pw")
+
+    return prepare
+
+
+def po_latency(port: int, count: int) -> list[float]:
+    from mailbus.postoffice.client import BoxExists, PostOfficeClient
+
+    sender, receiver = PostOfficeClient("127.0.0.1", port), PostOfficeClient("127.0.0.1", port)
+    for client, name in ((sender, "lat.s"), (receiver, "lat.r")):
+        with contextlib.suppress(BoxExists):
+            client.create_box(name, "pw")
+        client.check_out(name, "pw")
+    ctx = mp.get_context("fork")
+    # The receiver runs in another process, blocked in GETMAIL like a real consumer.
+    receiver.close()
+    out: Any = ctx.Queue()
+    go = ctx.Event()
+
+    def receive() -> None:
+        client = PostOfficeClient("127.0.0.1", port)
+        client.check_out("lat.r", "pw")
+        go.set()
+        samples = []
+        while len(samples) < count:
+            for letter in client.get_mail(5.0):
+                samples.append((time.monotonic_ns() - int(letter.payload)) / 1e6)
+                break
+        out.put(samples)
+        client.close()
+
+    proc = ctx.Process(target=receive)
+    proc.start()
+    go.wait(30)
+    time.sleep(0.2)
+    for _ in range(count):
+        sender.send("lat.r", str(time.monotonic_ns()).encode())
+        time.sleep(0.002)
+    samples: list[float] = out.get(timeout=120)
+    proc.join(30)
+    sender.close()
+    return samples
+
+
+def redis_latency(port: int, count: int) -> list[float]:
+    import redis
+
+    ctx = mp.get_context("fork")
+    out: Any = ctx.Queue()
+    go = ctx.Event()
+
+    def receive() -> None:
+        client = redis.Redis(port=port)
+        go.set()
+        samples = []
+        while len(samples) < count:
+            item = client.brpop(["lat"], timeout=5)
+            if item is not None:
+                samples.append((time.monotonic_ns() - int(item[1])) / 1e6)
+        out.put(samples)
+
+    proc = ctx.Process(target=receive)
+    proc.start()
+    go.wait(30)
+    time.sleep(0.2)
+    client = redis.Redis(port=port)
+    for _ in range(count):
+        client.lpush("lat", str(time.monotonic_ns()).encode())
+        time.sleep(0.002)
+    samples: list[float] = out.get(timeout=120)
+    proc.join(30)
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--pairs", type=int, default=4, help="sender/receiver process pairs")
+    args = parser.parse_args()
+    per_sender = 1500 if args.quick else 6000
+    latency_count = 200 if args.quick else 1000
+    pairs = args.pairs
+    work = Path(tempfile.mkdtemp(prefix="bench-postoffice-"))
+    results: dict[str, Any] = {}
+    try:
+        redis_proc, redis_port = start_redis(work)
+        try:
+            log(f"redis-server on {redis_port} (appendonly yes, appendfsync everysec)")
+            rates = []
+            for round_ in range(2):
+                rate = throughput("redis", redis_port, pairs, per_sender, lambda names: None)
+                log(f"redis round {round_ + 1}: {rate:,.0f} msgs/s")
+                rates.append(rate)
+            results["redis_ops_per_s"] = max(rates)
+            lat = redis_latency(redis_port, latency_count)
+            results["redis_latency_p50_ms"] = percentile(lat, 0.5)
+            log(f"redis latency p50 {results['redis_latency_p50_ms']:.3f} ms")
+        finally:
+            stop(redis_proc)
+        for sync in ("full", "normal"):
+            store = work / f"po-{sync}" / "postoffice.db"
+            proc, port = start_postoffice(store, sync)
+            try:
+                log(f"postoffice --sync {sync} on {port}")
+                rates = []
+                for round_ in range(2):
+                    rate = throughput("po", port, pairs, per_sender, po_prepare(port))
+                    log(f"postoffice {sync} round {round_ + 1}: {rate:,.0f} letters/s")
+                    rates.append(rate)
+                results[f"letters_per_s_{sync}"] = max(rates)
+                lat = po_latency(port, latency_count)
+                results[f"latency_p50_ms_{sync}"] = percentile(lat, 0.5)
+                results[f"latency_p95_ms_{sync}"] = percentile(lat, 0.95)
+                log(f"postoffice {sync} latency p50 {results[f'latency_p50_ms_{sync}']:.3f} ms")
+            finally:
+                stop(proc)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    results["letters_per_s"] = results["letters_per_s_full"]
+    results["latency_p50_ms"] = results["latency_p50_ms_full"]
+    results["ratio"] = results["letters_per_s"] / results["redis_ops_per_s"]
+    results["ratio_normal"] = results["letters_per_s_normal"] / results["redis_ops_per_s"]
+    results["durable"] = True
+    results["sync"] = "full"
+    results["pairs"] = pairs
+    results["letters"] = pairs * per_sender
+    results["cpus"] = os.cpu_count()
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
