@@ -84,30 +84,47 @@ class BoxStatus:
     holder: str = ""  # the peer address of the connection holding it
 
 
+Done = Callable[[Any, BaseException | None], None]
+
+
 class Committer:
     """Group commit on the event loop. Writes submitted while the loop handles one round
     of events share a transaction, run by a callback scheduled for the end of that
-    round. In "full" mode their futures resolve only after an fsync of the WAL that
+    round. In "full" mode their callbacks run only after an fsync of the WAL that
     started after their commit; the fsync runs in the executor, and every batch that
     commits meanwhile waits for the next one, so one fsync covers many batches. In
-    "normal" mode they resolve at commit and the WAL is fsynced within a second."""
+    "normal" mode they run at commit and the WAL is fsynced within a second."""
 
     def __init__(self, store: st.Store, loop: asyncio.AbstractEventLoop) -> None:
         self.store = store
         self.loop = loop
         self.full = store.sync == "full"
-        self._pending: list[tuple[Callable[[Any], Any], asyncio.Future[Any]]] = []
+        self._pending: list[tuple[Callable[[Any], Any], Done | None]] = []
         self._scheduled = False
-        self._unsynced: list[tuple[asyncio.Future[Any], Any]] = []
+        self._unsynced: list[tuple[Done, Any]] = []
         self._syncing: asyncio.Future[None] | None = None
         self._dirty_timer: asyncio.TimerHandle | None = None
 
-    def submit(self, operation: Callable[[Any], T]) -> asyncio.Future[T]:
-        future: asyncio.Future[T] = self.loop.create_future()
-        self._pending.append((operation, future))
+    def submit(self, operation: Callable[[Any], Any], done: Done | None = None) -> None:
+        """Queue `operation`; `done(result, error)` runs once it is committed (and, in
+        "full" mode, fsynced)."""
+        self._pending.append((operation, done))
         if not self._scheduled:
             self._scheduled = True
             self.loop.call_soon(self._commit)
+
+    def wait(self, operation: Callable[[Any], T]) -> asyncio.Future[T]:
+        future: asyncio.Future[T] = self.loop.create_future()
+
+        def done(result: Any, error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is None:
+                future.set_result(result)
+            else:
+                future.set_exception(error)
+
+        self.submit(operation, done)
         return future
 
     def _commit(self) -> None:
@@ -118,19 +135,18 @@ class Committer:
         try:
             results = self.store.run_batch([operation for operation, _ in batch])
         except st.StoreError as exc:
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(exc)
+            log.error("%s", exc)
+            for _, done in batch:
+                if done is not None:
+                    done(None, exc)
             return
+        pairs = [(done, r) for (_, done), r in zip(batch, results, strict=True) if done]
         if self.full:
-            self._unsynced.extend(
-                (future, result) for (_, future), result in zip(batch, results, strict=True)
-            )
+            self._unsynced.extend(pairs)
             self._start_sync()
             return
-        for (_, future), result in zip(batch, results, strict=True):
-            if not future.done():
-                future.set_result(result)
+        for done, result in pairs:
+            done(result, None)
         if self._dirty_timer is None:
             self._dirty_timer = self.loop.call_later(1.0, self._periodic_sync)
 
@@ -141,19 +157,16 @@ class Committer:
         syncing = self.loop.run_in_executor(None, self.store.sync_wal)
         self._syncing = syncing
 
-        def done(_: object) -> None:
+        def synced(_: object) -> None:
             self._syncing = None
             error = syncing.exception()
-            for future, result in waiting:
-                if future.done():
-                    continue
-                if error is None:
-                    future.set_result(result)
-                else:
-                    future.set_exception(error)
+            if error is not None:
+                log.error("%s", error)
+            for done, result in waiting:
+                done(result, error)
             self._start_sync()
 
-        syncing.add_done_callback(done)
+        syncing.add_done_callback(synced)
 
     def _periodic_sync(self) -> None:
         self._dirty_timer = None
@@ -184,6 +197,10 @@ class Box:
         self.failures = 0
         self.next_attempt = 0.0  # loop time before which no password is checked
         self.auth_lock = asyncio.Lock()
+
+    def mail_arrived(self) -> None:
+        if self.holder is not None:
+            self.holder.mail_arrived()
 
 
 class PostOffice:
@@ -253,7 +270,7 @@ class PostOffice:
     async def write(self, operation: Callable[[Any], T]) -> T:
         """Run a store operation in the next group commit; return once it is durable."""
         assert self.committer is not None
-        result: T = await self.committer.submit(operation)
+        result: T = await self.committer.wait(operation)
         return result
 
     def add_box(self, box: Box) -> None:
@@ -285,7 +302,7 @@ class PostOffice:
         """Submit a write nobody waits for (taking delivered letters out): a crash before
         it commits means the letter is delivered again, never lost."""
         assert self.committer is not None
-        self.committer.submit(operation).add_done_callback(_log_failure)
+        self.committer.submit(operation)
 
     def trace(self, kind: str, **fields: Any) -> None:
         if self.tracer.active:
@@ -308,12 +325,17 @@ class PostOffice:
 
 
 class Clerk(asyncio.Protocol):
-    """Serves one connection. asyncio calls the Protocol methods; `run` is the clerk's
-    own task, woken whenever bytes arrive, the peer goes away or mail comes in."""
+    """Serves one connection, driven by callbacks: asyncio hands it bytes, it feeds them
+    to `ServerProtocol` and answers each event at once. Only what must wait (a commit,
+    mail during GETMAIL, a password check) leaves the clerk `busy`; input that arrives
+    meanwhile stays buffered, and processing resumes when the wait is over. No task per
+    connection and no future per message: that is what keeps the daemon's cost per
+    letter low."""
 
     def __init__(self, office: PostOffice) -> None:
         self.office = office
         self.config = office.config
+        self.loop = asyncio.get_running_loop()
         self.proto = ServerProtocol(office.limits)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
@@ -321,17 +343,21 @@ class Clerk(asyncio.Protocol):
         self._digest = b""
         self._created = 0
         self._out = bytearray()
-        self._waiter: asyncio.Future[None] | None = None
         self._lost = False
-        self._input_error: ProtocolError | None = None
-        self._writable: asyncio.Future[None] | None = None
-        self._paused_reading = False
+        self._busy = False  # waiting for a commit, mail or a password check
+        self._closing = False
+        self._write_paused = False
+        self._read_paused = False
         self._pause_above = office.limits.max_buffer_bytes // 2
+        self._clock = 0.0  # when the client last sent, or we last answered
+        self._timer: asyncio.TimerHandle | None = None
         # Per-request scratch: the name (or why it was refused) and the mail loop.
         self._name: str | None = None
         self._name_error = ""
         self._deadline = 0.0
         self._in_flight: int | None = None
+        self._waiting_mail = False
+        self._mail_timer: asyncio.TimerHandle | None = None
 
     # -- asyncio.Protocol ------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -347,70 +373,62 @@ class Clerk(asyncio.Protocol):
             self._lost = True
             return
         office.clerks.add(self)
-        office.spawn(self.run())
+        self._clock = self.loop.time()
+        self._timer = self.loop.call_later(self.config.comm_timeout_s, self._check_stall)
 
     def data_received(self, data: bytes) -> None:
+        if self._lost:
+            return
+        self._clock = self.loop.time()
         try:
             self.proto.receive_data(data)
         except ProtocolError as exc:
-            self._input_error = exc
-        if self.transport is not None and self.proto.buffered > self._pause_above:
+            log.info("%s: %s; closing", self.peer, exc)
+            self._close()
+            return
+        if self.proto.buffered > self._pause_above and self.transport is not None:
             self.transport.pause_reading()
-            self._paused_reading = True
-        self._wake()
+            self._read_paused = True
+        self._process()
 
     def eof_received(self) -> bool:
         self.proto.receive_data(b"")
-        self._wake()
+        self._process()
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
-        self._wake()
-        if self._writable is not None and not self._writable.done():
-            self._writable.set_result(None)
+        for timer in (self._timer, self._mail_timer):
+            if timer is not None:
+                timer.cancel()
+        self._waiting_mail = False
+        self._release("connection closed")
+        self.office.clerks.discard(self)
 
     def pause_writing(self) -> None:
-        self._writable = asyncio.get_running_loop().create_future()
+        self._write_paused = True
 
     def resume_writing(self) -> None:
-        if self._writable is not None and not self._writable.done():
-            self._writable.set_result(None)
-        self._writable = None
+        self._write_paused = False
+        self._process()
 
     # -- plumbing ----------------------------------------------------------------------
-    def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
-
-    async def _sleep(self, timeout: float | None) -> bool:
-        """Wait for a wake-up; False if `timeout` seconds passed first."""
-        self._waiter = asyncio.get_running_loop().create_future()
-        try:
-            if timeout is None:
-                await self._waiter
-            else:
-                async with asyncio.timeout(timeout):
-                    await self._waiter
-        except TimeoutError:
-            return False
-        finally:
-            self._waiter = None
-        return True
-
     def _send(self, frame: Reply | Mail) -> None:
         self._out += self.proto.send(frame)
 
     def _reply(self, response: Response) -> None:
-        self._send(Reply(response))
+        self._out += self.proto.send(Reply(response))
 
-    async def _flush(self) -> None:
+    def _flush(self) -> None:
         if self._out and self.transport is not None and not self._lost:
             self.transport.write(bytes(self._out))
-            self._out.clear()
-            if self._writable is not None:
-                await self._writable
         self._out.clear()
+
+    def _close(self) -> None:
+        self._flush()
+        self._closing = True
+        if self.transport is not None:
+            self.transport.close()
 
     def shutdown(self) -> None:
         """The daemon is stopping: say SHUTDOWN and close."""
@@ -418,88 +436,98 @@ class Clerk(asyncio.Protocol):
             self.transport.write(bytes(self._out) + bytes((Response.SHUTDOWN,)))
             self._out.clear()
             self.transport.close()
-        self._lost = True
-        self._wake()
+        self._closing = True
+
+    def _check_stall(self) -> None:
+        """COMMTIMEOUT for a client silent too long inside a command. One timer per
+        connection, re-armed when it fires, so that a message costs no timer work."""
+        self._timer = None
+        if self._lost or self._closing:
+            return
+        limit = self.config.comm_timeout_s
+        now = self.loop.time()
+        if self.proto.mid_command and not self._busy and now - self._clock >= limit:
+            self.office.trace(
+                "postoffice.timeout",
+                name=self.box.name if self.box else "",
+                detail=f"no data from {self.peer} within {limit} s",
+                extra={"peer": self.peer, "phase": self.proto.position.phase.value},
+            )
+            self._reply(Response.COMMTIMEOUT)
+            self._close()
+            return
+        wait = limit - (now - self._clock) if self.proto.mid_command else limit
+        self._timer = self.loop.call_later(max(wait, 0.01), self._check_stall)
+
+    def _resume(self) -> None:
+        """An asynchronous step answered: go on with what the client sent meanwhile."""
+        self._busy = False
+        self._clock = self.loop.time()
+        self._process()
+
+    def _start(self, coro: Any) -> None:
+        """Run a rare, slow step (password check, box creation) as a task."""
+        self._busy = True
+
+        async def run() -> None:
+            try:
+                await coro
+            except Exception:
+                log.exception("clerk for %s failed", self.peer)
+                self._close()
+                return
+            self._resume()
+
+        self.office.spawn(run())
 
     # -- the clerk's loop ----------------------------------------------------------------
-    async def run(self) -> None:
-        try:
-            await self._serve()
-        except asyncio.CancelledError:
-            pass
-        except Exception:
-            log.exception("clerk for %s failed", self.peer)
-        finally:
-            self._release("connection closed")
-            self.office.clerks.discard(self)
-            if self.transport is not None:
-                self.transport.close()
-
-    async def _serve(self) -> None:
+    def _process(self) -> None:
         proto = self.proto
-        while not self._lost:
-            if self._input_error is not None:
-                log.info("%s: %s; closing", self.peer, self._input_error)
-                break
+        while not (self._busy or self._lost or self._closing or self._write_paused):
             event = proto.next_event()
             if event is NEED_DATA:
-                await self._flush()
-                if self._paused_reading and self.transport is not None:
-                    self._paused_reading = False
+                if self._read_paused and self.transport is not None:
+                    self._read_paused = False
                     self.transport.resume_reading()
-                timeout = self.config.comm_timeout_s if proto.mid_command else None
-                if not await self._sleep(timeout):
-                    await self._comm_timeout()
-                    break
-                continue
-            if event is PAUSED:  # the connection is closed (DISCONNECT, COMMTIMEOUT)
                 break
-            if isinstance(event, EndOfStream):
+            if event is PAUSED or isinstance(event, EndOfStream):
+                self._close()  # closed after DISCONNECT, or the client went away
                 break
             try:
-                await self._handle(event)
+                self._handle(event)
             except LimitError as exc:
                 log.info("%s: %s; closing", self.peer, exc)
+                self._close()
                 break
             if proto.closed:
+                self._close()
                 break
-        await self._flush()
+        self._flush()
 
-    async def _comm_timeout(self) -> None:
-        self.office.trace(
-            "postoffice.timeout",
-            name=self.box.name if self.box else "",
-            detail=f"no data from {self.peer} within {self.config.comm_timeout_s} s",
-            extra={"peer": self.peer, "phase": self.proto.position.phase.value},
-        )
-        self._reply(Response.COMMTIMEOUT)
-        await self._flush()
-
-    async def _handle(self, event: object) -> None:
-        phase = self.proto.position.phase
-        request = self.proto.position.request
+    def _handle(self, event: object) -> None:
+        pos = self.proto.position
         if isinstance(event, UnknownCommand):
             self._reply(Response.BADCOMMAND)
         elif isinstance(event, Command):
-            if phase is Phase.MAIL_REPLY:
-                await self._mail_loop(event.request)
+            if pos.phase is Phase.MAIL_REPLY:
+                self._mail_loop(event.request)
             else:
-                await self._command(event.request)
+                self._command(event.request)
         elif isinstance(event, Name | InvalidName):
             self._name = event.name if isinstance(event, Name) else None
             self._name_error = event.reason if isinstance(event, InvalidName) else ""
             self._reply(Response.REQDATA)
         elif isinstance(event, Digest):
-            if request is Request.CREATEBOX:
-                await self._create_box(event.digest)
+            if pos.request is Request.CREATEBOX:
+                self._start(self._create_box(event.digest))
             else:
-                await self._check_out(event.digest)
+                self._start(self._check_out(event.digest))
         elif isinstance(event, Payload | OversizedPayload):
-            await self._send_letter(event)
+            self._send_letter(event)
         elif isinstance(event, Timeout):
             self._start_mail(event.milliseconds)
 
-    async def _command(self, request: Request) -> None:
+    def _command(self, request: Request) -> None:
         box = self.box
         needs_box = (
             Request.RETBOX,
@@ -518,10 +546,10 @@ class Clerk(asyncio.Protocol):
             self._release("returned")
             self._reply(Response.REQGRANTED)
         elif request is Request.REMOVEBOX:
-            await self._remove_box()
+            self._start(self._remove_box())
         elif request is Request.EMPTYBOX:
             assert box is not None
-            await self._empty_box(box)
+            self._start(self._empty_box(box))
         elif request is Request.DISCONNECT:
             self._release("disconnect")
             self._reply(Response.REQGRANTED)
@@ -565,7 +593,7 @@ class Clerk(asyncio.Protocol):
             return
         if box.removed or office.boxes.get(box.name) is not box:
             self._reply(Response.NONEXISTBOX)
-        elif box.holder is not None:
+        elif box.holder is not None or self._lost:
             self._reply(Response.BOXINUSE)
         else:
             box.holder = self
@@ -577,7 +605,7 @@ class Clerk(asyncio.Protocol):
     async def _verify(self, box: Box, digest: bytes) -> bool:
         """Check a password; wrong ones make the next attempt on this box wait longer,
         whichever connection it comes from."""
-        loop = asyncio.get_running_loop()
+        loop = self.loop
         async with box.auth_lock:
             delay = box.next_attempt - loop.time()
             if delay > 0:
@@ -631,124 +659,158 @@ class Clerk(asyncio.Protocol):
         self._reply(Response.REQGRANTED)
 
     # -- letters -------------------------------------------------------------------------
-    async def _send_letter(self, event: Payload | OversizedPayload) -> None:
+    def _send_letter(self, event: Payload | OversizedPayload) -> None:
         office, sender, config = self.office, self.box, self.config
-        assert sender is not None
-        targets = office.resolve(self._name) if self._name is not None else []
+        assert sender is not None and office.committer is not None
+        name = self._name
+        targets = office.resolve(name) if name is not None else []
         reason = ""
         if isinstance(event, OversizedPayload):
             reason = f"letter of {event.size} bytes is over {config.max_letter_bytes}"
-        elif self._name is None:
+        elif name is None:
             reason = f"invalid recipient: {self._name_error}"
         elif not targets:
-            reason = f"no mailbox or group {self._name!r}"
+            reason = f"no mailbox or group {name!r}"
         else:
-            full = [b for b in targets if len(b.letters) + b.pending >= config.max_letters_per_box]
-            targets = [b for b in targets if b not in full]
-            for box in full:
-                office.trace(
-                    "postoffice.letter_refused",
-                    name=box.name,
-                    detail="mailbox full",
-                    extra={"sender": sender.name},
-                )
-            if not targets:
-                reason = f"mailbox {self._name!r} is full"
+            limit = config.max_letters_per_box
+            full = [b for b in targets if len(b.letters) + b.pending >= limit]
+            if full:
+                targets = [b for b in targets if b not in full]
+                for box in full:
+                    office.trace(
+                        "postoffice.letter_refused",
+                        name=box.name,
+                        detail="mailbox full",
+                        extra={"sender": sender.name},
+                    )
+                if not targets:
+                    reason = f"mailbox {name!r} is full"
         if reason or not isinstance(event, Payload):
             log.debug("%s: DELFAIL: %s", self.peer, reason)
             self._reply(Response.DELFAIL)
             return
         for box in targets:
             box.pending += 1
-        try:
-            letter_ids: list[int | None] = await office.write(
-                st.op_add_letter([b.box_id for b in targets], sender.name, event.data)
-            )
-        except st.StoreError:
-            log.exception("could not store a letter for %s", self._name)
-            letter_ids = [None] * len(targets)
-        finally:
+        data = event.data
+
+        def stored(letter_ids: Any, error: BaseException | None) -> None:
             for box in targets:
                 box.pending -= 1
-        delivered = 0
-        for box, letter_id in zip(targets, letter_ids, strict=True):
-            if letter_id is None or box.removed:
-                continue
-            delivered += 1
-            box.letters.append(letter_id)
-            if box.holder is not None:
-                box.holder._wake()
-            office.trace(
-                "postoffice.letter_in",
-                name=box.name,
-                size=len(event.data),
-                extra={"sender": sender.name, "letter_id": letter_id, "to": self._name},
-            )
-        self._reply(Response.REQGRANTED if delivered else Response.DELFAIL)
+            delivered = 0
+            for box, letter_id in zip(targets, letter_ids or [None] * len(targets), strict=True):
+                if letter_id is None or box.removed:
+                    continue
+                delivered += 1
+                box.letters.append(letter_id)
+                box.mail_arrived()
+                if office.tracer.active:
+                    office.trace(
+                        "postoffice.letter_in",
+                        name=box.name,
+                        size=len(data),
+                        extra={"sender": sender.name, "letter_id": letter_id, "to": name},
+                    )
+            if self._lost:
+                return
+            self._reply(Response.REQGRANTED if delivered else Response.DELFAIL)
+            self._resume()
+
+        self._busy = True
+        office.committer.submit(
+            st.op_add_letter([b.box_id for b in targets], sender.name, data), stored
+        )
 
     def _start_mail(self, milliseconds: int) -> None:
         box = self.box
         assert box is not None
         wait = max(0, milliseconds) / 1000.0
-        self._deadline = asyncio.get_running_loop().time() + wait
+        self._deadline = self.loop.time() + wait
         self._in_flight = None
         if not box.letters and wait == 0:
             self._reply(Response.MAILTIMEOUT)
         else:
             self._reply(Response.REQDATA)
 
-    async def _acknowledge(self, durable: bool) -> None:
-        """The client asked for more (or is satiated): it has the letter in flight whole,
-        so only now does the letter leave its mailbox. NEXTLETTER does not wait for that
-        delete to commit (a crash before it means the letter comes again, never that it
-        is lost); SATIATED does, and commits happen in order, so after its
-        REQGRANTED every letter taken in that GETMAIL is gone for good."""
+    def _mail_loop(self, request: Request) -> None:
+        """NEXTLETTER or SATIATED inside GETMAIL. The client asking again (or being
+        satiated) means it has the letter in flight whole: only now does that letter
+        leave its mailbox. NEXTLETTER does not wait for that delete to commit (a crash
+        before it means the letter comes again, never that it is lost); SATIATED does,
+        and commits happen in order, so after its REQGRANTED every letter taken in that
+        GETMAIL is gone for good."""
+        committer = self.office.committer
+        assert committer is not None
         letter_id, self._in_flight = self._in_flight, None
         box = self.box
-        if letter_id is None or box is None:
-            return
-        if box.letters and box.letters[0] == letter_id:
-            box.letters.popleft()
-        if durable:
-            try:
-                await self.office.write(st.op_delete_letters([letter_id]))
-            except st.StoreError:
-                log.exception("could not take letter %d out of %s", letter_id, box.name)
-        else:
-            self.office.write_later(st.op_delete_letters([letter_id]))
+        if letter_id is not None and box is not None:
+            if box.letters and box.letters[0] == letter_id:
+                box.letters.popleft()
+            operation = st.op_delete_letters([letter_id])
+            if request is Request.SATIATED:
+                self._busy = True
 
-    async def _mail_loop(self, request: Request) -> None:
-        await self._acknowledge(durable=request is Request.SATIATED)
+                def deleted(_: Any, error: BaseException | None) -> None:
+                    if not self._lost:
+                        self._reply(Response.REQGRANTED)
+                        self._resume()
+
+                committer.submit(operation, deleted)
+                return
+            committer.submit(operation)
         if request is Request.SATIATED:
             self._reply(Response.REQGRANTED)
             return
-        box = self.box
-        assert box is not None
-        loop = asyncio.get_running_loop()
-        store = self.office.store
-        assert store is not None
-        while True:
-            while box.letters:
-                letter_id = box.letters[0]
-                letter = store.fetch(letter_id)
-                if letter is None:  # emptied meanwhile
-                    box.letters.popleft()
-                    continue
-                self._in_flight = letter_id
-                self._send(Mail(letter[0], letter[1]))
+        if self._deliver():
+            return
+        remaining = self._deadline - self.loop.time()
+        if remaining <= 0:
+            self._reply(Response.MAILTIMEOUT)
+            return
+        self._busy = True
+        self._waiting_mail = True
+        self._mail_timer = self.loop.call_later(remaining, self._mail_wait_over)
+
+    def _deliver(self) -> bool:
+        """Send the first letter of the box as INMAIL, if there is one."""
+        box, store = self.box, self.office.store
+        assert box is not None and store is not None
+        while box.letters:
+            letter_id = box.letters[0]
+            letter = store.fetch(letter_id)
+            if letter is None:  # emptied meanwhile
+                box.letters.popleft()
+                continue
+            self._in_flight = letter_id
+            self._send(Mail(letter[0], letter[1]))
+            if self.office.tracer.active:
                 self.office.trace(
                     "postoffice.letter_out",
                     name=box.name,
                     size=len(letter[1]),
                     extra={"sender": letter[0], "letter_id": letter_id},
                 )
-                return
-            remaining = self._deadline - loop.time()
-            if remaining <= 0 or self._lost:
+            return True
+        return False
+
+    def mail_arrived(self) -> None:
+        """A letter was committed to our box (called by the sender's clerk)."""
+        if self._waiting_mail and self._deliver():
+            self._end_mail_wait()
+
+    def _mail_wait_over(self) -> None:
+        self._mail_timer = None
+        if self._waiting_mail:
+            if not self._deliver():
                 self._reply(Response.MAILTIMEOUT)
-                return
-            await self._flush()
-            await self._sleep(remaining)  # mail, the deadline, or the client went away
+            self._end_mail_wait()
+
+    def _end_mail_wait(self) -> None:
+        self._waiting_mail = False
+        if self._mail_timer is not None:
+            self._mail_timer.cancel()
+            self._mail_timer = None
+        if not self._lost:
+            self._resume()
 
 
 def _log_failure(future: Any) -> None:
