@@ -100,6 +100,7 @@ class Committer:
         self.loop = loop
         self.full = store.sync == "full"
         self._pending: list[tuple[Callable[[Any], Any], Done | None]] = []
+        self._deletes: list[int] = []
         self._scheduled = False
         self._unsynced: list[tuple[Done, Any]] = []
         self._syncing: asyncio.Future[None] | None = None
@@ -109,6 +110,14 @@ class Committer:
         """Queue `operation`; `done(result, error)` runs once it is committed (and, in
         "full" mode, fsynced)."""
         self._pending.append((operation, done))
+        if not self._scheduled:
+            self._scheduled = True
+            self.loop.call_soon(self._commit)
+
+    def forget(self, letter_id: int) -> None:
+        """Delete a delivered letter in the next batch (one statement for all of them);
+        nobody waits for it."""
+        self._deletes.append(letter_id)
         if not self._scheduled:
             self._scheduled = True
             self.loop.call_soon(self._commit)
@@ -130,6 +139,9 @@ class Committer:
     def _commit(self) -> None:
         self._scheduled = False
         batch, self._pending = self._pending, []
+        if self._deletes:
+            batch.insert(0, (st.op_delete_letters(self._deletes), None))
+            self._deletes = []
         if not batch:
             return
         try:
@@ -223,6 +235,11 @@ class PostOffice:
         self._tasks: set[asyncio.Task[None]] = set()
         self.port = 0
         self.refused_connections = 0
+        # Letters stored since start, by id, so that delivery needs no SELECT; bounded,
+        # the store has them all anyway.
+        self.cache: dict[int, tuple[str, bytes]] = {}
+        self.cache_bytes = 0
+        self.cache_limit = 32 * 1024 * 1024
 
     # -- life cycle -------------------------------------------------------------------
     async def start(self) -> int:
@@ -297,6 +314,11 @@ class PostOffice:
         if box is not None:
             return [box]
         return list(self.groups.get(name, {}).values())
+
+    def uncache(self, letter_id: int) -> None:
+        letter = self.cache.pop(letter_id, None)
+        if letter is not None:
+            self.cache_bytes -= len(letter[1])
 
     def write_later(self, operation: Callable[[Any], Any]) -> None:
         """Submit a write nobody waits for (taking delivered letters out): a crash before
@@ -502,7 +524,11 @@ class Clerk(asyncio.Protocol):
             if proto.closed:
                 self._close()
                 break
-        self._flush()
+        # While a step waits (a commit, mail), the REQDATA answers already buffered are
+        # for steps whose data has arrived: the client sent ahead and waits for them all,
+        # so they go out together with the final answer, in one write.
+        if not self._busy:
+            self._flush()
 
     def _handle(self, event: object) -> None:
         pos = self.proto.position
@@ -648,12 +674,16 @@ class Clerk(asyncio.Protocol):
             self._reply(Response.NOAUTH)
             return
         removed = await office.write(st.op_remove_box(box.box_id))
+        for letter_id in box.letters:
+            office.uncache(letter_id)
         office.drop_box(box)
         self._release("removed")
         self._reply(Response.REQGRANTED if removed else Response.NONEXISTBOX)
 
     async def _empty_box(self, box: Box) -> None:
         await self.office.write(st.op_empty_box(box.box_id))
+        for letter_id in box.letters:
+            self.office.uncache(letter_id)
         box.letters.clear()
         self._in_flight = None
         self._reply(Response.REQGRANTED)
@@ -701,6 +731,9 @@ class Clerk(asyncio.Protocol):
                 if letter_id is None or box.removed:
                     continue
                 delivered += 1
+                if office.cache_bytes + len(data) <= office.cache_limit:
+                    office.cache[letter_id] = (sender.name, data)
+                    office.cache_bytes += len(data)
                 box.letters.append(letter_id)
                 box.mail_arrived()
                 if office.tracer.active:
@@ -745,6 +778,7 @@ class Clerk(asyncio.Protocol):
         if letter_id is not None and box is not None:
             if box.letters and box.letters[0] == letter_id:
                 box.letters.popleft()
+            self.office.uncache(letter_id)
             operation = st.op_delete_letters([letter_id])
             if request is Request.SATIATED:
                 self._busy = True
@@ -756,7 +790,7 @@ class Clerk(asyncio.Protocol):
 
                 committer.submit(operation, deleted)
                 return
-            committer.submit(operation)
+            committer.forget(letter_id)
         if request is Request.SATIATED:
             self._reply(Response.REQGRANTED)
             return
@@ -776,7 +810,7 @@ class Clerk(asyncio.Protocol):
         assert box is not None and store is not None
         while box.letters:
             letter_id = box.letters[0]
-            letter = store.fetch(letter_id)
+            letter = self.office.cache.get(letter_id) or store.fetch(letter_id)
             if letter is None:  # emptied meanwhile
                 box.letters.popleft()
                 continue
