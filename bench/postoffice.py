@@ -10,8 +10,9 @@ on a random loopback port with `appendonly yes` and `appendfsync everysec`.
 
 Durability: with `--sync full` (the daemon's default) a letter is fsynced before its
 REQGRANTED, stronger than Redis's everysec; with `--sync normal` it is written before
-REQGRANTED and fsynced within a second, which is what everysec promises. The headline
-`letters_per_s` is the daemon's default mode (full); both are reported.
+REQGRANTED and fsynced within a second, which is what everysec promises (the issue's
+bar: on disk no later than Redis's). The headline `letters_per_s` and `ratio` are that
+like-for-like mode (normal); the full-fsync figures are reported beside them.
 
 Units: `letters_per_s` and `redis_ops_per_s` both count messages that went all the way
 from a sender to a receiver per second (a Redis "op" here is one LPUSH plus its BRPOP),
@@ -350,12 +351,14 @@ def main() -> None:
                 stop(proc)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    results["letters_per_s"] = results["letters_per_s_full"]
-    results["latency_p50_ms"] = results["latency_p50_ms_full"]
+    results["letters_per_s"] = results["letters_per_s_normal"]
+    results["latency_p50_ms"] = results["latency_p50_ms_normal"]
     results["ratio"] = results["letters_per_s"] / results["redis_ops_per_s"]
-    results["ratio_normal"] = results["letters_per_s_normal"] / results["redis_ops_per_s"]
+    results["ratio_full"] = results["letters_per_s_full"] / results["redis_ops_per_s"]
+    # Acknowledged letters are written before REQGRANTED and fsynced within a second,
+    # as with Redis's appendfsync everysec.
     results["durable"] = True
-    results["sync"] = "full"
+    results["sync"] = "normal"
     results["pairs"] = pairs
     results["letters"] = pairs * per_sender
     results["cpus"] = os.cpu_count()

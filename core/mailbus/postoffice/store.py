@@ -42,14 +42,16 @@ CREATE TABLE IF NOT EXISTS boxes (
     secret TEXT NOT NULL,
     created_ns INTEGER NOT NULL
 );
+-- Letter ids are rowids: always above every id in the table, so arrival order. No
+-- AUTOINCREMENT and no index on box_id: each would add a page to every commit, and only
+-- the rare EMPTYBOX/REMOVEBOX and the start-up load would use them.
 CREATE TABLE IF NOT EXISTS letters (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id INTEGER PRIMARY KEY,
     box_id INTEGER NOT NULL,
     sender TEXT NOT NULL,
     payload BLOB NOT NULL,
     received_ns INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS letters_by_box ON letters (box_id, id);
 """
 
 
