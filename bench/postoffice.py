@@ -256,11 +256,12 @@ def po_latency(port: int, count: int) -> list[float]:
         client = PostOfficeClient("127.0.0.1", port)
         client.check_out("lat.r", "pw")
         go.set()
-        samples = []
+        samples: list[float] = []
         while len(samples) < count:
-            for letter in client.get_mail(5.0):
+            for letter in client.get_mail(30.0):
                 samples.append((time.monotonic_ns() - int(letter.payload)) / 1e6)
-                break
+                if len(samples) >= count:
+                    break
         out.put(samples)
         client.close()
 
@@ -310,46 +311,53 @@ def redis_latency(port: int, count: int) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--pairs", type=int, default=4, help="sender/receiver process pairs")
+    parser.add_argument("--pairs", type=int, default=2, help="sender/receiver process pairs")
+    parser.add_argument("--rounds", type=int, default=0, help="rounds per system")
     args = parser.parse_args()
-    per_sender = 1500 if args.quick else 6000
+    per_sender = 1500 if args.quick else 5000
+    rounds = args.rounds or (2 if args.quick else 4)
     latency_count = 200 if args.quick else 1000
     pairs = args.pairs
     work = Path(tempfile.mkdtemp(prefix="bench-postoffice-"))
     results: dict[str, Any] = {}
+    procs: list[subprocess.Popen[bytes]] = []
     try:
         redis_proc, redis_port = start_redis(work)
-        try:
-            log(f"redis-server on {redis_port} (appendonly yes, appendfsync everysec)")
-            rates = []
-            for round_ in range(2):
-                rate = throughput("redis", redis_port, pairs, per_sender, lambda names: None)
-                log(f"redis round {round_ + 1}: {rate:,.0f} msgs/s")
-                rates.append(rate)
-            results["redis_ops_per_s"] = max(rates)
-            lat = redis_latency(redis_port, latency_count)
-            results["redis_latency_p50_ms"] = percentile(lat, 0.5)
-            log(f"redis latency p50 {results['redis_latency_p50_ms']:.3f} ms")
-        finally:
-            stop(redis_proc)
-        for sync in ("full", "normal"):
-            store = work / f"po-{sync}" / "postoffice.db"
-            proc, port = start_postoffice(store, sync)
-            try:
-                log(f"postoffice --sync {sync} on {port}")
-                rates = []
-                for round_ in range(2):
-                    rate = throughput("po", port, pairs, per_sender, po_prepare(port))
-                    log(f"postoffice {sync} round {round_ + 1}: {rate:,.0f} letters/s")
-                    rates.append(rate)
-                results[f"letters_per_s_{sync}"] = max(rates)
-                lat = po_latency(port, latency_count)
-                results[f"latency_p50_ms_{sync}"] = percentile(lat, 0.5)
-                results[f"latency_p95_ms_{sync}"] = percentile(lat, 0.95)
-                log(f"postoffice {sync} latency p50 {results[f'latency_p50_ms_{sync}']:.3f} ms")
-            finally:
-                stop(proc)
+        procs.append(redis_proc)
+        log(f"redis-server on {redis_port} (appendonly yes, appendfsync everysec)")
+        ports = {}
+        for sync in ("normal", "full"):
+            proc, ports[sync] = start_postoffice(work / f"po-{sync}" / "postoffice.db", sync)
+            procs.append(proc)
+            log(f"postoffice --sync {sync} on {ports[sync]}")
+        # The machine is shared and noisy: the systems take turns, round after round,
+        # so that each sees the same conditions; the best round of each is reported.
+        rates: dict[str, list[float]] = {"redis": [], "normal": [], "full": []}
+        for round_ in range(rounds):
+            rate = throughput("redis", redis_port, pairs, per_sender, lambda names: None)
+            rates["redis"].append(rate)
+            log(f"round {round_ + 1}: redis {rate:,.0f} msgs/s")
+            for sync in ("normal", "full"):
+                port = ports[sync]
+                rate = throughput("po", port, pairs, per_sender, po_prepare(port))
+                rates[sync].append(rate)
+                log(f"round {round_ + 1}: postoffice {sync} {rate:,.0f} letters/s")
+        results["redis_ops_per_s"] = max(rates["redis"])
+        results["redis_ops_per_s_rounds"] = [round(r) for r in rates["redis"]]
+        for sync in ("normal", "full"):
+            results[f"letters_per_s_{sync}"] = max(rates[sync])
+            results[f"letters_per_s_{sync}_rounds"] = [round(r) for r in rates[sync]]
+        lat = redis_latency(redis_port, latency_count)
+        results["redis_latency_p50_ms"] = percentile(lat, 0.5)
+        log(f"redis latency p50 {results['redis_latency_p50_ms']:.3f} ms")
+        for sync in ("normal", "full"):
+            lat = po_latency(ports[sync], latency_count)
+            results[f"latency_p50_ms_{sync}"] = percentile(lat, 0.5)
+            results[f"latency_p95_ms_{sync}"] = percentile(lat, 0.95)
+            log(f"postoffice {sync} latency p50 {results[f'latency_p50_ms_{sync}']:.3f} ms")
     finally:
+        for proc in procs:
+            stop(proc)
         shutil.rmtree(work, ignore_errors=True)
     results["letters_per_s"] = results["letters_per_s_normal"]
     results["latency_p50_ms"] = results["latency_p50_ms_normal"]
@@ -360,7 +368,7 @@ def main() -> None:
     results["durable"] = True
     results["sync"] = "normal"
     results["pairs"] = pairs
-    results["letters"] = pairs * per_sender
+    results["letters_per_round"] = pairs * per_sender
     results["cpus"] = os.cpu_count()
     print(json.dumps(results))
 

@@ -85,6 +85,7 @@ class BoxStatus:
 
 
 Done = Callable[[Any, BaseException | None], None]
+CHECKPOINT_BATCHES = 500
 
 
 class Committer:
@@ -105,6 +106,9 @@ class Committer:
         self._unsynced: list[tuple[Done, Any]] = []
         self._syncing: asyncio.Future[None] | None = None
         self._dirty_timer: asyncio.TimerHandle | None = None
+        self._maintaining = False
+        self._maintenance: asyncio.Future[None] | None = None
+        self._batches_at_checkpoint = 0
 
     def submit(self, operation: Callable[[Any], Any], done: Done | None = None) -> None:
         """Queue `operation`; `done(result, error)` runs once it is committed (and, in
@@ -153,14 +157,16 @@ class Committer:
                     done(None, exc)
             return
         pairs = [(done, r) for (_, done), r in zip(batch, results, strict=True) if done]
+        if self._dirty_timer is None:
+            self._dirty_timer = self.loop.call_later(1.0, self._periodic_sync)
+        if self.store.batches - self._batches_at_checkpoint >= CHECKPOINT_BATCHES:
+            self._maintain()  # keep the WAL short under load too
         if self.full:
             self._unsynced.extend(pairs)
             self._start_sync()
             return
         for done, result in pairs:
             done(result, None)
-        if self._dirty_timer is None:
-            self._dirty_timer = self.loop.call_later(1.0, self._periodic_sync)
 
     def _start_sync(self) -> None:
         if self._syncing is not None or not self._unsynced:
@@ -181,15 +187,37 @@ class Committer:
         syncing.add_done_callback(synced)
 
     def _periodic_sync(self) -> None:
+        """Within a second of a commit: fsync the WAL ("normal" mode's promise) and
+        checkpoint it, in the executor."""
         self._dirty_timer = None
-        future = self.loop.run_in_executor(None, self.store.sync_wal)
-        future.add_done_callback(_log_failure)
+        self._maintain()
+
+    def _maintain(self) -> None:
+        if self._maintaining:
+            return
+        self._maintaining = True
+        self._batches_at_checkpoint = self.store.batches
+
+        def run() -> None:
+            self.store.sync_wal()
+            self.store.checkpoint()
+
+        future = self.loop.run_in_executor(None, run)
+        self._maintenance = future
+
+        def finished(_: object) -> None:
+            self._maintaining = False
+            _log_failure(future)
+
+        future.add_done_callback(finished)
 
     async def close(self) -> None:
         """Commit what is pending and wait until it is durable."""
         self._commit()
         while self._syncing is not None:
             await asyncio.shield(self._syncing)
+        if self._maintenance is not None:  # the store closes next: let it finish
+            await asyncio.gather(self._maintenance, return_exceptions=True)
         if self._dirty_timer is not None:
             self._dirty_timer.cancel()
             self._dirty_timer = None

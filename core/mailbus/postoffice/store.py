@@ -144,8 +144,10 @@ def _open_database(path: Path) -> sqlite3.Connection:
         if mode != "wal":
             raise StoreError(f"{path}: cannot switch to WAL mode (got {mode})")
         # Commits are not fsynced by SQLite: Store.sync_wal does it, off the loop thread.
-        # Checkpoints still fsync (WAL before, database after) in NORMAL mode.
+        # Checkpoints still fsync (WAL before, database after) in NORMAL mode, and run
+        # off the loop thread too (Store.checkpoint), so the writer never does one.
         conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
         conn.executescript(_SCHEMA)
         check = conn.execute("PRAGMA quick_check").fetchone()[0]
         if check != "ok":
@@ -172,6 +174,9 @@ class Store:
         self.sync = sync
         self._conn = _open_database(self.path)
         self._wal_fd = os.open(str(self.path) + "-wal", os.O_RDONLY | os.O_CREAT, 0o600)
+        # A second connection, used only by `checkpoint` (from another thread).
+        self._checkpointer = _connect(self.path)
+        self._checkpointer.execute("PRAGMA synchronous = NORMAL")
         self.batches = 0
         self.operations = 0
         self.syncs = 0
@@ -179,9 +184,20 @@ class Store:
     def close(self) -> None:
         if self._wal_fd >= 0:
             self.sync_wal()
+            self.checkpoint()
             os.close(self._wal_fd)
             self._wal_fd = -1
+            self._checkpointer.close()
             self._conn.close()
+
+    def checkpoint(self) -> None:
+        """Copy committed pages from the WAL into the database (fsyncing the WAL first
+        and the database after), so the WAL is recycled. PASSIVE: never waits for the
+        writer, which may go on committing meanwhile. Run it off the loop thread."""
+        try:
+            self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"checkpoint of {self.path} failed: {exc}") from exc
 
     def run_batch(self, operations: list[Callable[[sqlite3.Connection], Any]]) -> list[Any]:
         """Run `operations` in one transaction and return their results; if one fails,
