@@ -19,6 +19,7 @@ as an `InvalidName` / `OversizedPayload` event, which the clerk refuses with a c
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
 from collections.abc import Mapping
@@ -401,6 +402,7 @@ _BAD = _steps((None, (R.BADCOMMAND,)))
 ANYTIME = frozenset((Response.SHUTDOWN, Response.COMMTIMEOUT))
 
 
+@functools.lru_cache(maxsize=128)
 def allowed_replies(request: Request | None, step: int) -> frozenset[Response]:
     """Replies the server may give at `step` of `request` (None: an unknown code)."""
     steps = _BAD if request is None else SEQUENCES[request]
@@ -430,11 +432,20 @@ class Position:
     loop_request: Request | None = None  # what the client sent inside the mail loop
 
 
+@functools.lru_cache(maxsize=256)
+def _at(
+    phase: Phase, request: Request | None = None, step: int = 0, loop: Request | None = None
+) -> Position:
+    """The (interned) Position: conversations move through a few dozen of them, so
+    they are built once instead of at every frame."""
+    return Position(phase, request, step, loop)
+
+
 def _after_reply(pos: Position, response: Response) -> Position:
     """The position after the server's reply `response` at `pos` (StateError if the
     reply is not allowed there)."""
     if response in ANYTIME:
-        return Position(Phase.CLOSED)
+        return _at(Phase.CLOSED)
     if pos.phase is Phase.REPLY:
         allowed = allowed_replies(pos.request, pos.step)
         if response not in allowed:
@@ -443,11 +454,11 @@ def _after_reply(pos: Position, response: Response) -> Position:
         if response is Response.REQDATA:
             assert pos.request is not None
             if pos.request is Request.GETMAIL and pos.step == 1:
-                return Position(Phase.MAIL_LOOP, Request.GETMAIL)
-            return Position(Phase.DATA, pos.request, pos.step + 1)
+                return _at(Phase.MAIL_LOOP, Request.GETMAIL)
+            return _at(Phase.DATA, pos.request, pos.step + 1)
         if pos.request is Request.DISCONNECT:
-            return Position(Phase.CLOSED)
-        return Position(Phase.IDLE)
+            return _at(Phase.CLOSED)
+        return _at(Phase.IDLE)
     if pos.phase is Phase.MAIL_REPLY:
         loop = pos.loop_request
         if loop is Request.NEXTLETTER:
@@ -459,8 +470,8 @@ def _after_reply(pos: Position, response: Response) -> Position:
         if response not in allowed:
             raise StateError(f"{response.name} is not an answer inside GETMAIL")
         if response in (Response.MAILTIMEOUT, Response.REQGRANTED):
-            return Position(Phase.IDLE)
-        return Position(Phase.MAIL_LOOP, Request.GETMAIL)
+            return _at(Phase.IDLE)
+        return _at(Phase.MAIL_LOOP, Request.GETMAIL)
     raise StateError(f"no reply is due ({pos.phase.value})")
 
 
@@ -471,7 +482,7 @@ def _after_code(pos: Position, code: int) -> Position:
             request: Request | None = Request(code)
         except ValueError:
             request = None
-        return Position(Phase.REPLY, request, 0)
+        return _at(Phase.REPLY, request, 0)
     if pos.phase is Phase.MAIL_LOOP:
         try:
             loop: Request | None = Request(code)
@@ -479,7 +490,7 @@ def _after_code(pos: Position, code: int) -> Position:
             loop = None
         if loop not in (Request.NEXTLETTER, Request.SATIATED):
             loop = None
-        return Position(Phase.MAIL_REPLY, Request.GETMAIL, 0, loop)
+        return _at(Phase.MAIL_REPLY, Request.GETMAIL, 0, loop)
     raise StateError(f"a request code is not expected ({pos.phase.value})")
 
 
@@ -503,7 +514,7 @@ class ServerProtocol:
 
     def __init__(self, limits: Limits | None = None) -> None:
         self._decoder = Decoder(limits)
-        self._pos = Position()
+        self._pos = _at(Phase.IDLE)
         self._eof = False
 
     @property
@@ -542,7 +553,7 @@ class ServerProtocol:
         if value is NEED_DATA:
             if self._eof:
                 mid = self.mid_command or self._decoder.buffered > 0
-                self._pos = Position(Phase.CLOSED)
+                self._pos = _at(Phase.CLOSED)
                 return EndOfStream(mid)
             return NEED_DATA
         if field is Field.CODE:
@@ -556,7 +567,7 @@ class ServerProtocol:
             if new.request is None:
                 return UnknownCommand(value)
             return Command(new.request)
-        self._pos = Position(Phase.REPLY, pos.request, pos.step)
+        self._pos = _at(Phase.REPLY, pos.request, pos.step)
         assert isinstance(value, Name | Digest | Payload | Timeout | InvalidName | OversizedPayload)
         return value
 
@@ -578,8 +589,8 @@ class ClientProtocol:
 
     def __init__(self, limits: Limits | None = None) -> None:
         self._decoder = Decoder(limits)
-        self._recv_pos = Position()  # what the next reply answers
-        self._send_pos = Position()  # where the next frame goes, assuming REQDATA
+        self._recv_pos = _at(Phase.IDLE)  # what the next reply answers
+        self._send_pos = _at(Phase.IDLE)  # where the next frame goes, assuming REQDATA
         self._in_flight: list[Position] = []  # positions whose replies are pending
         self._eof = False
         self._mail_sender: str | None = None
@@ -617,7 +628,7 @@ class ClientProtocol:
             }
             if field is Field.CODE or not isinstance(frame, kinds[field]):
                 raise StateError(f"{type(frame).__name__} sent where {field.value} is due")
-            after = Position(Phase.REPLY, pos.request, pos.step)
+            after = _at(Phase.REPLY, pos.request, pos.step)
         data = encode(frame)
         self._in_flight.append(after)
         self._send_pos = self._predict(after)
@@ -699,7 +710,7 @@ class ClientProtocol:
         return NEED_DATA
 
     def _close(self) -> None:
-        self._recv_pos = self._send_pos = Position(Phase.CLOSED)
+        self._recv_pos = self._send_pos = _at(Phase.CLOSED)
         self._in_flight.clear()
 
     def _reply(self, pos: Position, response: Response) -> Reply:
