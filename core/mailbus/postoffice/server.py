@@ -418,7 +418,7 @@ class Clerk(asyncio.Protocol):
         office = self.office
         if len(office.clerks) >= self.config.max_connections:
             office.refused_connections += 1
-            transport.write(bytes((Response.SHUTDOWN,)))
+            self.transport.write(bytes((Response.SHUTDOWN,)))
             transport.close()
             self._lost = True
             return
