@@ -11,11 +11,12 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mailbus.postoffice.protocol import DEFAULT_PORT
-from mailbus.postoffice.server import PostOffice, ServerConfig
-from mailbus.postoffice.store import HashParams, StoreError, list_mailboxes
+
+if TYPE_CHECKING:  # the daemon's modules load only when a subcommand runs
+    from mailbus.postoffice.server import ServerConfig
 
 
 def default_store() -> Path:
@@ -45,6 +46,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    from mailbus.postoffice.server import ServerConfig
+    from mailbus.postoffice.store import HashParams
+
     return ServerConfig(
         store_path=args.store or default_store(),
         host=args.host,
@@ -65,6 +69,8 @@ def run_serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    from mailbus.postoffice.store import StoreError
+
     config = config_from_args(args)
     with contextlib.suppress(ValueError):
         if not ipaddress.ip_address(config.host).is_loopback:
@@ -81,6 +87,8 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 async def _serve(config: ServerConfig) -> None:
+    from mailbus.postoffice.server import PostOffice
+
     office = PostOffice(config)
     await office.start()
     # One line on stdout, so that a parent process learns the port when it asked for 0.
@@ -96,6 +104,8 @@ async def _serve(config: ServerConfig) -> None:
 
 
 def run_boxes(args: argparse.Namespace) -> int:
+    from mailbus.postoffice.store import StoreError, list_mailboxes
+
     try:
         boxes = list_mailboxes(args.store or default_store())
     except StoreError as exc:
