@@ -105,3 +105,32 @@ def test_cli_refuses_a_corrupt_store(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert "not a usable PostOffice store" in result.stderr
+
+
+def test_cli_trace_log_records_events_without_passwords(
+    spawn_daemon: Callable[..., DaemonProcess], tmp_path: Path
+) -> None:
+    import json
+
+    log = tmp_path / "trace.jsonl"
+    proc = spawn_daemon("--trace-log", str(log))
+    with proc.client() as client:
+        client.create_box("trace.me", "Sekr1t-pw")
+        with pytest.raises(NotAuthorized):
+            client.check_out("trace.me", "Wr0ng-pw")
+        client.check_out("trace.me", "Sekr1t-pw")
+        client.send("trace.me", b"hi")
+        assert [x.payload for x in client.get_mail(0)] == [b"hi"]
+    assert proc.terminate() == 0
+    text = log.read_text()
+    kinds = [json.loads(line)["kind"] for line in text.splitlines()]
+    for kind in (
+        "postoffice.box_created",
+        "postoffice.auth_failed",
+        "postoffice.checked_out",
+        "postoffice.letter_in",
+        "postoffice.letter_out",
+        "postoffice.returned",
+    ):
+        assert kind in kinds
+    assert "Sekr1t" not in text and "Wr0ng" not in text

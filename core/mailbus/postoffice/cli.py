@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import ipaddress
+import json
 import logging
 import os
 import signal
@@ -17,6 +18,7 @@ from mailbus.postoffice.protocol import DEFAULT_PORT
 
 if TYPE_CHECKING:  # the daemon's modules load only when a subcommand runs
     from mailbus.postoffice.server import ServerConfig
+    from mailbus.trace import TraceEvent, Tracer
 
 
 def default_store() -> Path:
@@ -38,6 +40,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     serve.add_argument("--max-boxes-per-connection", type=int, default=64)
     serve.add_argument("--max-letters-per-box", type=int, default=100_000)
     serve.add_argument("--hash-cost", type=int, default=14, help="scrypt log2(N)")
+    serve.add_argument(
+        "--trace-log", type=Path, default=None, help="append trace events as JSON lines"
+    )
     serve.add_argument("--verbose", "-v", action="store_true")
     serve.set_defaults(handler=run_serve)
     boxes = sub.add_parser("boxes", help="list mailboxes with their letter counts")
@@ -76,7 +81,7 @@ def run_serve(args: argparse.Namespace) -> int:
         if not ipaddress.ip_address(config.host).is_loopback:
             print(f"warning: listening on {config.host}, not loopback", file=sys.stderr)
     try:
-        asyncio.run(_serve(config))
+        asyncio.run(_serve(config, args.trace_log))
     except StoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -86,10 +91,34 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve(config: ServerConfig) -> None:
+def _trace_to_file(path: Path) -> tuple[Tracer, Any]:
+    """A tracer that appends each event as one JSON line (for the workbench to tail)."""
+    from mailbus.trace import Tracer
+
+    tracer = Tracer()
+    stream = path.open("a", encoding="utf-8")
+
+    def write(event: TraceEvent) -> None:
+        record = {
+            "kind": event.kind,
+            "time_ns": event.time_ns,
+            "name": event.name,
+            "size": event.size,
+            "detail": event.detail,
+            "extra": dict(event.extra),
+        }
+        stream.write(json.dumps(record, default=str) + "\n")
+        stream.flush()
+
+    tracer.add_listener(write)
+    return tracer, stream
+
+
+async def _serve(config: ServerConfig, trace_log: Path | None = None) -> None:
     from mailbus.postoffice.server import PostOffice
 
-    office = PostOffice(config)
+    tracer, stream = _trace_to_file(trace_log) if trace_log else (None, None)
+    office = PostOffice(config, tracer)
     await office.start()
     # One line on stdout, so that a parent process learns the port when it asked for 0.
     print(f"postoffice listening on {config.host}:{office.port}", flush=True)
@@ -101,6 +130,8 @@ async def _serve(config: ServerConfig) -> None:
         await stop.wait()
     finally:
         await office.stop()
+        if stream is not None:
+            stream.close()
 
 
 def run_boxes(args: argparse.Namespace) -> int:
