@@ -24,6 +24,7 @@ import re
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import field as dc_field
 from enum import Enum, IntEnum
 
 DEFAULT_PORT = 8228
@@ -251,6 +252,10 @@ class Limits:
     max_buffer_bytes: int = 1024 * 1024
 
 
+_CODE_BYTES = {code: bytes((code,)) for code in Response}
+_RESPONSE_OF: dict[int, Response] = {int(code): code for code in Response}
+
+
 class Decoder:
     """Reads typed fields from a byte stream that arrives in arbitrary chunks.
 
@@ -430,18 +435,59 @@ class Position:
     request: Request | None = None
     step: int = 0
     loop_request: Request | None = None  # what the client sent inside the mail loop
+    # A small int naming this position, for the transition memos (set by _at).
+    key: int = dc_field(default=-1, compare=False, repr=False)
 
 
-@functools.lru_cache(maxsize=256)
+_POSITIONS: dict[tuple[Phase, Request | None, int, Request | None], Position] = {}
+
+
 def _at(
     phase: Phase, request: Request | None = None, step: int = 0, loop: Request | None = None
 ) -> Position:
-    """The (interned) Position: conversations move through a few dozen of them, so
-    they are built once instead of at every frame."""
-    return Position(phase, request, step, loop)
+    """The interned Position: conversations move through a few dozen of them, built
+    once each, so that transitions can be memoized by `key`."""
+    index = (phase, request, step, loop)
+    pos = _POSITIONS.get(index)
+    if pos is None:
+        pos = _POSITIONS[index] = Position(phase, request, step, loop, len(_POSITIONS))
+    return pos
+
+
+# Transitions are pure functions of (position, code): memoized per interned position.
+# A transition that raises StateError is not memoized (it is an error every time).
+_REPLY_MEMO: dict[tuple[int, int], Position] = {}
+_CODE_MEMO: dict[tuple[int, int], Position] = {}
 
 
 def _after_reply(pos: Position, response: Response) -> Position:
+    key = (pos.key, response)
+    after = _REPLY_MEMO.get(key)
+    if after is None:
+        after = _REPLY_MEMO[key] = _reply_transition(pos, response)
+    return after
+
+
+def _after_code(pos: Position, code: int) -> Position:
+    key = (pos.key, code)
+    after = _CODE_MEMO.get(key)
+    if after is None:
+        after = _CODE_MEMO[key] = _code_transition(pos, code)
+    return after
+
+
+_DATA_MEMO: dict[int, Position] = {}
+
+
+def _after_data(pos: Position) -> Position:
+    """The position after the client sent the data its step asked for."""
+    after = _DATA_MEMO.get(pos.key)
+    if after is None:
+        after = _DATA_MEMO[pos.key] = _at(Phase.REPLY, pos.request, pos.step)
+    return after
+
+
+def _reply_transition(pos: Position, response: Response) -> Position:
     """The position after the server's reply `response` at `pos` (StateError if the
     reply is not allowed there)."""
     if response in ANYTIME:
@@ -475,7 +521,15 @@ def _after_reply(pos: Position, response: Response) -> Position:
     raise StateError(f"no reply is due ({pos.phase.value})")
 
 
-def _after_code(pos: Position, code: int) -> Position:
+_FRAME_OF: Mapping[Field, type] = {
+    Field.NAME: Name,
+    Field.DIGEST: Digest,
+    Field.PAYLOAD: Payload,
+    Field.TIMEOUT: Timeout,
+}
+
+
+def _code_transition(pos: Position, code: int) -> Position:
     """The position after the client sent code byte `code` at `pos`."""
     if pos.phase is Phase.IDLE:
         try:
@@ -567,7 +621,7 @@ class ServerProtocol:
             if new.request is None:
                 return UnknownCommand(value)
             return Command(new.request)
-        self._pos = _at(Phase.REPLY, pos.request, pos.step)
+        self._pos = _after_data(pos)
         assert isinstance(value, Name | Digest | Payload | Timeout | InvalidName | OversizedPayload)
         return value
 
@@ -576,6 +630,11 @@ class ServerProtocol:
         response = Response.INMAIL if isinstance(frame, Mail) else frame.response
         self._pos = _after_reply(self._pos, response)
         return encode(frame)
+
+    def reply(self, response: Response) -> bytes:
+        """`send(Reply(response))` without building the frame (the clerk's hot path)."""
+        self._pos = _after_reply(self._pos, response)
+        return _CODE_BYTES[response]
 
 
 # -- client role ----------------------------------------------------------------------
@@ -620,15 +679,9 @@ class ClientProtocol:
                 raise StateError(f"{frame.request.name} sent where {field.value} is due")
             after = _after_code(pos, frame.request)
         else:
-            kinds: dict[Field, type] = {
-                Field.NAME: Name,
-                Field.DIGEST: Digest,
-                Field.PAYLOAD: Payload,
-                Field.TIMEOUT: Timeout,
-            }
-            if field is Field.CODE or not isinstance(frame, kinds[field]):
+            if field is Field.CODE or not isinstance(frame, _FRAME_OF[field]):
                 raise StateError(f"{type(frame).__name__} sent where {field.value} is due")
-            after = _at(Phase.REPLY, pos.request, pos.step)
+            after = _after_data(pos)
         data = encode(frame)
         self._in_flight.append(after)
         self._send_pos = self._predict(after)
@@ -670,10 +723,9 @@ class ClientProtocol:
             if value is NEED_DATA:
                 return self._need_data()
             assert isinstance(value, int)
-            try:
-                response = Response(value)
-            except ValueError:
-                raise ProtocolError(f"unknown response code {value}") from None
+            response = _RESPONSE_OF.get(value)
+            if response is None:
+                raise ProtocolError(f"unknown response code {value}")
             if response is Response.INMAIL and pos.loop_request is Request.NEXTLETTER:
                 _after_reply(pos, response)  # checks it is allowed
                 self._mail_stage = 1

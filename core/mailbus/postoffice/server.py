@@ -483,7 +483,7 @@ class Clerk(asyncio.Protocol):
         self._out += self.proto.send(frame)
 
     def _reply(self, response: Response) -> None:
-        self._out += self.proto.send(Reply(response))
+        self._out += self.proto.reply(response)
 
     def _flush(self) -> None:
         if self._out and self.transport is not None and not self._lost:
