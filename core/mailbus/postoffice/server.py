@@ -127,7 +127,9 @@ class Committer:
         letters are delivered again (the receivers drop duplicates by Message-ID), never
         that one is lost, and under load it halves the commits per letter."""
         self._deletes.append(letter_id)
-        if self._forget_timer is None and not self._scheduled:
+        if self._forget_timer is None:
+            # Not cancelled when a batch takes the deletes first: one timer per interval
+            # rather than a timer armed and cancelled per letter.
             self._forget_timer = self.loop.call_later(FORGET_DELAY_S, self._flush_deletes)
 
     def _flush_deletes(self) -> None:
@@ -156,9 +158,6 @@ class Committer:
         if self._deletes:
             batch.insert(0, (st.op_delete_letters(self._deletes), None))
             self._deletes = []
-            if self._forget_timer is not None:
-                self._forget_timer.cancel()
-                self._forget_timer = None
         if not batch:
             return
         try:
@@ -846,7 +845,14 @@ class Clerk(asyncio.Protocol):
             return
         self._busy = True
         self._waiting_mail = True
-        self._mail_timer = self.loop.call_later(remaining, self._mail_wait_over)
+        # One timer per GETMAIL deadline, left armed when mail comes first (arming and
+        # cancelling one per letter costs more than the letter).
+        timer = self._mail_timer
+        if timer is not None and timer.when() > self._deadline:
+            timer.cancel()
+            timer = None
+        if timer is None:
+            self._mail_timer = self.loop.call_at(self._deadline, self._mail_wait_over)
 
     def _deliver(self) -> bool:
         """Send the first letter of the box as INMAIL, if there is one."""
@@ -877,16 +883,17 @@ class Clerk(asyncio.Protocol):
 
     def _mail_wait_over(self) -> None:
         self._mail_timer = None
-        if self._waiting_mail:
-            if not self._deliver():
-                self._reply(Response.MAILTIMEOUT)
-            self._end_mail_wait()
+        if not self._waiting_mail:
+            return
+        if self.loop.time() < self._deadline:  # armed for an earlier GETMAIL
+            self._mail_timer = self.loop.call_at(self._deadline, self._mail_wait_over)
+            return
+        if not self._deliver():
+            self._reply(Response.MAILTIMEOUT)
+        self._end_mail_wait()
 
     def _end_mail_wait(self) -> None:
         self._waiting_mail = False
-        if self._mail_timer is not None:
-            self._mail_timer.cancel()
-            self._mail_timer = None
         if not self._lost:
             self._resume()
 
