@@ -28,6 +28,7 @@ from mailbus.postoffice.client import (
     ServerShutdown,
 )
 from mailbus.postoffice.protocol import Response
+from mailbus.postoffice.store import password_digest
 
 from .conftest import Daemon, wait_until
 
@@ -362,3 +363,29 @@ def test_closed_client_raises_connection_lost(daemon: Daemon) -> None:
     client.close()
     with pytest.raises(PostOfficeError):
         client.create_box("x.y", "pw")
+
+
+def test_negative_getmail_timeout_counts_as_zero(daemon: Daemon) -> None:
+    box(daemon, "neg.t").close()
+    raw = daemon.raw()
+    try:
+        raw.exchange(b"\x00", b"\x01")
+        raw.exchange(b"\x00\x05neg.t", b"\x01")
+        raw.exchange(password_digest("pw"), b"\x00")
+        raw.exchange(b"\x05", b"\x01")
+        raw.exchange(b"\xff\xff\xff\xff", b"\x05")  # -1 ms, nothing waiting: MAILTIMEOUT
+    finally:
+        raw.close()
+
+
+def test_a_full_group_member_is_skipped_and_reported(make_daemon: Callable[..., Daemon]) -> None:
+    daemon = make_daemon(max_letters_per_box=1)
+    a, b = box(daemon, "crowd.a"), box(daemon, "crowd.b")
+    a.send("crowd.b", b"fills b")
+    a.send("crowd", b"to all")  # b is full: a still gets it
+    assert [x.payload for x in a.get_mail(0)] == [b"to all"]
+    assert [x.payload for x in b.get_mail(0)] == [b"fills b"]
+    refused = [e for e in daemon.events if e.kind == "postoffice.letter_refused"]
+    assert [e.name for e in refused] == ["crowd.b"]
+    a.close()
+    b.close()

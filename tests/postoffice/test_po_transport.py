@@ -7,6 +7,8 @@ import os
 import selectors
 import subprocess
 import sys
+import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -255,3 +257,37 @@ def test_raw_client_sees_engine_letters_as_emails(
     assert letters and letters[0].sender == "peek.pub2.out"
     parsed = mailbus.from_bytes(letters[0].payload)
     assert parsed.subject == "peek/topic" and parsed.body == "look again"
+
+
+def test_peers_replace_the_group(
+    daemon: Daemon, participants: Callable[..., mailbus.Context]
+) -> None:
+    listed = participants("east.listed")
+    unlisted = participants("east.unlisted")
+    sender = participants("west.sender", peers=["east.listed"])
+    subs = {name: ctx.subscription("news") for name, ctx in (("l", listed), ("u", unlisted))}
+    sender.publisher("news").publish("for the listed only")
+    message = mailbus.wait_for_message(subs["l"], 10.0)
+    assert message is not None and message.body == "for the listed only"
+    # The unlisted member of the same group got nothing: nothing is in its box either.
+    daemon.wait_for(lambda: daemon.office.boxes["east.unlisted"].letters == deque())
+    assert subs["u"].take() is None
+
+
+def test_wake_returns_a_blocked_receive(daemon: Daemon) -> None:
+    from mailbus.postoffice.transport import create_transport
+    from mailbus.trace import Tracer
+
+    transport = create_transport(options(daemon.port, "wake.me"), Tracer())
+    try:
+        results: list[object] = []
+        thread = threading.Thread(target=lambda: results.append(transport.receiver.receive(60)))
+        thread.start()
+        daemon.wait_for(lambda: daemon.office.boxes["wake.me"].holder is not None)
+        wait_until(lambda: bool(daemon.office.boxes["wake.me"].holder._waiting_mail))  # type: ignore[union-attr]
+        transport.receiver.wake()
+        thread.join(10)
+        assert not thread.is_alive()
+        assert results == [[]]  # woken, and the wake-up letter is not handed on
+    finally:
+        transport.close()
