@@ -78,15 +78,50 @@ def test_error_codes_reachable_from_the_client(daemon: Daemon) -> None:
         assert list(client.get_mail(0)) == [Letter("a.b", b"to myself")]
 
 
-def test_bad_command_from_the_client_binding(daemon: Daemon) -> None:
+def test_unknown_code_is_bad_command(daemon: Daemon) -> None:
     raw = daemon.raw()
     try:
         raw.exchange(b"\x63", b"\x03")
+        raw.exchange(b"\x08", b"\x08")  # and the connection goes on
     finally:
         raw.close()
-    # The binding raises BadCommand for that code (what it would get for a NEXTLETTER
-    # sent outside GETMAIL by another implementation).
-    assert ERRORS[Response.BADCOMMAND] is BadCommand
+
+
+def answering(*answers: bytes) -> tuple[int, threading.Thread]:
+    """A stand-in server that reads one request code per answer and sends the answer:
+    how an older or smaller PostOffice refuses codes it does not know or offer."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        with listener:
+            listener.settimeout(10)
+            conn, _ = listener.accept()
+            with conn:
+                conn.settimeout(10)
+                for answer in answers:
+                    if not conn.recv(1):
+                        return
+                    conn.sendall(answer)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    return port, thread
+
+
+def test_refusals_of_other_servers_become_their_exceptions() -> None:
+    from mailbus.postoffice.client import ProtocolViolation, Unsupported
+
+    port, thread = answering(b"\x03", b"\x0e", b"\x06")
+    client = PostOfficeClient("127.0.0.1", port, timeout=10)
+    with pytest.raises(BadCommand):
+        client.return_box()
+    with pytest.raises(Unsupported):
+        client.empty()
+    with pytest.raises(ProtocolViolation):
+        client.return_box()  # BOXEXISTS is no answer to RETBOX: the client gives up
+    assert not client.connected
+    thread.join(10)
 
 
 def test_box_lock_across_two_clients_released_by_return_and_by_disconnect(daemon: Daemon) -> None:

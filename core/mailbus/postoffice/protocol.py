@@ -405,6 +405,7 @@ SEQUENCES: Mapping[Request, tuple[Step, ...]] = {
 _BAD = _steps((None, (R.BADCOMMAND,)))
 # The server may send these at any point; the connection ends after them.
 ANYTIME = frozenset((Response.SHUTDOWN, Response.COMMTIMEOUT))
+REFUSALS = frozenset((Response.BADCOMMAND, Response.UNSUPPORTED))
 
 
 @functools.lru_cache(maxsize=128)
@@ -415,6 +416,10 @@ def allowed_replies(request: Request | None, step: int) -> frozenset[Response]:
     more = frozenset((Response.REQDATA,)) if step + 1 < len(steps) else frozenset()
     if request is Request.GETMAIL and step == 1:
         more = frozenset((Response.REQDATA,))
+    if step == 0:
+        # Any request code may be refused outright by a server that does not know it
+        # (BADCOMMAND) or does not offer it (UNSUPPORTED); this daemon knows them all.
+        more |= REFUSALS
     return current.ends | more | ANYTIME
 
 
