@@ -9,8 +9,10 @@ default executor too (see `Committer`), so the loop keeps serving while a group 
 commits is made durable. SQLite's own work (an INSERT, a COMMIT without fsync) takes
 microseconds and runs on the loop, which keeps it single-threaded and free of locks.
 
-A clerk feeds the bytes it receives to `protocol.ServerProtocol` and answers the events
-it hands out; the protocol module checks that every answer is allowed where it is sent.
+A clerk is an asyncio.Protocol: it feeds the bytes it receives to
+`protocol.ServerProtocol` and answers the events it hands out at once, in the callback;
+the protocol module checks that every answer is allowed where it is sent. Only rare,
+slow steps (creating a box, checking a password) run as tasks.
 """
 
 from __future__ import annotations
