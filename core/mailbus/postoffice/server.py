@@ -477,6 +477,7 @@ class Clerk(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        self._clock = self.loop.time()
         self._process()
 
     # -- plumbing ----------------------------------------------------------------------
@@ -513,7 +514,8 @@ class Clerk(asyncio.Protocol):
             return
         limit = self.config.comm_timeout_s
         now = self.loop.time()
-        if self.proto.mid_command and not self._busy and now - self._clock >= limit:
+        waiting_on_us = self._busy or self._write_paused  # a slow reader is not a stall
+        if self.proto.mid_command and not waiting_on_us and now - self._clock >= limit:
             self.office.trace(
                 "postoffice.timeout",
                 name=self.box.name if self.box else "",
