@@ -424,3 +424,12 @@ def test_a_full_group_member_is_skipped_and_reported(make_daemon: Callable[..., 
     assert [e.name for e in refused] == ["crowd.b"]
     a.close()
     b.close()
+
+
+def test_large_letters_cross_in_many_partial_reads(daemon: Daemon) -> None:
+    client = box(daemon, "big.box")
+    payload = random.Random(7).randbytes(5 * 1024 * 1024)
+    client.send("big.box", payload)
+    letters = list(client.get_mail(0))
+    assert len(letters) == 1 and letters[0].payload == payload
+    client.close()
