@@ -222,10 +222,10 @@ class Store:
         return result
 
     def sync_wal(self) -> None:
-        """fsync the WAL: every commit made before this call survives a power cut.
+        """Sync the WAL to disk: every commit made before this call survives a power cut.
         Safe to call from another thread than the one writing."""
         try:
-            os.fsync(self._wal_fd)
+            os.fdatasync(self._wal_fd)  # the data and the size; what SQLite itself uses
         except OSError as exc:
             raise StoreError(f"cannot fsync {self.path}-wal: {exc}") from exc
         self.syncs += 1
