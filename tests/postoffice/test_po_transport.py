@@ -291,3 +291,26 @@ def test_wake_returns_a_blocked_receive(daemon: Daemon) -> None:
         assert results == [[]]  # woken, and the wake-up letter is not handed on
     finally:
         transport.close()
+
+
+def test_closing_the_transport_unblocks_a_receive_in_another_thread(daemon: Daemon) -> None:
+    from mailbus.postoffice.transport import create_transport
+    from mailbus.trace import Tracer
+
+    transport = create_transport(options(daemon.port, "close.me"), Tracer())
+    outcome: list[object] = []
+
+    def receive() -> None:
+        try:
+            outcome.append(transport.receiver.receive(60))
+        except TransportError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=receive)
+    thread.start()
+    daemon.wait_for(lambda: daemon.office.boxes["close.me"].holder is not None)
+    wait_until(lambda: bool(daemon.office.boxes["close.me"].holder._waiting_mail))  # type: ignore[union-attr]
+    transport.close()  # the sender closes first, so no wake-up letter can go
+    thread.join(10)
+    assert not thread.is_alive() and len(outcome) == 1
+    daemon.wait_for(lambda: daemon.office.boxes["close.me"].holder is None)

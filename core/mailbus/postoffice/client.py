@@ -16,6 +16,7 @@ again on its next GETMAIL. Not thread-safe: use one client per thread.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import socket
 import struct
@@ -404,6 +405,14 @@ class PostOfficeClient:
         checked out with)."""
         self._check(self._exchange([Command(Request.REMOVEBOX)], False), Response.REQGRANTED)
         self.box = None
+
+    def abort(self) -> None:
+        """Cut the connection without a word (from any thread): a call blocked in this
+        client returns with ConnectionLost. The daemon returns the box."""
+        sock = self._sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         """DISCONNECT (the daemon returns the box) and close the socket."""

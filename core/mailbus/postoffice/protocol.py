@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from enum import Enum, IntEnum
+from typing import cast
 
 DEFAULT_PORT = 8228
 DIGEST_SIZE = 16
@@ -253,6 +254,7 @@ class Limits:
 
 
 _CODE_BYTES = {code: bytes((code,)) for code in Response}
+_COMMANDS = {request: Command(request) for request in Request}
 _RESPONSE_OF: dict[int, Response] = {int(code): code for code in Response}
 
 
@@ -313,8 +315,12 @@ class Decoder:
             result, self._skip_result = self._skip_result, None
             return result
         if field is Field.CODE:
-            chunk = self._take(1)
-            return NEED_DATA if chunk is None else chunk[0]
+            buffer = self._buffer
+            if not buffer:
+                return NEED_DATA
+            code = buffer[0]
+            del buffer[:1]
+            return code
         if field is Field.DIGEST:
             chunk = self._take(DIGEST_SIZE)
             return NEED_DATA if chunk is None else Digest(chunk)
@@ -440,8 +446,10 @@ class Position:
     request: Request | None = None
     step: int = 0
     loop_request: Request | None = None  # what the client sent inside the mail loop
-    # A small int naming this position, for the transition memos (set by _at).
+    # A small int naming this position, for the transition memos, and what the client
+    # sends next there (both set by _at, for the hot path).
     key: int = dc_field(default=-1, compare=False, repr=False)
+    expects: Field | None = dc_field(default=None, compare=False, repr=False)
 
 
 _POSITIONS: dict[tuple[Phase, Request | None, int, Request | None], Position] = {}
@@ -455,7 +463,9 @@ def _at(
     index = (phase, request, step, loop)
     pos = _POSITIONS.get(index)
     if pos is None:
-        pos = _POSITIONS[index] = Position(phase, request, step, loop, len(_POSITIONS))
+        plain = Position(phase, request, step, loop)
+        pos = Position(phase, request, step, loop, len(_POSITIONS), expected_field(plain))
+        _POSITIONS[index] = pos
     return pos
 
 
@@ -603,10 +613,8 @@ class ServerProtocol:
 
     def next_event(self) -> ServerEvent | _Signal:
         pos = self._pos
-        field = expected_field(pos)
-        if pos.phase is Phase.CLOSED:
-            return PAUSED
-        if field is None:
+        field = pos.expects
+        if field is None:  # the clerk's turn to answer, or closed
             return PAUSED
         value = self._decoder.read(field)
         if value is NEED_DATA:
@@ -616,19 +624,12 @@ class ServerProtocol:
                 return EndOfStream(mid)
             return NEED_DATA
         if field is Field.CODE:
-            assert isinstance(value, int)
-            self._pos = _after_code(pos, value)
-            new = self._pos
-            if new.phase is Phase.MAIL_REPLY:
-                if new.loop_request is None:
-                    return UnknownCommand(value)
-                return Command(new.loop_request)
-            if new.request is None:
-                return UnknownCommand(value)
-            return Command(new.request)
+            code = cast(int, value)
+            new = self._pos = _after_code(pos, code)
+            request = new.loop_request if new.phase is Phase.MAIL_REPLY else new.request
+            return UnknownCommand(code) if request is None else _COMMANDS[request]
         self._pos = _after_data(pos)
-        assert isinstance(value, Name | Digest | Payload | Timeout | InvalidName | OversizedPayload)
-        return value
+        return cast(ServerEvent, value)
 
     def send(self, frame: ServerFrame) -> bytes:
         """Bytes of the clerk's answer; StateError if it is not allowed now."""
@@ -676,7 +677,7 @@ class ClientProtocol:
         pos = self._send_pos
         if pos.phase is Phase.CLOSED:
             raise StateError("the connection is closed")
-        field = expected_field(pos)
+        field = pos.expects
         if field is None:  # waiting for a reply we cannot predict (end of request)
             raise StateError(f"cannot send {frame!r} before the reply to the last step")
         if isinstance(frame, Command):

@@ -304,8 +304,18 @@ class PostOfficeReceiver(EmailReceiver):
     def close(self) -> None:
         self._closed = True
         self.wake()
-        with self._lock:
+        # If the wake-up letter could not go (the sender is closed already) and another
+        # thread is still blocked in GETMAIL, cut its socket: its letter in flight stays
+        # in the box for next time.
+        if not self._lock.acquire(timeout=2.0):
+            client = self._conn.client
+            if client is not None:
+                client.abort()
+            self._lock.acquire()
+        try:
             self._conn.close()
+        finally:
+            self._lock.release()
 
 
 def create_transport(options: Options, tracer: Tracer) -> Transport:
