@@ -28,7 +28,6 @@ rather than from the email's From header, which a sender could forge.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import threading
@@ -242,10 +241,14 @@ class PostOfficeSender(EmailSender):
             self.sent += 1
         self._conn.trace("postoffice.letter_in", size=len(data), extra={"to": target})
 
-    def wake_receiver(self) -> None:
-        """An empty letter to our own inbox makes a receiver blocked in GETMAIL return."""
-        with contextlib.suppress(TransportError):
+    def wake_receiver(self) -> bool:
+        """An empty letter to our own inbox makes a receiver blocked in GETMAIL return.
+        False if it could not be sent."""
+        try:
             self._send(self.opts.box, b"")
+        except TransportError:
+            return False
+        return True
 
     def close(self) -> None:
         with self._lock:
@@ -303,11 +306,11 @@ class PostOfficeReceiver(EmailReceiver):
 
     def close(self) -> None:
         self._closed = True
-        self.wake()
+        woken = self._sender.wake_receiver()
         # If the wake-up letter could not go (the sender is closed already) and another
         # thread is still blocked in GETMAIL, cut its socket: its letter in flight stays
         # in the box for next time.
-        if not self._lock.acquire(timeout=2.0):
+        if not self._lock.acquire(timeout=2.0 if woken else 0.0):
             client = self._conn.client
             if client is not None:
                 client.abort()
