@@ -134,3 +134,29 @@ def test_cli_trace_log_records_events_without_passwords(
     ):
         assert kind in kinds
     assert "Sekr1t" not in text and "Wr0ng" not in text
+
+
+def test_a_second_daemon_on_the_same_store_is_refused(
+    spawn_daemon: Callable[..., DaemonProcess], tmp_path: Path
+) -> None:
+    store = tmp_path / "shared" / "po.db"
+    spawn_daemon(store=store)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mailbus",
+            "postoffice",
+            "serve",
+            "--port",
+            "0",
+            "--store",
+            str(store),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert result.returncode == 1
+    assert "in use by another PostOffice daemon" in result.stderr

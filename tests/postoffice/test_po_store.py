@@ -114,3 +114,13 @@ def test_list_mailboxes_of_a_missing_store(tmp_path: Path) -> None:
 def test_sync_mode_is_checked(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         Store(tmp_path / "po.db", sync="sometimes")  # type: ignore[arg-type]
+
+
+def test_one_daemon_per_store(tmp_path: Path) -> None:
+    first = Store(tmp_path / "po.db")
+    try:
+        with pytest.raises(StoreError, match="in use by another PostOffice daemon"):
+            Store(tmp_path / "po.db")
+    finally:
+        first.close()
+    Store(tmp_path / "po.db").close()  # free again once the first is closed

@@ -20,6 +20,7 @@ a salted scrypt hash of that digest, compared in constant time.
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import hmac
 import os
@@ -157,6 +158,20 @@ def _open_database(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def _lock_store(path: Path) -> int:
+    """One daemon per store: each keeps the mailboxes in memory too, so a second one
+    would hand out letters the first already delivered. An flock on `<store>.lock`,
+    released by the kernel when the daemon dies, however it dies."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(str(path) + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise StoreError(f"{path} is in use by another PostOffice daemon") from None
+    return fd
+
+
 class Store:
     """Mailboxes and letters on disk, used from one thread (the daemon's event loop).
 
@@ -172,7 +187,12 @@ class Store:
             raise ValueError(f"sync must be 'full' or 'normal', not {sync!r}")
         self.path = Path(path)
         self.sync = sync
-        self._conn = _open_database(self.path)
+        self._lock_fd = _lock_store(self.path)
+        try:
+            self._conn = _open_database(self.path)
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
         self._wal_fd = os.open(str(self.path) + "-wal", os.O_RDONLY | os.O_CREAT, 0o600)
         # A second connection, used only by `checkpoint` (from another thread).
         self._checkpointer = _connect(self.path)
@@ -189,6 +209,7 @@ class Store:
             self._wal_fd = -1
             self._checkpointer.close()
             self._conn.close()
+            os.close(self._lock_fd)  # releases the lock
 
     def checkpoint(self) -> None:
         """Copy committed pages from the WAL into the database (fsyncing the WAL first
