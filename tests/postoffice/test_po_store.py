@@ -77,6 +77,7 @@ def test_operations_and_listing(tmp_path: Path) -> None:
         more = write(op_add_letter([box_b], "a.a", b"second"))
         counts = {s.name: (s.letters, s.payload_bytes) for s in list_mailboxes(path)}
         assert counts == {"a.a": (1, 4), "a.b": (2, 10)}
+        assert store.summaries() == list_mailboxes(path)
         assert write(op_delete_letters([ids[1]])) == 1
         boxes, letters = store.load()
         assert [b.name for b in boxes] == ["a.a", "a.b"]

@@ -75,7 +75,7 @@ class ServerConfig:
     auth_delay_s: float = 0.2  # first back-off after a wrong password, doubling
     auth_delay_max_s: float = 5.0
     hash_params: st.HashParams = field(default_factory=st.HashParams)
-    read_chunk: int = 256 * 1024
+    max_buffer_bytes: int = 1024 * 1024  # input a client may send ahead of the replies
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,7 +269,7 @@ class PostOffice:
         self.limits = Limits(
             max_name_bytes=config.max_name_bytes,
             max_payload_bytes=config.max_letter_bytes,
-            max_buffer_bytes=max(1024 * 1024, config.read_chunk * 2),
+            max_buffer_bytes=config.max_buffer_bytes,
         )
         self.boxes: dict[str, Box] = {}
         self.groups: dict[str, dict[str, Box]] = {}  # group name -> its member boxes
@@ -364,12 +364,6 @@ class PostOffice:
         letter = self.cache.pop(letter_id, None)
         if letter is not None:
             self.cache_bytes -= len(letter[1])
-
-    def write_later(self, operation: Callable[[Any], Any]) -> None:
-        """Submit a write nobody waits for (taking delivered letters out): a crash before
-        it commits means the letter is delivered again, never lost."""
-        assert self.committer is not None
-        self.committer.submit(operation)
 
     def trace(self, kind: str, **fields: Any) -> None:
         if self.tracer.active:
