@@ -204,6 +204,9 @@ class Committer:
         """Within a second of a commit: fsync the WAL ("normal" mode's promise) and
         checkpoint it, in the executor."""
         self._dirty_timer = None
+        if self._maintaining:  # the last one is still running: try again shortly
+            self._dirty_timer = self.loop.call_later(0.1, self._periodic_sync)
+            return
         self._maintain()
 
     def _maintain(self) -> None:
