@@ -104,29 +104,40 @@ class Context:
         with self._lock:
             if self._state != "new":
                 raise ContextError(f"context is already {self._state}; init() runs once")
-            if self._transport is None:
-                if self.options.transport == "inprocess":
-                    self._transport = in_process_transport()
-                else:
-                    self._transport = _factory(self.options.transport)(self.options, self.tracer)
-            if "outbox" in self.options.sections:
-                # The durable outbox goes under the sender when the options ask for it.
-                from mailbus.outbox.sender import wrap_transport
+            made_transport = self._transport is None
+            try:
+                if self._transport is None:
+                    if self.options.transport == "inprocess":
+                        self._transport = in_process_transport()
+                    else:
+                        factory = _factory(self.options.transport)
+                        self._transport = factory(self.options, self.tracer)
+                if "outbox" in self.options.sections:
+                    # The durable outbox goes under the sender when the options ask for it.
+                    from mailbus.outbox.sender import wrap_transport
 
-                self._transport = wrap_transport(self._transport, self.options, self.tracer)
-            self._polling = PollingManager(
-                self._transport.receiver,
-                [self.subscription_handler.handle, self.service_handler.handle],
-                self.tracer,
-                self._count,
-                self.options.polling_period_ms / 1000.0,
-            )
-            self._polling.start()
+                    self._transport = wrap_transport(self._transport, self.options, self.tracer)
+                self._polling = PollingManager(
+                    self._transport.receiver,
+                    [self.subscription_handler.handle, self.service_handler.handle],
+                    self.tracer,
+                    self._count,
+                    self.options.polling_period_ms / 1000.0,
+                )
+                self._polling.start()
+            except BaseException:
+                # Release what was opened (connections, checked-out boxes) before failing.
+                if made_transport and self._transport is not None:
+                    self._transport.close()
+                    self._transport = None
+                raise
             self._state = "initialised"
         return self
 
     def shutdown(self) -> None:
-        """Stop the polling thread and close the transport. Safe to call twice."""
+        """Stop the polling thread and close the transport. Safe to call twice.
+        Waits blocked on this context's entities return (empty), and blocked calls
+        raise ContextError."""
         with self._lock:
             if self._state != "initialised":
                 self._state = "shut down" if self._state == "new" else self._state
@@ -136,6 +147,12 @@ class Context:
             self._polling.stop()
         if self._transport is not None:
             self._transport.close()
+        for client in self._clients:
+            client._abort_calls()
+        for entity in (*self._subscriptions, *self._servers, *self._clients):
+            entity._wake_waiters()
+        for wait_set in list(self._wait_sets):
+            wait_set._release()
 
     def __enter__(self) -> Self:
         return self.init()

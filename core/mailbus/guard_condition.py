@@ -19,14 +19,20 @@ class GuardCondition(Waitable):
         self._lock = threading.Lock()
 
     def trigger(self) -> None:
-        self._triggered = True
+        with self._lock:
+            self._triggered = True
         self._wake_waiters()
 
     def is_ready(self) -> bool:
         return self._triggered
 
-    def _reset(self) -> None:
-        self._triggered = False
+    def _take_trigger(self) -> bool:
+        """Read and clear the trigger in one step, so that a trigger landing while a
+        wait returns is kept for the next wait instead of being erased."""
+        with self._lock:
+            triggered = self._triggered
+            self._triggered = False
+            return triggered
 
     def _claim(self, owner: object) -> None:
         with self._lock:

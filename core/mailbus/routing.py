@@ -5,7 +5,8 @@ service, responses to the client whose GID they carry."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+import weakref
+from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
 from mailbus.envelope import Envelope, Message, Request, Response
@@ -16,22 +17,32 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    """Entities by key, readable without a lock: writers replace the whole mapping."""
+    """Entities by key, readable without a lock: writers replace the whole mapping.
+
+    Entities are held weakly, so one that its owner drops without `close()` stops
+    receiving and is freed instead of filling a queue nobody reads."""
 
     def __init__(self) -> None:
-        self._by_key: dict[str, tuple[T, ...]] = {}
-        self._lock = threading.Lock()
+        self._by_key: dict[str, tuple[weakref.ref[T], ...]] = {}
+        # Re-entrant: a weakref callback may run (garbage collection) while we hold it.
+        self._lock = threading.RLock()
 
     def add(self, key: str, item: T) -> None:
+        def forget(ref: weakref.ref[T]) -> None:
+            self._discard(key, lambda r: r is ref)
+
         with self._lock:
             by_key = dict(self._by_key)
-            by_key[key] = (*by_key.get(key, ()), item)
+            by_key[key] = (*by_key.get(key, ()), weakref.ref(item, forget))
             self._by_key = by_key
 
     def remove(self, key: str, item: T) -> None:
+        self._discard(key, lambda r: r() is item)
+
+    def _discard(self, key: str, matches: Callable[[weakref.ref[T]], bool]) -> None:
         with self._lock:
             by_key = dict(self._by_key)
-            rest = tuple(x for x in by_key.get(key, ()) if x is not item)
+            rest = tuple(r for r in by_key.get(key, ()) if not matches(r))
             if rest:
                 by_key[key] = rest
             else:
@@ -39,7 +50,10 @@ class Registry(Generic[T]):
             self._by_key = by_key
 
     def get(self, key: str) -> tuple[T, ...]:
-        return self._by_key.get(key, ())
+        refs = self._by_key.get(key)
+        if not refs:
+            return ()
+        return tuple(item for ref in refs if (item := ref()) is not None)
 
     def keys(self) -> Iterable[str]:
         return self._by_key.keys()

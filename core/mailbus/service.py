@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from mailbus import headers as H
 from mailbus.email_message import Email, new_message_id
 from mailbus.envelope import Request, Response
-from mailbus.errors import ServiceTimeoutError
+from mailbus.errors import ContextError, ServiceTimeoutError
 from mailbus.gid import new_gid
 from mailbus.names import check_name
 from mailbus.trace import Kind
@@ -123,16 +123,27 @@ class ServiceClient(Waitable):
         (ServiceTimeoutError). A negative timeout waits for ever."""
         slot = _CallSlot()
         sequence = self._send(body, slot)
-        if slot.event.wait(None if timeout < 0 else timeout) and slot.response is not None:
+        forever = timeout < 0 or timeout > threading.TIMEOUT_MAX
+        if slot.event.wait(None if forever else timeout) and slot.response is not None:
             return slot.response
         with self._lock:
             self._calls.pop(sequence, None)
             self._pending.pop(sequence, None)
         if slot.response is not None:  # arrived while we gave up
             return slot.response
+        if not self._context.is_initialized:
+            raise ContextError(f"context shut down while calling {self.service!r}")
         raise ServiceTimeoutError(
             f"no response from service {self.service!r} to request {sequence} within {timeout} s"
         )
+
+    def _abort_calls(self) -> None:
+        """Release every blocked call: the context is shutting down."""
+        with self._lock:
+            slots = list(self._calls.values())
+            self._calls.clear()
+        for slot in slots:
+            slot.event.set()
 
     def forget(self, sequence: int) -> None:
         """Stop waiting for the response to `sequence`; a late one will be discarded."""
@@ -194,6 +205,7 @@ class ServiceServer(Waitable):
         self.gid = new_gid()
         self.received = 0
         self._requests: deque[Request] = deque()
+        self._lock = threading.Lock()
         self._context = context
         context._servers.add(self)
 
@@ -257,8 +269,19 @@ class ServiceServer(Waitable):
         return response.message_id
 
     def _deliver(self, request: Request) -> None:
-        self.received += 1
-        self._requests.append(request)
+        with self._lock:
+            self.received += 1
+            self._requests.append(request)
+        tracer = self._context.tracer
+        if tracer.active:
+            tracer.event(
+                Kind.DELIVERED,
+                name=self.service,
+                gid=self.gid,
+                source_gid=request.client_gid,
+                sequence_number=request.sequence_number,
+                message_id=request.message_id,
+            )
         self._wake_waiters()
 
     def close(self) -> None:

@@ -98,6 +98,15 @@ class Subscription(Waitable):
                     self._queue.append(message)
             else:
                 self._queue.append(message)
+        tracer = self._context.tracer
+        if tracer.active and dropped is not message:
+            tracer.event(
+                Kind.DELIVERED,
+                name=self.topic,
+                gid=self.gid,
+                source_gid=message.info.source_gid,
+                message_id=message.message_id,
+            )
         if dropped is not None:
             self._context._count("overflowed")
             tracer = self._context.tracer

@@ -9,15 +9,24 @@ import threading
 class Waitable:
     def __init__(self) -> None:
         self._wait_conditions: tuple[threading.Condition, ...] = ()
+        # Attach and detach rebuild the tuple; two at once must not lose one.
+        self._attach_lock = threading.Lock()
 
     def is_ready(self) -> bool:
         raise NotImplementedError
 
     def _attach(self, condition: threading.Condition) -> None:
-        self._wait_conditions = (*self._wait_conditions, condition)
+        with self._attach_lock:
+            self._wait_conditions = (*self._wait_conditions, condition)
 
     def _detach(self, condition: threading.Condition) -> None:
-        self._wait_conditions = tuple(c for c in self._wait_conditions if c is not condition)
+        with self._attach_lock:
+            conditions = list(self._wait_conditions)
+            for index, attached in enumerate(conditions):
+                if attached is condition:
+                    del conditions[index]  # one attachment per call
+                    break
+            self._wait_conditions = tuple(conditions)
 
     def _wake_waiters(self) -> None:
         for condition in self._wait_conditions:

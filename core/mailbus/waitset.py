@@ -4,6 +4,7 @@ variable that the entities notify; it never spins."""
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -111,30 +112,55 @@ class WaitSet:
             self._context._wait_sets.discard(self)
 
     def _collect(self) -> WaitResult:
-        return WaitResult(
-            tuple(s for s in self._subscriptions if s.is_ready()),
-            tuple(c for c in self._clients if c.is_ready()),
-            tuple(s for s in self._servers if s.is_ready()),
-            tuple(g for g in self._guards if g.is_ready()),
-        )
+        subscriptions = tuple(s for s in self._subscriptions if s.is_ready())
+        clients = tuple(c for c in self._clients if c.is_ready())
+        servers = tuple(s for s in self._servers if s.is_ready())
+        # Guards last: taking a trigger clears it, so only take when returning.
+        if subscriptions or clients or servers:
+            guards = tuple(g for g in self._guards if g._take_trigger())
+        else:
+            guards = tuple(g for g in self._guards if g.is_ready() and g._take_trigger())
+        return WaitResult(subscriptions, clients, servers, guards)
+
+    def _closed_contexts(self) -> bool:
+        """True once the context of this wait set or of any entity in it is shut down:
+        nothing can arrive any more, so a wait must not block for ever."""
+        contexts = {id(c): c for c in self._contexts()}
+        return any(c.state == "shut down" for c in contexts.values())
+
+    def _contexts(self) -> list[Context]:
+        found = [] if self._context is None else [self._context]
+        found.extend(s._context for s in self._subscriptions)
+        found.extend(c._context for c in self._clients)
+        found.extend(s._context for s in self._servers)
+        return found
+
+    def _release(self) -> None:
+        """Wake a blocked wait (the context is shutting down)."""
+        with self._condition:
+            self._condition.notify_all()
 
     def wait(self, timeout: float) -> WaitResult:
-        """Wait until an entity is ready: `timeout` < 0 blocks for ever, 0 only looks,
-        > 0 waits at most that many seconds. An empty wait set waits like a sleep.
-        Returns the ready entities; an empty (falsy) result means time-out."""
+        """Wait until an entity is ready: `timeout` < 0 (or infinite) blocks for ever, 0
+        only looks, > 0 waits at most that many seconds. An empty wait set waits like a
+        sleep. Returns the ready entities; an empty (falsy) result means time-out, or
+        that the context was shut down while waiting."""
+        if math.isnan(timeout):
+            raise ValueError("wait timeout must be a number, not NaN")
         stats = self.stats
         tracer = self._context.tracer if self._context is not None else None
         if tracer is not None and tracer.active:
             tracer.event(Kind.WAIT_STARTED, name=self.name, extra={"timeout_s": timeout})
-        deadline = None if timeout < 0 else time.monotonic() + timeout
+        forever = timeout < 0 or timeout > threading.TIMEOUT_MAX
+        deadline = None if forever else time.monotonic() + timeout
         with self._condition:
             stats.waits += 1
             stats.waiting = True
-            stats.current_timeout = None if timeout < 0 else timeout
+            stats.current_timeout = None if forever else timeout
             stats.wait_started_ns = time.time_ns()
             try:
                 result = self._collect()
-                while not result:
+                while not result and not self._closed_contexts():
                     if deadline is None:
                         self._condition.wait()
                     else:
@@ -145,8 +171,6 @@ class WaitSet:
                     result = self._collect()
             finally:
                 stats.waiting = False
-        for guard in result.guard_conditions:
-            guard._reset()
         if not result:
             stats.timeouts += 1
         stats.last_ready = (
