@@ -8,11 +8,9 @@ import warnings
 from typing import Any
 
 import imapclient
+import mailbus
 import pytest
 from conftest import OptionsFactory
-from mailstack import MailStack, User, free_port
-
-import mailbus
 from mailbus import headers as H
 from mailbus.email_message import Email, to_bytes
 from mailbus.mail.errors import MailConnectError, MailLoginError, MailTLSError
@@ -20,6 +18,7 @@ from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
 from mailbus.mail.tls import InsecureTLSWarning, TlsSettings, ssl_context
 from mailbus.subscription import Subscription
 from mailbus.trace import Kind, TraceEvent
+from mailstack import MailStack, User, free_port
 
 pytestmark = pytest.mark.mailstack
 
@@ -81,7 +80,9 @@ def test_pubsub_over_smtps_and_imaps_on_one_kept_connection(
     assert ctx.counters["received"] == 30
 
 
-def test_starttls_on_both_sides(smtp_stack: MailStack, user: User, options_for: OptionsFactory) -> None:
+def test_starttls_on_both_sides(
+    smtp_stack: MailStack, user: User, options_for: OptionsFactory
+) -> None:
     options = options_for(user, url_smtp=smtp_stack.smtp_url, url_imap=smtp_stack.imap_url)
     with mailbus.Context(options) as ctx:
         sub = ctx.subscription("plain")
