@@ -37,6 +37,7 @@ DOMAIN = "mailbus.test"
 HOST = "127.0.0.1"
 DOVECOT = shutil.which("dovecot") or "/usr/sbin/dovecot"
 POSTFIX = shutil.which("postfix") or "/usr/sbin/postfix"
+POSTFIX_MASTER = "/usr/lib/postfix/sbin/master"
 
 
 class MailStackError(RuntimeError):
@@ -363,7 +364,9 @@ smtpd_sasl_type = dovecot
 smtpd_sasl_path = {auth_socket}
 smtpd_relay_restrictions = permit_sasl_authenticated, permit_mynetworks, reject_unauth_destination
 message_size_limit = 10240000
+# Retry quickly after Dovecot comes back (tests stop and restart it).
 queue_run_delay = 1s
+transport_retry_time = 1s
 minimal_backoff_time = 1s
 maximal_backoff_time = 2s
 """
@@ -403,9 +406,21 @@ postlog   unix-dgram n  -       n       -       1       postlogd
         if not self.has_postfix or (self._postfix is not None and self._postfix.poll() is None):
             return
         env = {**os.environ, "MAIL_CONFIG": str(self.postfix_etc)}
-        # `start-fg` keeps the master in the foreground, so we own its process id.
+        # `postfix check` creates the queue directories with their owners; then the
+        # master runs in the foreground (-d) as our child, in a session of its own, so
+        # stopping it by its process group stops every Postfix process of this stack.
+        # (`postfix start` / `start-fg` would detach the master into its own session.)
+        check = subprocess.run(
+            [POSTFIX, "-c", str(self.postfix_etc), "check"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if check.returncode != 0:
+            raise MailStackError(f"postfix check failed:\n{check.stdout}{check.stderr}")
         self._postfix = subprocess.Popen(
-            [POSTFIX, "-c", str(self.postfix_etc), "start-fg"],
+            [POSTFIX_MASTER, "-d", "-c", str(self.postfix_etc)],
             stdin=subprocess.DEVNULL,
             stdout=open(self.root / "postfix.stdout", "ab"),  # noqa: SIM115
             stderr=subprocess.STDOUT,

@@ -152,8 +152,10 @@ class ImapReceiver(EmailReceiver):
             )
         except ssl.SSLError as exc:
             raise MailTLSError(f"TLS with {s.server} failed: {exc}") from None
-        except (TimeoutError, OSError) as exc:
+        except OSError as exc:
             raise MailConnectError(f"cannot reach IMAP server {s.server}: {exc}") from None
+        except (imaplib.IMAP4.error, imap_errors.IMAPClientError) as exc:
+            raise MailConnectError(f"{s.server} does not speak IMAP: {exc}") from None
         try:
             if not s.implicit_tls:
                 if b"STARTTLS" not in client.capabilities():

@@ -1,0 +1,146 @@
+"""Faults on a stack of its own (so stopping servers disturbs no other test): Dovecot
+stopped mid-stream and restarted, Postfix stopped and restarted, servers that answer
+garbage."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import mailbus
+import pytest
+from conftest import make_options
+from mailbus.mail.errors import MailConnectError
+from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
+from mailstack import MailStack
+from test_integration import Events, take
+
+pytestmark = pytest.mark.mailstack
+
+
+@pytest.fixture(scope="module")
+def own_stack() -> Iterator[MailStack]:
+    with MailStack() as stack:
+        if not stack.has_postfix:
+            pytest.fail(f"fault tests need Postfix: {stack.why_no_postfix}")
+        yield stack
+
+
+@pytest.fixture
+def running(own_stack: MailStack) -> Iterator[MailStack]:
+    """The stack, with both servers running again after the test whatever happened."""
+    yield own_stack
+    own_stack.start_dovecot()
+    own_stack.start_postfix()
+
+
+def test_dovecot_stopped_mid_stream_resumes_nothing_lost_nothing_twice(running: MailStack) -> None:
+    user = running.add_user()
+    ctx = mailbus.Context(make_options(running, user))
+    events = Events()
+    ctx.tracer.add_listener(events)
+    with ctx:
+        sub = ctx.subscription("stream", depth=100)
+        pub = ctx.publisher("stream")
+        for i in range(20):
+            pub.publish(f"m{i}")  # queued at once; the sender thread streams them
+        first = take(sub, 3)
+        assert len(first) == 3
+        # Stop Dovecot while the stream is under way: Postfix keeps what it cannot
+        # deliver over LMTP, the receiver loses its connection.
+        running.stop_dovecot()
+        events.wait_for("mail.disconnected")
+        for i in range(20, 30):
+            pub.publish(f"m{i}")
+        events.wait_for("mail.reconnect_failed")
+        running.start_dovecot()
+        rest = take(sub, 27, timeout=40)
+        assert sorted(first + rest) == sorted(f"m{i}" for i in range(30))
+        receiver: Any = ctx.transport.receiver
+        assert receiver.counters["fetched"] == 30  # no UID fetched twice
+        assert receiver.counters["connections_opened"] >= 2
+    assert ctx.counters["received"] == 30
+    assert ctx.counters.get("duplicates", 0) == 0
+
+
+def test_postfix_stopped_sends_fail_loudly_and_are_retried(running: MailStack) -> None:
+    user = running.add_user()
+    ctx = mailbus.Context(make_options(running, user))
+    events = Events()
+    ctx.tracer.add_listener(events)
+    with ctx:
+        sub = ctx.subscription("t", depth=100)
+        pub = ctx.publisher("t")
+        pub.publish("before")
+        assert take(sub, 1) == ["before"]
+        running.stop_postfix()
+        started = time.monotonic()
+        for i in range(5):
+            pub.publish(f"during {i}")  # returns at once: the sender thread delivers
+        assert time.monotonic() - started < 5  # publish never waited on the network
+        failures = events.wait_for("mail.send_failed", 2)
+        assert len(failures) >= 2
+        assert all(f.extra["reason"] == "transient" for f in failures)
+        assert failures[0].detail.startswith("send to smtps://")
+        sender: Any = ctx.transport.sender
+        assert sender.counters["send_failed"] >= 2
+        assert sender.pending == 5
+        running.start_postfix()
+        assert sorted(take(sub, 5, timeout=30)) == [f"during {i}" for i in range(5)]
+        assert sender.flush(10)
+        assert sender.counters["sent"] == 6
+    assert ctx.counters["received"] == 6
+
+
+class GarbageServer:
+    """Accepts connections on loopback and answers each with a line of garbage."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                try:
+                    conn.sendall(b"\x00\xffGARBAGE not a mail server\r\n")
+                    conn.recv(1024)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_garbage_from_an_imap_port_is_a_clear_error(running: MailStack) -> None:
+    garbage = GarbageServer()
+    try:
+        user = running.add_user()
+        options = make_options(running, user, url_imap=f"imap://127.0.0.1:{garbage.port}")
+        with pytest.raises(MailConnectError, match="does not speak IMAP"):
+            mailbus.Context(options).init()
+    finally:
+        garbage.close()
+
+
+def test_garbage_from_an_smtp_port_is_a_clear_error(running: MailStack) -> None:
+    garbage = GarbageServer()
+    try:
+        settings = SmtpSettings(
+            f"smtp://127.0.0.1:{garbage.port}", "u@mailbus.test", "pw", connect_timeout_s=2
+        )
+        sender = SmtpSender(settings)
+        with pytest.raises(MailConnectError, match="SMTP server"):
+            sender.check_login()
+        sender.close(timeout=0)
+    finally:
+        garbage.close()
