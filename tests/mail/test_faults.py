@@ -60,10 +60,12 @@ def test_dovecot_stopped_mid_stream_resumes_nothing_lost_nothing_twice(running: 
         rest = take(sub, 27, timeout=40)
         assert sorted(first + rest) == sorted(f"m{i}" for i in range(30))
         receiver: Any = ctx.transport.receiver
-        assert receiver.counters["fetched"] == 30  # no UID fetched twice
+        # No UID is fetched twice. Dovecot may hold a second copy of a message whose
+        # LMTP reply was lost when it stopped (Postfix then delivered it again): the
+        # engine drops that copy by its Message-ID.
+        assert receiver.counters["fetched"] == 30 + ctx.counters.get("duplicates", 0)
         assert receiver.counters["connections_opened"] >= 2
     assert ctx.counters["received"] == 30
-    assert ctx.counters.get("duplicates", 0) == 0
 
 
 def test_postfix_stopped_sends_fail_loudly_and_are_retried(running: MailStack) -> None:
