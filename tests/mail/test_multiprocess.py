@@ -150,3 +150,29 @@ def test_server_client_and_observer_processes(
     request_ids = {r["id"] for r in requests}
     assert len(request_ids) == calls
     assert sorted(r["reply_to"] for r in responses) == sorted(request_ids)
+
+
+def test_mail_check_command_logs_in_and_round_trips(
+    smtp_stack: MailStack, user: User, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path / "mailbus.toml", smtp_stack, user)
+    command = [sys.executable, "-m", "mailbus", "--config", str(config), "mail-check"]
+    env = {**os.environ, "MAILBUS_PASSWORD": user.password}
+    ok = subprocess.run(
+        [*command, "--round-trip", "--timeout", "20"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert "login as" in ok.stdout and "round trip:" in ok.stdout
+    bad = subprocess.run(
+        command,
+        env={**env, "MAILBUS_PASSWORD": "wrong-password-123"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 1
+    assert "refused" in bad.stderr and "wrong-password-123" not in bad.stderr + bad.stdout
