@@ -35,6 +35,7 @@ import trustme
 
 DOMAIN = "mailbus.test"
 HOST = "127.0.0.1"
+REJECTED = f"rejected@{DOMAIN}"  # Postfix answers 550 to this recipient
 DOVECOT = shutil.which("dovecot") or "/usr/sbin/dovecot"
 POSTFIX = shutil.which("postfix") or "/usr/sbin/postfix"
 POSTFIX_MASTER = "/usr/lib/postfix/sbin/master"
@@ -329,6 +330,7 @@ protocol lmtp {{
         shutil.chown(data, "postfix", "postfix")
         self.postfix_log.touch()
         auth_socket = self.dovecot_dir / "run" / "auth-postfix"
+        refuse = f"inline:{{ {{ {REJECTED}=550 5.1.1 no such user }} }}"
         main_cf = f"""
 compatibility_level = 3.6
 queue_directory = {spool}
@@ -363,6 +365,8 @@ smtpd_sasl_auth_enable = yes
 smtpd_sasl_type = dovecot
 smtpd_sasl_path = {auth_socket}
 smtpd_relay_restrictions = permit_sasl_authenticated, permit_mynetworks, reject_unauth_destination
+# One address the server refuses for good (5xx), to test permanent failures.
+smtpd_recipient_restrictions = check_recipient_access {refuse}
 message_size_limit = 10240000
 # Retry quickly after Dovecot comes back (tests stop and restart it).
 queue_run_delay = 1s

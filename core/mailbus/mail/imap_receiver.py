@@ -309,6 +309,7 @@ class ImapReceiver(EmailReceiver):
                 # Short slices so that wake() is seen within a quarter of a second.
                 responses = client.idle_check(min(remaining, 0.25))
                 if any(len(r) > 1 and r[1] in (b"EXISTS", b"RECENT") for r in responses):
+                    self.counters["idle_wakeups"] += 1
                     break
         finally:
             client.idle_done()
