@@ -9,9 +9,10 @@ conftest.py) and from the benchmark:
         user = stack.add_user()
         ... stack.smtps_url, stack.imaps_url, stack.ca_file, user.address, user.password
 
-Postfix needs root; without root the stack has no SMTP server (`stack.has_postfix` is
-False, `stack.why_no_postfix` says why) and mail is delivered over LMTP straight into
-Dovecot (`stack.deliver`).
+Postfix needs root. Without root (or with `postfix=False`) the SMTP ports are served
+by a small relay (lmtp_relay.py) that delivers over LMTP straight into Dovecot;
+`stack.has_postfix` is then False and `stack.why_no_postfix` says why.
+`start_smtp()` / `stop_smtp()` start and stop whichever SMTP server the stack runs.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pathlib import Path
 from types import TracebackType
 
 import trustme
+from lmtp_relay import LmtpRelay
 
 DOMAIN = "mailbus.test"
 HOST = "127.0.0.1"
@@ -90,6 +92,7 @@ class MailStack:
         self.root = Path(tempfile.mkdtemp(prefix="mailbus-stack-"))
         self._dovecot: subprocess.Popen[bytes] | None = None
         self._postfix: subprocess.Popen[bytes] | None = None
+        self._relay: LmtpRelay | None = None
         self._users: dict[str, User] = {}
         # Dovecot runs as an unprivileged user in its "non-root" mode, also when we are
         # root: then every path is owned by the system's dovecot user.
@@ -146,11 +149,42 @@ class MailStack:
         self.start_dovecot()
         if self.has_postfix:
             self._write_postfix_config()
+        self.start_smtp()
+
+    @property
+    def smtp_server(self) -> str:
+        return "postfix" if self.has_postfix else "lmtp-relay"
+
+    def start_smtp(self) -> None:
+        if self.has_postfix:
             self.start_postfix()
+            return
+        if self._relay is None:
+            self._relay = LmtpRelay(
+                HOST,
+                self.smtp_port,
+                self.smtps_port,
+                self.cert_file,
+                self.key_file,
+                self.lmtp_socket,
+                self._check_login,
+                REJECTED,
+            )
+        self._relay.start()
+
+    def stop_smtp(self) -> None:
+        if self.has_postfix:
+            self.stop_postfix()
+        elif self._relay is not None:
+            self._relay.stop()
+
+    def _check_login(self, username: str, password: str) -> bool:
+        user = self._users.get(username.partition("@")[0])
+        return user is not None and user.address == username and user.password == password
 
     def stop(self) -> None:
         errors: list[BaseException] = []
-        for stop in (self.stop_postfix, self.stop_dovecot):
+        for stop in (self.stop_smtp, self.stop_dovecot):
             try:
                 stop()
             except BaseException as exc:  # stop the other server all the same

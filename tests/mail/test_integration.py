@@ -90,8 +90,8 @@ def test_starttls_on_both_sides(
         assert take(sub, 1) == ["over STARTTLS"]
     # Postfix allows AUTH only under TLS (smtpd_tls_auth_only): a login on the plain
     # port proves STARTTLS happened. Dovecot marks the IMAP login as TLS.
-    postfix_log = smtp_stack.postfix_log.read_text()
-    assert any(
+    postfix_log = smtp_stack.postfix_log.read_text() if smtp_stack.has_postfix else ""
+    assert not smtp_stack.has_postfix or any(
         "postfix/smtpd/smtpd" in line and f"sasl_username={user.address}" in line
         for line in postfix_log.splitlines()
     )
