@@ -18,6 +18,7 @@ by a small relay (lmtp_relay.py) that delivers over LMTP straight into Dovecot;
 from __future__ import annotations
 
 import contextlib
+import grp
 import os
 import pwd
 import secrets
@@ -97,6 +98,7 @@ class MailStack:
         # Dovecot runs as an unprivileged user in its "non-root" mode, also when we are
         # root: then every path is owned by the system's dovecot user.
         self.run_user = "dovecot" if self.is_root else pwd.getpwuid(os.geteuid()).pw_name
+        self.run_group = "dovecot" if self.is_root else grp.getgrgid(os.getegid()).gr_name
         self.imap_port = free_port()
         self.imaps_port = free_port()
         self.smtp_port = free_port()
@@ -211,7 +213,7 @@ class MailStack:
     def _chown(self, *paths: Path) -> None:
         if self.is_root:
             for path in paths:
-                shutil.chown(path, self.run_user, self.run_user)
+                shutil.chown(path, self.run_user, self.run_group)
 
     # -- Dovecot ------------------------------------------------------------------------
     def _write_dovecot_config(self) -> None:
@@ -237,7 +239,7 @@ instance_name = mailbus-{self.imap_port}
 protocols = imap lmtp
 listen = {HOST}
 default_internal_user = {user}
-default_internal_group = {user}
+default_internal_group = {self.run_group}
 default_login_user = {user}
 ssl = yes
 ssl_cert = <{self.cert_file}
@@ -304,7 +306,7 @@ protocol lmtp {{
             return
         kwargs: dict[str, object] = {}
         if self.is_root:
-            kwargs = {"user": self.run_user, "group": self.run_user, "extra_groups": []}
+            kwargs = {"user": self.run_user, "group": self.run_group, "extra_groups": []}
         self._dovecot = subprocess.Popen(
             [DOVECOT, "-F", "-c", str(self.dovecot_conf)],
             stdin=subprocess.DEVNULL,
