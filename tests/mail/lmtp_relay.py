@@ -167,6 +167,10 @@ class LmtpRelay:
                 if not authed:
                     await reply("530 5.7.0 authentication required")
                     continue
+                size = next((int(p[5:]) for p in arg.upper().split() if p.startswith("SIZE=")), 0)
+                if size > MAX_MESSAGE:
+                    await reply("552 5.3.4 message size exceeds fixed limit")
+                    continue
                 mail_from, recipients = _address(arg), []
                 await reply("250 2.1.0 ok")
             elif verb == "RCPT":
@@ -183,6 +187,10 @@ class LmtpRelay:
                     continue
                 await reply("354 end with <CRLF>.<CRLF>")
                 data = await self._read_data(reader)
+                if data is None:
+                    await reply("552 5.3.4 message size exceeds fixed limit")
+                    mail_from, recipients = None, []
+                    continue
                 try:
                     await asyncio.get_running_loop().run_in_executor(
                         None, self._deliver, mail_from, recipients, data
@@ -230,17 +238,17 @@ class LmtpRelay:
         return False
 
     @staticmethod
-    async def _read_data(reader: asyncio.StreamReader) -> bytes:
+    async def _read_data(reader: asyncio.StreamReader) -> bytes | None:
+        """The message up to the lone dot; None (after reading it all) if too large."""
         lines: list[bytes] = []
         size = 0
         while True:
             raw = await reader.readuntil(b"\n")
             if raw in (b".\r\n", b".\n"):
-                return b"".join(lines)
+                return b"".join(lines) if size <= MAX_MESSAGE else None
             size += len(raw)
-            if size > MAX_MESSAGE:
-                raise ValueError("message too large")
-            lines.append(raw[1:] if raw.startswith(b"..") else raw)
+            if size <= MAX_MESSAGE:
+                lines.append(raw[1:] if raw.startswith(b"..") else raw)
 
     def _deliver(self, mail_from: str, recipients: list[str], data: bytes) -> None:
         client = smtplib.LMTP(str(self.lmtp_socket))

@@ -69,3 +69,20 @@ def test_relay_stopped_sends_fail_and_are_retried(relay_stack: MailStack) -> Non
             assert take(sub, 1, timeout=20) == ["later"]
     finally:
         relay_stack.start_smtp()
+
+
+def test_relay_refuses_oversized_email_like_postfix(relay_stack: MailStack) -> None:
+    user = relay_stack.add_user()
+    ctx = mailbus.Context(make_options(relay_stack, user))
+    events = Events()
+    ctx.tracer.add_listener(events)
+    with ctx:
+        sender: Any = ctx.transport.sender
+        sender.send(email_to(user.address, sender=user.address, body="y" * 900))
+        sender.send(
+            email_to(user.address, sender=user.address, body="\n".join(["x" * 900] * 12_000))
+        )
+        assert sender.flush(20)
+        [rejected] = events.wait_for("mail.send_rejected")
+        assert rejected.extra["smtp_code"] == 552
+        assert sender.counters["sent"] == 1

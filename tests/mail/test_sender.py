@@ -145,3 +145,24 @@ def test_imaplib_untagged_responses_do_not_pile_up(mail_stack: MailStack, user: 
     client: Any = receiver._client
     assert sum(len(v) for v in client._imap.untagged_responses.values()) <= 2
     receiver.close()
+
+
+@pytest.mark.mailstack
+def test_an_oversized_email_is_refused_reported_and_the_next_one_goes_through(
+    smtp_stack: MailStack, user: User
+) -> None:
+    tracer = Tracer()
+    events = Events()
+    tracer.add_listener(events)
+    settings = SmtpSettings(
+        smtp_stack.smtps_url, user.address, user.password, TlsSettings(ca_file=smtp_stack.ca_file)
+    )
+    sender = SmtpSender(settings, tracer)
+    huge = "\n".join(["x" * 900] * 12_000)  # about 10.8 MB, over the stack's 10,240,000
+    sender.send(email_to(user.address, sender=user.address, body=huge))
+    sender.send(email_to(user.address, sender=user.address, body="small"))
+    assert sender.flush(30)
+    [rejected] = events.wait_for("mail.send_rejected")
+    assert rejected.extra["smtp_code"] == 552
+    assert sender.counters["sent"] == 1
+    sender.close()
