@@ -4,18 +4,23 @@ garbage."""
 
 from __future__ import annotations
 
+import shutil
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import imapclient
 import mailbus
 import pytest
 from conftest import make_options
+from mailbus import headers as H
+from mailbus.email_message import Email, to_bytes
 from mailbus.mail.errors import MailConnectError
 from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
-from mailstack import MailStack
+from mailbus.mail.tls import TlsSettings, ssl_context
+from mailstack import MailStack, User
 from test_integration import Events, take
 
 pytestmark = pytest.mark.mailstack
@@ -144,3 +149,49 @@ def test_garbage_from_an_smtp_port_is_a_clear_error(running: MailStack) -> None:
         sender.close(timeout=0)
     finally:
         garbage.close()
+
+
+def _mailbus_email(user: User, body: str) -> bytes:
+    email = Email(
+        subject="work",
+        body=body,
+        sender=user.address,
+        to=(user.address,),
+        headers={H.SOURCE_TIMESTAMP: str(time.time_ns()), H.PUBLISHER_GID: "g" * 32},
+    )
+    return to_bytes(email)
+
+
+def _admin(stack: MailStack, user: User) -> imapclient.IMAPClient:
+    context = ssl_context(TlsSettings(ca_file=stack.ca_file))
+    client = imapclient.IMAPClient("127.0.0.1", stack.imaps_port, ssl=True, ssl_context=context)
+    client.login(user.address, user.password)
+    return client
+
+
+def test_uidvalidity_change_rereads_the_recreated_mailbox(running: MailStack) -> None:
+    user = running.add_user()
+    admin = _admin(running, user)
+    admin.create_folder("Work")
+    options = make_options(running, user, mail={"mailbox": "Work", "reconnect-max-s": 0.3})
+    ctx = mailbus.Context(options)
+    events = Events()
+    ctx.tracer.add_listener(events)
+    with ctx:
+        sub = ctx.subscription("work")
+        admin.append("Work", _mailbus_email(user, "first"))
+        assert take(sub, 1) == ["first"]
+        admin.logout()
+        # Recreate the mailbox while no session has it open (Dovecot stopped): it gets
+        # a new UIDVALIDITY and its first message UID 1 again.
+        running.stop_dovecot()
+        events.wait_for("mail.disconnected")
+        shutil.rmtree(running.dovecot_dir / "mail" / user.address / ".Work")
+        running.start_dovecot()
+        admin = _admin(running, user)
+        admin.create_folder("Work")
+        admin.append("Work", _mailbus_email(user, "second"))
+        assert take(sub, 1, timeout=20) == ["second"]
+        [changed] = events.wait_for("mail.uidvalidity_changed")
+        assert changed.extra["old"] != changed.extra["new"]
+    admin.logout()

@@ -7,15 +7,12 @@ import time
 import warnings
 from typing import Any
 
-import imapclient
 import mailbus
 import pytest
 from conftest import OptionsFactory
-from mailbus import headers as H
-from mailbus.email_message import Email, to_bytes
 from mailbus.mail.errors import MailConnectError, MailLoginError, MailTLSError
 from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
-from mailbus.mail.tls import InsecureTLSWarning, TlsSettings, ssl_context
+from mailbus.mail.tls import InsecureTLSWarning, TlsSettings
 from mailbus.subscription import Subscription
 from mailbus.trace import Kind, TraceEvent
 from mailstack import MailStack, User, free_port
@@ -269,42 +266,3 @@ def test_turning_verification_off_warns_every_time(
         # One warning per connection: IMAP and SMTP, in each of the two runs.
         assert len(events.of("mail.tls_unverified")) == 2
         assert sum(issubclass(w.category, InsecureTLSWarning) for w in caught) >= 1
-
-
-def _mailbus_email(user: User, body: str) -> bytes:
-    email = Email(
-        subject="work",
-        body=body,
-        sender=user.address,
-        to=(user.address,),
-        headers={H.SOURCE_TIMESTAMP: str(time.time_ns()), H.PUBLISHER_GID: "g" * 32},
-    )
-    return to_bytes(email)
-
-
-def test_uidvalidity_change_rereads_the_recreated_mailbox(
-    mail_stack: MailStack, user: User, options_for: OptionsFactory
-) -> None:
-    admin = imapclient.IMAPClient(
-        "127.0.0.1",
-        mail_stack.imaps_port,
-        ssl=True,
-        ssl_context=ssl_context(TlsSettings(ca_file=mail_stack.ca_file)),
-    )
-    admin.login(user.address, user.password)
-    admin.create_folder("Work")
-    options = options_for(user, mail={"mailbox": "Work", "reconnect-max-s": 0.3})
-    ctx = mailbus.Context(options)
-    events = Events()
-    ctx.tracer.add_listener(events)
-    with ctx:
-        sub = ctx.subscription("work")
-        admin.append("Work", _mailbus_email(user, "first"))
-        assert take(sub, 1) == ["first"]
-        admin.delete_folder("Work")
-        admin.create_folder("Work")
-        admin.append("Work", _mailbus_email(user, "second"))
-        assert take(sub, 1) == ["second"]
-        [changed] = events.wait_for("mail.uidvalidity_changed")
-        assert changed.extra["old"] != changed.extra["new"]
-    admin.logout()

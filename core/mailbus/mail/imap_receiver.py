@@ -262,7 +262,11 @@ class ImapReceiver(EmailReceiver):
         client = self._client
         if client is None:
             return []
-        client.noop()
+        _, responses = client.noop()
+        if any(r and r[0] == b"NO" for r in responses):
+            # Dovecot answers NOOP with an untagged NO when the examined mailbox was
+            # deleted (and maybe recreated) under it, and goes on showing the old one.
+            self._check_uidvalidity(client)
         uids = self.cursor.next_range()
         fetched = self._uid_fetch(client, uids)
         # imaplib keeps untagged EXISTS/RECENT for ever; we read them through NOOP.
@@ -276,6 +280,12 @@ class ImapReceiver(EmailReceiver):
             self._next_poll = 0.0  # a backlog chunk: read the next one at once
         self.counters["polls"] += 1
         return out
+
+    def _check_uidvalidity(self, client: imapclient.IMAPClient) -> None:
+        """Raise (so the receiver reconnects) if the mailbox is not the one examined."""
+        status = client.folder_status(self.settings.mailbox, [b"UIDVALIDITY"])
+        if int(status[b"UIDVALIDITY"]) != self.cursor.uidvalidity:
+            raise imap_errors.IMAPClientError(f"{self.settings.mailbox} was recreated")
 
     def _inbound(self, uid: int, data: Mapping[bytes, Any]) -> RawEmail | None:
         size = int(data.get(b"RFC822.SIZE", 0))
