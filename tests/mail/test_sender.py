@@ -122,6 +122,12 @@ def test_idle_wakes_the_receiver_and_wake_interrupts_idle(
     got: list[Any] = []
     thread = threading.Thread(target=lambda: got.extend(receiver.receive(20.0)))
     thread.start()
+    # Deliver once the receiver is idling (mail that arrives between its last poll and
+    # the IDLE command is only seen at the next poll, a period later).
+    deadline = time.monotonic() + 10
+    while receiver.counters["idles"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)  # polling a counter with a deadline, not a fixed wait
+    assert receiver.counters["idles"] == 1
     data = to_bytes(email_to(user.address, sender=user.address, body="via idle"))
     mail_stack.deliver(user.address, data)
     thread.join(20)
@@ -133,6 +139,12 @@ def test_idle_wakes_the_receiver_and_wake_interrupts_idle(
     receiver.wake()
     thread.join(10)
     assert not thread.is_alive() and got[-1] == []
+    # Mail that arrived while the receiver was not idling is fetched by the poll that
+    # precedes every IDLE, at once.
+    mail_stack.deliver(user.address, to_bytes(email_to(user.address, body="before idle")))
+    [raw] = receiver.receive(20.0)
+    assert isinstance(raw, RawEmail) and b"before idle" in raw.data
+    assert receiver.counters["idle_wakeups"] == 1
     receiver.close()
 
 

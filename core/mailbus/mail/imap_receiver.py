@@ -181,6 +181,7 @@ class ImapReceiver(EmailReceiver):
             self._shut(client)
             raise
         self._client = client
+        self._next_poll = 0.0  # poll at once after (re)connecting
         self._use_idle = b"IDLE" in capabilities and (
             self.idle == "always"
             or (self.idle == "auto" and self.period_s >= self.idle_threshold_s)
@@ -301,28 +302,49 @@ class ImapReceiver(EmailReceiver):
         self.counters["fetched"] += 1
         return RawEmail(body if body is not None else b"", origin=f"uid:{uid}")
 
-    def _wait(self, until: float) -> None:
-        """Wait until `until` (monotonic), `wake()`, or, in IDLE, the server's news."""
+    def _wait(self, until: float) -> bool:
+        """Wait until `until` (monotonic), `wake()`, or, in IDLE, the server's news;
+        True when the server announced new mail."""
         client = self._client
         remaining = until - time.monotonic()
         if remaining <= 0:
-            return
+            return False
         if client is None or not self._use_idle:
             self._woken.wait(remaining)
-            return
-        client.idle()
+            return False
+        news = self._start_idle(client)
         try:
-            while not self._woken.is_set():
+            while not news and not self._woken.is_set():
                 remaining = until - time.monotonic()
                 if remaining <= 0:
                     break
                 # Short slices so that wake() is seen within a quarter of a second.
                 responses = client.idle_check(min(remaining, 0.25))
-                if any(len(r) > 1 and r[1] in (b"EXISTS", b"RECENT") for r in responses):
-                    self.counters["idle_wakeups"] += 1
-                    break
+                news = any(len(r) > 1 and r[1] in (b"EXISTS", b"RECENT") for r in responses)
         finally:
             client.idle_done()
+        if news:
+            self.counters["idle_wakeups"] += 1
+        return news
+
+    def _start_idle(self, client: imapclient.IMAPClient) -> bool:
+        """Send IDLE and read up to the server's continuation; True if it announced new
+        mail first. (imapclient's idle() raises on any untagged response before the
+        continuation, which happens when mail arrived since the last poll.)"""
+        imap = client._imap
+        tag = imap._command("IDLE")
+        client._idle_tag = tag
+        news = False
+        while True:
+            line = imap._get_response()
+            if line is None:  # "+ idling"
+                imap.untagged_responses.clear()
+                self.counters["idles"] += 1
+                return news
+            if imap.tagged_commands.get(tag):
+                raise imap_errors.IMAPClientError(f"IDLE refused: {line!r}")
+            if line.endswith((b" EXISTS", b" RECENT")):
+                news = True
 
     def receive(self, timeout: float | None) -> list[Inbound]:
         if self._closed:
@@ -337,15 +359,16 @@ class ImapReceiver(EmailReceiver):
                 self._woken.wait(max(0.0, until - now))
             else:
                 try:
-                    if now >= self._next_poll:
+                    # In IDLE mode poll before every IDLE: Dovecot does not announce
+                    # mail that arrived before the IDLE command.
+                    if now >= self._next_poll or self._use_idle:
                         self._next_poll = now + self.period_s
                         items = self.poll()
                         if items:
                             return items
                     until = self._next_poll if deadline is None else min(self._next_poll, deadline)
-                    self._wait(until)
-                    if self._use_idle:
-                        self._next_poll = 0.0  # IDLE ended: news or period over
+                    if self._wait(until):
+                        self._next_poll = 0.0  # IDLE announced mail: fetch it now
                 except _CONNECTION_ERRORS as exc:
                     self._drop(exc)
             if deadline is not None and time.monotonic() >= deadline:
