@@ -97,6 +97,8 @@ def test_postfix_stopped_sends_fail_loudly_and_are_retried(running: MailStack) -
         assert sorted(take(sub, 5, timeout=30)) == [f"during {i}" for i in range(5)]
         assert sender.flush(10)
         assert sender.counters["sent"] == 6
+        # The connection Postfix dropped was replaced by a new one.
+        assert sender.counters["connections_opened"] >= 2
     assert ctx.counters["received"] == 6
 
 
