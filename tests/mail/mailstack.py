@@ -508,10 +508,10 @@ postlog   unix-dgram n  -       n       -       1       postlogd
             with contextlib.suppress(smtplib.SMTPException, OSError):
                 client.quit()
 
-    def logs(self) -> str:
+    def logs(self, lines: int = 60) -> str:
         return (
             "--- dovecot ---\n"
-            + _tail(self.dovecot_log)
+            + _tail(self.dovecot_log, lines)
             + "\n--- postfix ---\n"
-            + _tail(self.postfix_log)
+            + _tail(self.postfix_log, lines)
         )

@@ -26,6 +26,13 @@ from test_integration import Events, take
 pytestmark = pytest.mark.mailstack
 
 
+def diagnose(stack: MailStack, events: Events) -> str:
+    """What a failed fault test prints: the transport's events and the servers' logs."""
+    lines = [f"{e.kind}: {e.detail} {dict(e.extra)}" for e in events.items]
+    kept = [line for line in lines if line.startswith(("mail.", "email.skipped", "error"))]
+    return "\n".join(kept[-40:]) + "\n" + stack.logs()
+
+
 @pytest.fixture(scope="module")
 def own_stack() -> Iterator[MailStack]:
     with MailStack() as stack:
@@ -61,7 +68,7 @@ def test_dovecot_stopped_mid_stream_resumes_nothing_lost_nothing_twice(running: 
         events.wait_for("mail.reconnect_failed")
         running.start_dovecot()
         rest = take(sub, 27, timeout=40)
-        assert sorted(first + rest) == sorted(f"m{i}" for i in range(30))
+        assert sorted(first + rest) == sorted(f"m{i}" for i in range(30)), diagnose(running, events)
         receiver: Any = ctx.transport.receiver
         # No UID is fetched twice. Dovecot may hold a second copy of a message whose
         # LMTP reply was lost when it stopped (Postfix then delivered it again): the
@@ -94,7 +101,8 @@ def test_postfix_stopped_sends_fail_loudly_and_are_retried(running: MailStack) -
         assert sender.counters["send_failed"] >= 2
         assert sender.pending == 5
         running.start_smtp()
-        assert sorted(take(sub, 5, timeout=30)) == [f"during {i}" for i in range(5)]
+        during = sorted(take(sub, 5, timeout=30))
+        assert during == [f"during {i}" for i in range(5)], diagnose(running, events)
         assert sender.flush(10)
         assert sender.counters["sent"] == 6
         # The connection Postfix dropped was replaced by a new one.
