@@ -177,6 +177,10 @@ class ImapReceiver(EmailReceiver):
             except imap_errors.IMAPClientError as exc:
                 raise TransportError(f"cannot examine {s.mailbox!r} on {s.server}: {exc}") from None
             capabilities = client.capabilities()
+        except _CONNECTION_ERRORS as exc:
+            # The server went away or spoke garbage during TLS, login or EXAMINE.
+            self._shut(client)
+            raise MailConnectError(f"connection to {s.server} failed: {exc!r}") from None
         except BaseException:
             self._shut(client)
             raise
