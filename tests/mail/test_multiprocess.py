@@ -25,7 +25,7 @@ pytestmark = pytest.mark.mailstack
 PARTICIPANT = str(Path(__file__).with_name("participant.py"))
 
 
-def write_config(path: Path, stack: MailStack, user: User) -> Path:
+def write_config(path: Path, stack: MailStack, user: User, *mail: str) -> Path:
     path.write_text(
         "\n".join(
             [
@@ -39,6 +39,7 @@ def write_config(path: Path, stack: MailStack, user: User) -> Path:
                 f'to = ["{user.address}"]',
                 "[mail]",
                 "reconnect-max-s = 0.5",
+                *mail,
                 "",
             ]
         )
@@ -125,6 +126,12 @@ def test_publisher_and_subscriber_processes(
     received = subscriber.result()
     assert sorted(received["bodies"]) == sorted(f"message {i}" for i in range(20))
     assert received["counters"].get("duplicates", 0) == 0
+    # A subscriber that joins late catches up from the start of the inbox.
+    late_config = write_config(tmp_path / "late.toml", smtp_stack, user, "start-uid = 1")
+    late = Proc("subscribe", late_config, "news", 20, user.password)
+    procs.append(late)
+    caught_up = late.result()
+    assert sorted(caught_up["bodies"]) == sorted(f"message {i}" for i in range(20))
 
 
 def test_server_client_and_observer_processes(
