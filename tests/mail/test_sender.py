@@ -178,3 +178,27 @@ def test_an_oversized_email_is_refused_reported_and_the_next_one_goes_through(
     assert rejected.extra["smtp_code"] == 552
     assert sender.counters["sent"] == 1
     sender.close()
+
+
+def test_concurrent_first_sends_start_one_delivery_thread() -> None:
+    def delivery_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name == "mailbus-smtp"}
+
+    before = delivery_threads()
+    sender, _ = unreachable_sender()
+    barrier = threading.Barrier(8)
+
+    def send() -> None:
+        barrier.wait(5)
+        sender.send(email_to("a@mailbus.test"))
+
+    threads = [threading.Thread(target=send) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert sender.pending == 8
+    started = delivery_threads() - before
+    assert len(started) == 1
+    sender.close(timeout=0)
+    assert not started.pop().is_alive()

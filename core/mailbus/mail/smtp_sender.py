@@ -198,9 +198,12 @@ class SmtpSender(EmailSender):
 
     # -- EmailSender ------------------------------------------------------------------------
     def start(self) -> None:
-        if self._thread is None:
+        """Start the delivery thread (once; `send` starts it if needed)."""
+        with self._cond:
+            if self._thread is not None:
+                return
             self._thread = threading.Thread(target=self._run, name="mailbus-smtp", daemon=True)
-            self._thread.start()
+        self._thread.start()
 
     def send(self, email: Email) -> None:
         data = to_bytes(email)  # validates: bad names raise here, in the caller
