@@ -266,3 +266,17 @@ def test_turning_verification_off_warns_every_time(
         # One warning per connection: IMAP and SMTP, in each of the two runs.
         assert len(events.of("mail.tls_unverified")) == 2
         assert sum(issubclass(w.category, InsecureTLSWarning) for w in caught) >= 1
+
+
+def test_durable_outbox_over_the_real_servers(
+    smtp_stack: MailStack, user: User, options_for: OptionsFactory, tmp_path: Any
+) -> None:
+    # The outbox part wraps this transport's sender and calls its send_sync.
+    options = options_for(user, outbox={"dir": str(tmp_path / "outbox")})
+    with mailbus.Context(options) as ctx:
+        assert ctx.transport.name == "email+outbox"
+        sub = ctx.subscription("durable", depth=20)
+        pub = ctx.publisher("durable")
+        for i in range(10):
+            pub.publish(f"d{i}")
+        assert sorted(take(sub, 10)) == sorted(f"d{i}" for i in range(10))

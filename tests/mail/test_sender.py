@@ -202,3 +202,29 @@ def test_concurrent_first_sends_start_one_delivery_thread() -> None:
     assert len(started) == 1
     sender.close(timeout=0)
     assert not started.pop().is_alive()
+
+
+@pytest.mark.mailstack
+def test_send_sync_returns_once_accepted_and_marks_refusals_permanent(
+    smtp_stack: MailStack, user: User
+) -> None:
+    receiver = receiver_for(smtp_stack, user, period_s=0.01)
+    settings = SmtpSettings(
+        smtp_stack.smtps_url, user.address, user.password, TlsSettings(ca_file=smtp_stack.ca_file)
+    )
+    sender = SmtpSender(settings)
+    sender.send_sync(email_to(user.address, sender=user.address, body="synchronous"))
+    assert sender.counters["sent"] == 1 and sender.pending == 0
+    with pytest.raises(TransportError) as refused:
+        sender.send_sync(email_to(REJECTED, sender=user.address))
+    assert getattr(refused.value, "permanent", None) is True
+    [raw] = receive_all(receiver, 1)
+    assert b"synchronous" in raw.data
+    sender.close()
+    down = SmtpSender(SmtpSettings(f"smtps://127.0.0.1:{free_port()}", user.address, "pw"))
+    with pytest.raises(TransportError) as transient:
+        down.send_sync(email_to(user.address, sender=user.address))
+    assert getattr(transient.value, "permanent", None) is False
+    assert down.counters["send_failed"] == 1
+    down.close(timeout=0)
+    receiver.close()

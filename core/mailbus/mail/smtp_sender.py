@@ -12,6 +12,8 @@ thread so that publish() never waits on the network.
   `mail.send_rejected` and that email alone is given up.
 - `check_login()` (called at init by `create_transport`) opens the connection and
   authenticates, so a wrong password or an unreachable server is an error there.
+- `send_sync()` delivers at once and raises on failure (`permanent = True` for a 5xx):
+  the durable outbox calls it from its own thread and does its own retrying.
 """
 
 from __future__ import annotations
@@ -136,6 +138,8 @@ class SmtpSender(EmailSender):
         self._closing = False
         self._abort = threading.Event()
         self._curl = self._new_handle()
+        # The delivery thread and send_sync callers share the one connection.
+        self._curl_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._in_flight = False
 
@@ -205,12 +209,12 @@ class SmtpSender(EmailSender):
             self._thread = threading.Thread(target=self._run, name="mailbus-smtp", daemon=True)
         self._thread.start()
 
-    def send(self, email: Email) -> None:
+    def _outgoing(self, email: Email) -> _Outgoing:
         data = to_bytes(email)  # validates: bad names raise here, in the caller
         recipients = email.recipients or self.settings.default_recipients
         if not recipients:
             raise TransportError("email has no recipients and no default recipient is set")
-        item = _Outgoing(
+        return _Outgoing(
             data,
             check_address(email.sender),
             recipients,
@@ -218,6 +222,10 @@ class SmtpSender(EmailSender):
             email.subject,
             time.time_ns(),
         )
+
+    def send(self, email: Email) -> None:
+        """Queue `email` for the delivery thread and return at once."""
+        item = self._outgoing(email)
         with self._cond:
             if self._closing:
                 raise TransportError("SMTP sender is closed")
@@ -262,7 +270,8 @@ class SmtpSender(EmailSender):
                 self._abort.set()
                 thread.join(self.settings.timeout_s)
         self._abandon_rest()
-        self._curl.close()
+        with self._curl_lock:
+            self._curl.close()
 
     # -- the delivery thread ------------------------------------------------------------------
     def _abandon_rest(self) -> None:
@@ -296,21 +305,25 @@ class SmtpSender(EmailSender):
             elif self._abort.wait(delay):
                 return
 
-    def _attempt(self, item: _Outgoing) -> float | None:
-        """Try to send `item`; None when done with it, else the delay before a retry."""
+    def _transfer(self, item: _Outgoing) -> tuple[int, int, str] | None:
+        """One SMTP transaction on the kept connection; the failure's codes, or None."""
         item.attempts += 1
-        curl = self._curl
-        curl.setopt(pycurl.MAIL_FROM, f"<{item.mail_from}>")
-        curl.setopt(pycurl.MAIL_RCPT, list(item.recipients))
-        curl.setopt(pycurl.UPLOAD, 1)
-        curl.setopt(pycurl.READFUNCTION, io.BytesIO(item.data).read)
-        curl.setopt(pycurl.INFILESIZE, len(item.data))
-        try:
-            curl.perform()
-        except pycurl.error as exc:
-            code, smtp_code, message = self._error(exc)
-            return self._failed(item, code, smtp_code, message)
-        self._after_transfer()
+        with self._curl_lock:
+            curl = self._curl
+            curl.setopt(pycurl.MAIL_FROM, f"<{item.mail_from}>")
+            curl.setopt(pycurl.MAIL_RCPT, list(item.recipients))
+            curl.setopt(pycurl.UPLOAD, 1)
+            curl.setopt(pycurl.READFUNCTION, io.BytesIO(item.data).read)
+            curl.setopt(pycurl.INFILESIZE, len(item.data))
+            try:
+                curl.perform()
+            except pycurl.error as exc:
+                failure = self._error(exc)
+                # A fresh handle after a failure: a half-broken connection is not reused.
+                self._curl.close()
+                self._curl = self._new_handle()
+                return failure
+            self._after_transfer()
         self.counters["sent"] += 1
         if self.tracer.active:
             self.tracer.event(
@@ -322,7 +335,32 @@ class SmtpSender(EmailSender):
             )
         return None
 
-    def _failed(self, item: _Outgoing, code: int, smtp_code: int, message: str) -> float | None:
+    def _attempt(self, item: _Outgoing) -> float | None:
+        """Try to send `item`; None when done with it, else the delay before a retry."""
+        failure = self._transfer(item)
+        return None if failure is None else self._failed(item, *failure)
+
+    def send_sync(self, email: Email) -> None:
+        """Deliver `email` now and return once the server accepted it; raise
+        TransportError if it did not, with `permanent = True` when the server refused
+        the email for good (5xx). No retry here: for the durable outbox, which keeps the
+        email on disk and retries by its own policy."""
+        item = self._outgoing(email)
+        if self._closing:
+            raise TransportError("SMTP sender is closed")
+        failure = self._transfer(item)
+        if failure is None:
+            return
+        code, smtp_code, message = failure
+        kind = classify(code, smtp_code)
+        self._failed(item, code, smtp_code, message, retry=False)
+        error = TransportError(f"send to {self.settings.server} failed ({kind.value}): {message}")
+        error.permanent = kind is Failure.REJECTED  # type: ignore[attr-defined]
+        raise error
+
+    def _failed(
+        self, item: _Outgoing, code: int, smtp_code: int, message: str, retry: bool = True
+    ) -> float | None:
         kind = classify(code, smtp_code)
         fields = {
             "curl_code": code,
@@ -342,18 +380,15 @@ class SmtpSender(EmailSender):
             )
             log.error("SMTP server refused %s: %s", item.message_id, message)
             return None
-        delay = self.backoff.delay(item.attempts, random.random())
+        delay = self.backoff.delay(item.attempts, random.random()) if retry else 0.0
+        then = f"retry {item.attempts} in {delay:.2f} s" if retry else "the caller retries"
         self.counters["send_failed"] += 1
         self.tracer.event(
             SEND_FAILED,
             name=item.subject,
             message_id=item.message_id,
-            detail=f"send to {self.settings.server} failed ({kind.value}): {message}; "
-            f"retry {item.attempts} in {delay:.2f} s",
+            detail=f"send to {self.settings.server} failed ({kind.value}): {message}; {then}",
             extra={**fields, "retry_in_s": delay},
         )
-        log.warning("SMTP send failed (%s): %s; retrying in %.2f s", kind.value, message, delay)
-        # A fresh handle after a failure: a half-broken connection is not reused.
-        self._curl.close()
-        self._curl = self._new_handle()
-        return delay
+        log.warning("SMTP send failed (%s): %s; %s", kind.value, message, then)
+        return delay if retry else None
