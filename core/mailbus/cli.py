@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "mailbus.outbox.cli",
     "mailbus.broker.cli",
     "mailbus.postoffice.cli",
+    "mailbus.mail.check",
 )
 
 

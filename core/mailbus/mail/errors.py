@@ -1,0 +1,17 @@
+"""Errors of the mail transport; each is a TransportError and says what to fix."""
+
+from __future__ import annotations
+
+from mailbus.errors import TransportError
+
+
+class MailLoginError(TransportError):
+    """The server refused the username or password."""
+
+
+class MailConnectError(TransportError):
+    """The server could not be reached (refused, unknown host, timed out)."""
+
+
+class MailTLSError(TransportError):
+    """TLS failed: the certificate did not verify, or the server offered no TLS."""

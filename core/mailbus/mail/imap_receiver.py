@@ -1,0 +1,394 @@
+"""The IMAP receiver: imapclient on one connection, the inbox examined read-only.
+
+Strategy (figures in docs/mail.md): every polling period send NOOP, then one
+`UID FETCH first:* (UID RFC822.SIZE BODY.PEEK[]<0.limit>)` for everything new.
+NOOP first, because Dovecot reports a new EXISTS only after a command completes, so a
+FETCH without it sees new mail one period late. Where the server offers IDLE and the
+period is long (>= `idle_threshold_s`, 1 s by default), the wait between polls is an
+IDLE that ends early when the server announces mail: Dovecot delays IDLE
+notifications by about 0.5 s, so at short periods plain polling is faster.
+
+EXAMINE (read-only) leaves flags alone, so any number of participants and observers
+can read one shared inbox. Bytes go to the engine as `RawEmail(data, origin="uid:N")`:
+the engine's polling manager parses them and reports (with the UID) what is malformed
+or foreign, so the stream never stalls on one bad mail. Mail larger than the limit is
+reported here (`mail.oversized`) and skipped.
+
+Lost connections are reopened with capped exponential back-off; the UID cursor
+(mailbus.mail.uids) makes sure nothing is lost or delivered twice across reconnects.
+"""
+
+from __future__ import annotations
+
+import imaplib
+import logging
+import random
+import ssl
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import imapclient
+from imapclient import exceptions as imap_errors
+from imapclient.response_parser import parse_fetch_response
+
+from mailbus.errors import ConfigError, TransportError
+from mailbus.mail.backoff import Backoff
+from mailbus.mail.errors import MailConnectError, MailLoginError, MailTLSError
+from mailbus.mail.tls import TlsSettings, ssl_context, warn_unverified
+from mailbus.mail.uids import Resumed, Started, UidCursor, UidRange, UidValidityChanged
+from mailbus.trace import Tracer
+from mailbus.transport import EmailReceiver, Inbound, RawEmail
+
+log = logging.getLogger(__name__)
+
+CONNECTED = "mail.connected"
+DISCONNECTED = "mail.disconnected"
+RECONNECT_FAILED = "mail.reconnect_failed"
+UIDVALIDITY_CHANGED = "mail.uidvalidity_changed"
+OVERSIZED = "mail.oversized"
+DEFAULT_MAX_MESSAGE_BYTES = 10 * 1024 * 1024
+
+# What a broken or closed connection raises inside imapclient/imaplib.
+_CONNECTION_ERRORS = (OSError, imaplib.IMAP4.error, imap_errors.IMAPClientError, EOFError)
+
+
+@dataclass(frozen=True, slots=True)
+class ImapSettings:
+    url: str
+    username: str
+    password: str = field(repr=False)
+    tls: TlsSettings = field(default_factory=TlsSettings)
+    mailbox: str = "INBOX"
+    timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("imap", "imaps") or not parts.hostname:
+            raise ConfigError(
+                "url-imap", f"expected imap://host[:port] or imaps://..., got {self.url!r}"
+            )
+        if parts.username is not None or parts.password is not None:
+            raise ConfigError("url-imap", "must not contain credentials")
+        if parts.path.strip("/"):
+            # imap://host/Folder names the mailbox, as in RFC 5092.
+            object.__setattr__(self, "mailbox", parts.path.strip("/"))
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.url).hostname or ""
+
+    @property
+    def port(self) -> int:
+        parts = urlsplit(self.url)
+        return parts.port or (993 if parts.scheme == "imaps" else 143)
+
+    @property
+    def implicit_tls(self) -> bool:
+        return self.url.startswith("imaps://")
+
+    @property
+    def server(self) -> str:
+        return f"{urlsplit(self.url).scheme}://{self.host}:{self.port}"
+
+
+def fetch_items(max_bytes: int) -> list[bytes]:
+    return [b"UID", b"RFC822.SIZE", b"BODY.PEEK[]<0.%d>" % max_bytes]
+
+
+def body_of(data: Mapping[bytes, Any]) -> bytes | None:
+    """The body bytes of one parsed FETCH item (the key names the partial range)."""
+    for key, value in data.items():
+        if key.startswith(b"BODY[]") and isinstance(value, bytes):
+            return value
+    return None
+
+
+class ImapReceiver(EmailReceiver):
+    def __init__(
+        self,
+        settings: ImapSettings,
+        tracer: Tracer | None = None,
+        *,
+        period_s: float = 0.01,
+        start_uid: int | None = None,
+        batch: int = 500,
+        idle: str = "auto",
+        idle_threshold_s: float = 1.0,
+        backoff: Backoff | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        if idle not in ("auto", "always", "never"):
+            raise ConfigError("mail.idle", f"expected auto, always or never, got {idle!r}")
+        self.settings = settings
+        self.tracer = tracer or Tracer()
+        self.period_s = period_s
+        self.cursor = UidCursor(start_uid, batch)
+        self.idle = idle
+        self.idle_threshold_s = idle_threshold_s
+        self.backoff = backoff or Backoff(initial=0.1, maximum=10.0)
+        self.max_message_bytes = max_message_bytes
+        self.counters: Counter[str] = Counter()
+        self._client: imapclient.IMAPClient | None = None
+        self._woken = threading.Event()
+        self._closed = False
+        self._failures = 0
+        self._retry_at = 0.0
+        self._next_poll = 0.0
+        self._use_idle = False
+
+    # -- connection ----------------------------------------------------------------------
+    def connect(self) -> None:
+        """Open, authenticate and EXAMINE; raise a clear error on failure."""
+        s = self.settings
+        try:
+            context = ssl_context(s.tls)
+            client = imapclient.IMAPClient(
+                s.host, s.port, ssl=s.implicit_tls, ssl_context=context, timeout=s.timeout_s
+            )
+        except ssl.SSLError as exc:
+            raise MailTLSError(f"TLS with {s.server} failed: {exc}") from None
+        except OSError as exc:
+            raise MailConnectError(f"cannot reach IMAP server {s.server}: {exc}") from None
+        except (imaplib.IMAP4.error, imap_errors.IMAPClientError) as exc:
+            raise MailConnectError(f"{s.server} does not speak IMAP: {exc}") from None
+        try:
+            if not s.implicit_tls:
+                if b"STARTTLS" not in client.capabilities():
+                    raise MailTLSError(f"{s.server} offers no STARTTLS; use imaps://")
+                try:
+                    client.starttls(context)
+                except ssl.SSLError as exc:
+                    raise MailTLSError(f"STARTTLS with {s.server} failed: {exc}") from None
+            warn_unverified(s.tls, s.server, self.tracer)
+            try:
+                client.login(s.username, s.password)
+            except imap_errors.LoginError:
+                raise MailLoginError(
+                    f"IMAP login to {s.server} as {s.username!r} was refused: "
+                    "check username and password (MAILBUS_PASSWORD)"
+                ) from None
+            try:
+                info = client.select_folder(s.mailbox, readonly=True)
+            except imap_errors.IMAPClientError as exc:
+                raise TransportError(f"cannot examine {s.mailbox!r} on {s.server}: {exc}") from None
+            capabilities = client.capabilities()
+        except _CONNECTION_ERRORS as exc:
+            # The server went away or spoke garbage during TLS, login or EXAMINE.
+            self._shut(client)
+            raise MailConnectError(f"connection to {s.server} failed: {exc!r}") from None
+        except BaseException:
+            self._shut(client)
+            raise
+        self._client = client
+        self._next_poll = 0.0  # poll at once after (re)connecting
+        self._use_idle = b"IDLE" in capabilities and (
+            self.idle == "always"
+            or (self.idle == "auto" and self.period_s >= self.idle_threshold_s)
+        )
+        event = self.cursor.selected(int(info[b"UIDVALIDITY"]), int(info.get(b"UIDNEXT", 1)))
+        self.counters["connections_opened"] += 1
+        if isinstance(event, UidValidityChanged):
+            self.counters["uidvalidity_changed"] += 1
+            self.tracer.event(
+                UIDVALIDITY_CHANGED,
+                detail=f"{s.mailbox} was recreated (UIDVALIDITY {event.old} -> {event.new}); "
+                "reading it again from UID 1",
+                extra={"old": event.old, "new": event.new},
+            )
+        elif isinstance(event, Started | Resumed):
+            self.tracer.event(
+                CONNECTED,
+                detail=f"{s.server} {s.mailbox} from UID {event.first_uid}",
+                extra={
+                    "first_uid": event.first_uid,
+                    "uidvalidity": event.uidvalidity,
+                    "idle": self._use_idle,
+                    "resumed": isinstance(event, Resumed),
+                },
+            )
+
+    @staticmethod
+    def _shut(client: imapclient.IMAPClient) -> None:
+        try:
+            client.shutdown()
+        except Exception:  # the connection is going away anyway
+            log.debug("IMAP shutdown failed", exc_info=True)
+
+    def _drop(self, exc: BaseException) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            self._shut(client)
+        self.counters["disconnects"] += 1
+        self._failures = 1
+        self._retry_at = time.monotonic() + self.backoff.delay(1, random.random())
+        self.tracer.event(DISCONNECTED, detail=f"{self.settings.server}: {exc!r}")
+        log.warning("IMAP connection to %s lost: %r", self.settings.server, exc)
+
+    def _reconnect(self) -> bool:
+        try:
+            self.connect()
+        except TransportError as exc:
+            self._failures += 1
+            delay = self.backoff.delay(self._failures, random.random())
+            self._retry_at = time.monotonic() + delay
+            self.counters["reconnect_failed"] += 1
+            self.tracer.event(
+                RECONNECT_FAILED,
+                detail=f"{exc}; retry {self._failures} in {delay:.2f} s",
+                extra={"attempt": self._failures, "retry_in_s": delay},
+            )
+            return False
+        self._failures = 0
+        return True
+
+    # -- polling --------------------------------------------------------------------------
+    def _uid_fetch(self, client: imapclient.IMAPClient, uids: UidRange) -> dict[int, Any]:
+        # imapclient 4.0-4.1 FETCH raises ValueError on an open range ('n:*') after the
+        # server answered (it filters results with int()); issue the same command and
+        # parse with its own parser instead.
+        imap = client._imap
+        tag = imap._command(
+            "UID", "FETCH", str(uids), b"(" + b" ".join(fetch_items(self.max_message_bytes)) + b")"
+        )
+        typ, data = imap._command_complete("FETCH", tag)
+        if typ != "OK":
+            raise imap_errors.IMAPClientError(f"UID FETCH failed: {data!r}")
+        typ, data = imap._untagged_response(typ, data, "FETCH")
+        parsed: dict[int, Any] = dict(parse_fetch_response(data, False, True))
+        return parsed
+
+    def poll(self) -> list[Inbound]:
+        """NOOP, then fetch everything new; raises on a broken connection."""
+        client = self._client
+        if client is None:
+            return []
+        _, responses = client.noop()
+        if any(r and r[0] == b"NO" for r in responses):
+            # Dovecot answers NOOP with an untagged NO when the examined mailbox was
+            # deleted (and maybe recreated) under it, and goes on showing the old one.
+            self._check_uidvalidity(client)
+        uids = self.cursor.next_range()
+        fetched = self._uid_fetch(client, uids)
+        # imaplib keeps untagged EXISTS/RECENT for ever; we read them through NOOP.
+        client._imap.untagged_responses.clear()
+        out: list[Inbound] = []
+        for uid in self.cursor.accept(fetched, uids):
+            item = self._inbound(uid, fetched[uid])
+            if item is not None:
+                out.append(item)
+        if uids.last is not None:
+            self._next_poll = 0.0  # a backlog chunk: read the next one at once
+        self.counters["polls"] += 1
+        return out
+
+    def _check_uidvalidity(self, client: imapclient.IMAPClient) -> None:
+        """Raise (so the receiver reconnects) if the mailbox is not the one examined."""
+        status = client.folder_status(self.settings.mailbox, [b"UIDVALIDITY"])
+        if int(status[b"UIDVALIDITY"]) != self.cursor.uidvalidity:
+            raise imap_errors.IMAPClientError(f"{self.settings.mailbox} was recreated")
+
+    def _inbound(self, uid: int, data: Mapping[bytes, Any]) -> RawEmail | None:
+        size = int(data.get(b"RFC822.SIZE", 0))
+        if size > self.max_message_bytes:
+            self.counters["oversized"] += 1
+            self.tracer.event(
+                OVERSIZED,
+                detail=f"uid:{uid} is {size} bytes, over the limit of {self.max_message_bytes}",
+                extra={"origin": f"uid:{uid}", "size": size},
+            )
+            return None
+        body = body_of(data)
+        self.counters["fetched"] += 1
+        return RawEmail(body if body is not None else b"", origin=f"uid:{uid}")
+
+    def _wait(self, until: float) -> bool:
+        """Wait until `until` (monotonic), `wake()`, or, in IDLE, the server's news;
+        True when the server announced new mail."""
+        client = self._client
+        remaining = until - time.monotonic()
+        if remaining <= 0:
+            return False
+        if client is None or not self._use_idle:
+            self._woken.wait(remaining)
+            return False
+        news = self._start_idle(client)
+        try:
+            while not news and not self._woken.is_set():
+                remaining = until - time.monotonic()
+                if remaining <= 0:
+                    break
+                # Short slices so that wake() is seen within a quarter of a second.
+                responses = client.idle_check(min(remaining, 0.25))
+                news = any(len(r) > 1 and r[1] in (b"EXISTS", b"RECENT") for r in responses)
+        finally:
+            client.idle_done()
+        if news:
+            self.counters["idle_wakeups"] += 1
+        return news
+
+    def _start_idle(self, client: imapclient.IMAPClient) -> bool:
+        """Send IDLE and read up to the server's continuation; True if it announced new
+        mail first. (imapclient's idle() raises on any untagged response before the
+        continuation, which happens when mail arrived since the last poll.)"""
+        imap = client._imap
+        tag = imap._command("IDLE")
+        client._idle_tag = tag
+        news = False
+        while True:
+            line = imap._get_response()
+            if line is None:  # "+ idling"
+                imap.untagged_responses.clear()
+                self.counters["idles"] += 1
+                return news
+            if imap.tagged_commands.get(tag):
+                raise imap_errors.IMAPClientError(f"IDLE refused: {line!r}")
+            if line.endswith((b" EXISTS", b" RECENT")):
+                news = True
+
+    def receive(self, timeout: float | None) -> list[Inbound]:
+        if self._closed:
+            raise TransportError("IMAP receiver is closed")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._woken.is_set():
+            now = time.monotonic()
+            if self._client is None:
+                if now >= self._retry_at and self._reconnect():
+                    continue
+                until = self._retry_at if deadline is None else min(self._retry_at, deadline)
+                self._woken.wait(max(0.0, until - now))
+            else:
+                try:
+                    # In IDLE mode poll before every IDLE: Dovecot does not announce
+                    # mail that arrived before the IDLE command.
+                    if now >= self._next_poll or self._use_idle:
+                        self._next_poll = now + self.period_s
+                        items = self.poll()
+                        if items:
+                            return items
+                    until = self._next_poll if deadline is None else min(self._next_poll, deadline)
+                    if self._wait(until):
+                        self._next_poll = 0.0  # IDLE announced mail: fetch it now
+                except _CONNECTION_ERRORS as exc:
+                    self._drop(exc)
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+        self._woken.clear()
+        return []
+
+    def wake(self) -> None:
+        self._woken.set()
+
+    def close(self) -> None:
+        self._closed = True
+        self._woken.set()
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.logout()
+            except Exception:
+                self._shut(client)

@@ -1,0 +1,517 @@
+"""A throw-away mail stack on loopback: Dovecot (IMAP, IMAPS, LMTP) and Postfix (SMTP
+with STARTTLS, SMTPS, AUTH through Dovecot) delivering into Dovecot over LMTP.
+
+Everything lives in one temporary directory, listens on 127.0.0.1 on random free ports
+and is stopped by process id. Certificates come from trustme. Usable from tests (see
+conftest.py) and from the benchmark:
+
+    with MailStack() as stack:
+        user = stack.add_user()
+        ... stack.smtps_url, stack.imaps_url, stack.ca_file, user.address, user.password
+
+Postfix needs root. Without root (or with `postfix=False`) the SMTP ports are served
+by a small relay (lmtp_relay.py) that delivers over LMTP straight into Dovecot;
+`stack.has_postfix` is then False and `stack.why_no_postfix` says why.
+`start_smtp()` / `stop_smtp()` start and stop whichever SMTP server the stack runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import grp
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import smtplib
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+import trustme
+from lmtp_relay import LmtpRelay
+
+DOMAIN = "mailbus.test"
+HOST = "127.0.0.1"
+REJECTED = f"rejected@{DOMAIN}"  # Postfix answers 550 to this recipient
+DOVECOT = shutil.which("dovecot") or "/usr/sbin/dovecot"
+POSTFIX = shutil.which("postfix") or "/usr/sbin/postfix"
+POSTFIX_MASTER = "/usr/lib/postfix/sbin/master"
+
+
+class MailStackError(RuntimeError):
+    """The stack could not start; the message carries the tail of the server's log."""
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    password: str
+
+    @property
+    def address(self) -> str:
+        return f"{self.name}@{DOMAIN}"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, deadline: float) -> bool:
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=0.5):
+            return True
+        time.sleep(0.02)  # polling a port that is not open yet; bounded by the deadline
+    return False
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return f"(no log at {path})"
+
+
+class MailStack:
+    def __init__(self, *, postfix: bool | None = None, keep_dir: bool = False) -> None:
+        self.is_root = os.geteuid() == 0
+        self.has_postfix = (postfix if postfix is not None else True) and self.is_root
+        if not self.is_root:
+            self.why_no_postfix = "not running as root: Postfix needs root; using LMTP delivery"
+        elif not self.has_postfix:
+            self.why_no_postfix = "Postfix disabled by the caller"
+        else:
+            self.why_no_postfix = ""
+        self.keep_dir = keep_dir
+        self.root = Path(tempfile.mkdtemp(prefix="mailbus-stack-"))
+        self._dovecot: subprocess.Popen[bytes] | None = None
+        self._postfix: subprocess.Popen[bytes] | None = None
+        self._relay: LmtpRelay | None = None
+        self._users: dict[str, User] = {}
+        # Dovecot runs as an unprivileged user in its "non-root" mode, also when we are
+        # root: then every path is owned by the system's dovecot user.
+        self.run_user = "dovecot" if self.is_root else pwd.getpwuid(os.geteuid()).pw_name
+        self.run_group = "dovecot" if self.is_root else grp.getgrgid(os.getegid()).gr_name
+        self.imap_port = free_port()
+        self.imaps_port = free_port()
+        self.smtp_port = free_port()
+        self.smtps_port = free_port()
+        self.ca = trustme.CA()
+        self.dovecot_dir = self.root / "dovecot"
+        self.postfix_dir = self.root / "postfix"
+        self.ca_file = str(self.root / "ca.pem")
+        self.dovecot_log = self.root / "dovecot.log"
+        self.postfix_log = self.root / "postfix.log"
+        self.lmtp_socket = self.dovecot_dir / "run" / "lmtp"
+
+    # -- URLs ---------------------------------------------------------------------------
+    @property
+    def imap_url(self) -> str:
+        return f"imap://{HOST}:{self.imap_port}"
+
+    @property
+    def imaps_url(self) -> str:
+        return f"imaps://{HOST}:{self.imaps_port}"
+
+    @property
+    def smtp_url(self) -> str:
+        return f"smtp://{HOST}:{self.smtp_port}"
+
+    @property
+    def smtps_url(self) -> str:
+        return f"smtps://{HOST}:{self.smtps_port}"
+
+    # -- life cycle ---------------------------------------------------------------------
+    def __enter__(self) -> MailStack:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self._write_certificates()
+        self._write_dovecot_config()
+        self.start_dovecot()
+        if self.has_postfix:
+            self._write_postfix_config()
+        self.start_smtp()
+
+    @property
+    def smtp_server(self) -> str:
+        return "postfix" if self.has_postfix else "lmtp-relay"
+
+    def start_smtp(self) -> None:
+        if self.has_postfix:
+            self.start_postfix()
+            return
+        if self._relay is None:
+            self._relay = LmtpRelay(
+                HOST,
+                self.smtp_port,
+                self.smtps_port,
+                self.cert_file,
+                self.key_file,
+                self.lmtp_socket,
+                self._check_login,
+                REJECTED,
+            )
+        self._relay.start()
+
+    def stop_smtp(self) -> None:
+        if self.has_postfix:
+            self.stop_postfix()
+        elif self._relay is not None:
+            self._relay.stop()
+
+    def _check_login(self, username: str, password: str) -> bool:
+        user = self._users.get(username.partition("@")[0])
+        return user is not None and user.address == username and user.password == password
+
+    def stop(self) -> None:
+        errors: list[BaseException] = []
+        for stop in (self.stop_smtp, self.stop_dovecot):
+            try:
+                stop()
+            except BaseException as exc:  # stop the other server all the same
+                errors.append(exc)
+        if not self.keep_dir:
+            shutil.rmtree(self.root, ignore_errors=True)
+        if errors:
+            raise errors[0]
+
+    # -- certificates -------------------------------------------------------------------
+    def _write_certificates(self) -> None:
+        self.root.chmod(0o755)
+        self.ca.cert_pem.write_to_path(self.ca_file)
+        cert = self.ca.issue_cert(HOST, "localhost", DOMAIN)
+        self.cert_file = self.root / "server.pem"
+        self.key_file = self.root / "server.key"
+        cert.cert_chain_pems[0].write_to_path(str(self.cert_file))
+        for extra in cert.cert_chain_pems[1:]:
+            extra.write_to_path(str(self.cert_file), append=True)
+        cert.private_key_pem.write_to_path(str(self.key_file))
+        self.key_file.chmod(0o640)
+        self._chown(self.cert_file, self.key_file)
+
+    def _chown(self, *paths: Path) -> None:
+        if self.is_root:
+            for path in paths:
+                shutil.chown(path, self.run_user, self.run_group)
+
+    # -- Dovecot ------------------------------------------------------------------------
+    def _write_dovecot_config(self) -> None:
+        d = self.dovecot_dir
+        for sub in ("", "run", "state", "mail"):
+            (d / sub).mkdir(parents=True, exist_ok=True)
+            (d / sub).chmod(0o755)
+        # One passwd-file per user (path with %n): a new user is a new file, so
+        # Dovecot never answers from a copy of the file read before the user existed.
+        self.users_dir = d / "users"
+        self.users_dir.mkdir(exist_ok=True)
+        self._chown(d, d / "run", d / "state", d / "mail", self.users_dir)
+        for log in (self.dovecot_log,):
+            log.touch()
+            self._chown(log)
+        user = self.run_user
+        config = f"""
+base_dir = {d}/run
+state_dir = {d}/state
+log_path = {self.dovecot_log}
+info_log_path = {self.dovecot_log}
+instance_name = mailbus-{self.imap_port}
+protocols = imap lmtp
+listen = {HOST}
+default_internal_user = {user}
+default_internal_group = {self.run_group}
+default_login_user = {user}
+ssl = yes
+ssl_cert = <{self.cert_file}
+ssl_key = <{self.key_file}
+ssl_min_protocol = TLSv1.2
+disable_plaintext_auth = no
+auth_mechanisms = plain login
+auth_failure_delay = 0
+mail_location = maildir:{d}/mail/%u
+mail_fsync = never
+passdb {{
+  driver = passwd-file
+  args = scheme=PLAIN username_format=%u {self.users_dir}/%n
+}}
+userdb {{
+  driver = static
+  args = home={d}/mail/%u
+}}
+service imap-login {{
+  chroot =
+  inet_listener imap {{
+    address = {HOST}
+    port = {self.imap_port}
+  }}
+  inet_listener imaps {{
+    address = {HOST}
+    port = {self.imaps_port}
+    ssl = yes
+  }}
+}}
+service lmtp {{
+  unix_listener lmtp {{
+    mode = 0666
+  }}
+}}
+service auth {{
+  unix_listener auth-postfix {{
+    mode = 0666
+  }}
+}}
+service anvil {{
+  chroot =
+  # No growing delay after failed logins: tests try wrong passwords on purpose.
+  unix_listener anvil-auth-penalty {{
+    mode = 0
+  }}
+}}
+service ipc {{
+  chroot =
+}}
+service stats {{
+  chroot =
+}}
+protocol lmtp {{
+  postmaster_address = postmaster@{DOMAIN}
+}}
+"""
+        self.dovecot_conf = d / "dovecot.conf"
+        self.dovecot_conf.write_text(config)
+        self._chown(self.dovecot_conf)
+
+    def start_dovecot(self, timeout: float = 15.0) -> None:
+        if self._dovecot is not None and self._dovecot.poll() is None:
+            return
+        kwargs: dict[str, object] = {}
+        if self.is_root:
+            kwargs = {"user": self.run_user, "group": self.run_group, "extra_groups": []}
+        self._dovecot = subprocess.Popen(
+            [DOVECOT, "-F", "-c", str(self.dovecot_conf)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.root / "dovecot.stderr", "ab"),  # noqa: SIM115
+            start_new_session=True,
+            **kwargs,  # type: ignore[call-overload]
+        )
+        deadline = time.monotonic() + timeout
+        ready = all(
+            wait_for_port(p, deadline) for p in (self.imap_port, self.imaps_port)
+        ) and self._wait_for_path(self.lmtp_socket, deadline)
+        if not ready or self._dovecot.poll() is not None:
+            raise MailStackError(
+                "Dovecot did not start:\n"
+                + _tail(self.root / "dovecot.stderr")
+                + "\n"
+                + _tail(self.dovecot_log)
+            )
+
+    def stop_dovecot(self, timeout: float = 10.0) -> None:
+        self._stop_process(self._dovecot, timeout)
+        self._dovecot = None
+
+    @property
+    def dovecot_running(self) -> bool:
+        return self._dovecot is not None and self._dovecot.poll() is None
+
+    @staticmethod
+    def _wait_for_path(path: Path, deadline: float) -> bool:
+        while time.monotonic() < deadline:
+            if path.exists():
+                return True
+            time.sleep(0.02)  # bounded wait for a socket file to appear
+        return False
+
+    @staticmethod
+    def _stop_process(proc: subprocess.Popen[bytes] | None, timeout: float) -> None:
+        if proc is None or proc.poll() is not None:
+            return
+        # Both masters run in their own session: signal that process group only.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout)
+
+    # -- Postfix ------------------------------------------------------------------------
+    def _write_postfix_config(self) -> None:
+        p = self.postfix_dir
+        etc, spool, data = p / "etc", p / "spool", p / "data"
+        for sub in (etc, spool, data):
+            sub.mkdir(parents=True, exist_ok=True)
+        shutil.chown(data, "postfix", "postfix")
+        self.postfix_log.touch()
+        auth_socket = self.dovecot_dir / "run" / "auth-postfix"
+        refuse = f"inline:{{ {{ {REJECTED}=550 5.1.1 no such user }} }}"
+        main_cf = f"""
+compatibility_level = 3.6
+queue_directory = {spool}
+data_directory = {data}
+mail_owner = postfix
+setgid_group = postdrop
+myhostname = mx.{DOMAIN}
+mydomain = {DOMAIN}
+myorigin = {DOMAIN}
+mydestination =
+inet_interfaces = {HOST}
+inet_protocols = ipv4
+mynetworks = 127.0.0.0/8
+smtpd_peername_lookup = no
+smtp_dns_support_level = disabled
+alias_maps =
+alias_database =
+local_recipient_maps =
+biff = no
+virtual_mailbox_domains = {DOMAIN}
+virtual_transport = lmtp:unix:{self.lmtp_socket}
+smtpd_reject_unlisted_recipient = no
+lmtp_destination_concurrency_limit = 8
+default_destination_concurrency_limit = 8
+maillog_file = {self.postfix_log}
+maillog_file_prefixes = {self.root}
+smtpd_tls_cert_file = {self.cert_file}
+smtpd_tls_key_file = {self.key_file}
+smtpd_tls_security_level = may
+smtpd_tls_auth_only = yes
+smtpd_sasl_auth_enable = yes
+smtpd_sasl_type = dovecot
+smtpd_sasl_path = {auth_socket}
+smtpd_relay_restrictions = permit_sasl_authenticated, permit_mynetworks, reject_unauth_destination
+# One address the server refuses for good (5xx), to test permanent failures.
+smtpd_recipient_restrictions = check_recipient_access {refuse}
+message_size_limit = 10240000
+# Retry quickly after Dovecot comes back (tests stop and restart it).
+queue_run_delay = 1s
+transport_retry_time = 1s
+minimal_backoff_time = 1s
+maximal_backoff_time = 2s
+"""
+        (etc / "main.cf").write_text(main_cf)
+        smtpd = "smtpd -o syslog_name=postfix/smtpd"
+        smtps = "smtpd -o smtpd_tls_wrappermode=yes -o syslog_name=postfix/smtps"
+        master_cf = f"""
+{HOST}:{self.smtp_port} inet n - n - - {smtpd}
+{HOST}:{self.smtps_port} inet n - n - - {smtps}
+pickup    unix  n       -       n       60      1       pickup
+cleanup   unix  n       -       n       -       0       cleanup
+qmgr      unix  n       -       n       300     1       qmgr
+tlsmgr    unix  -       -       n       1000?   1       tlsmgr
+rewrite   unix  -       -       n       -       -       trivial-rewrite
+bounce    unix  -       -       n       -       0       bounce
+defer     unix  -       -       n       -       0       bounce
+trace     unix  -       -       n       -       0       bounce
+verify    unix  -       -       n       -       1       verify
+flush     unix  n       -       n       1000?   0       flush
+proxymap  unix  -       -       n       -       -       proxymap
+proxywrite unix -       -       n       -       1       proxymap
+smtp      unix  -       -       n       -       -       smtp
+relay     unix  -       -       n       -       -       smtp
+showq     unix  n       -       n       -       -       showq
+error     unix  -       -       n       -       -       error
+retry     unix  -       -       n       -       -       error
+discard   unix  -       -       n       -       -       discard
+lmtp      unix  -       -       n       -       -       lmtp
+anvil     unix  -       -       n       -       1       anvil
+scache    unix  -       -       n       -       1       scache
+postlog   unix-dgram n  -       n       -       1       postlogd
+"""
+        (etc / "master.cf").write_text(master_cf)
+        self.postfix_etc = etc
+
+    def start_postfix(self, timeout: float = 20.0) -> None:
+        if not self.has_postfix or (self._postfix is not None and self._postfix.poll() is None):
+            return
+        env = {**os.environ, "MAIL_CONFIG": str(self.postfix_etc)}
+        # `postfix check` creates the queue directories with their owners; then the
+        # master runs in the foreground (-d) as our child, in a session of its own, so
+        # stopping it by its process group stops every Postfix process of this stack.
+        # (`postfix start` / `start-fg` would detach the master into its own session.)
+        check = subprocess.run(
+            [POSTFIX, "-c", str(self.postfix_etc), "check"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if check.returncode != 0:
+            raise MailStackError(f"postfix check failed:\n{check.stdout}{check.stderr}")
+        self._postfix = subprocess.Popen(
+            [POSTFIX_MASTER, "-d", "-c", str(self.postfix_etc)],
+            stdin=subprocess.DEVNULL,
+            stdout=open(self.root / "postfix.stdout", "ab"),  # noqa: SIM115
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+        )
+        deadline = time.monotonic() + timeout
+        if not wait_for_port(self.smtp_port, deadline) or self._postfix.poll() is not None:
+            raise MailStackError(
+                "Postfix did not start:\n"
+                + _tail(self.root / "postfix.stdout")
+                + "\n"
+                + _tail(self.postfix_log)
+            )
+        wait_for_port(self.smtps_port, deadline)
+
+    def stop_postfix(self, timeout: float = 15.0) -> None:
+        self._stop_process(self._postfix, timeout)
+        self._postfix = None
+
+    @property
+    def postfix_running(self) -> bool:
+        return self._postfix is not None and self._postfix.poll() is None
+
+    # -- users and mail -----------------------------------------------------------------
+    def add_user(self, name: str | None = None, password: str | None = None) -> User:
+        """A fresh user with an empty inbox (Dovecot rereads its passwd-file)."""
+        user = User(name or f"u{secrets.token_hex(5)}", password or secrets.token_urlsafe(12))
+        if not user.name.isalnum():
+            raise ValueError(f"user name {user.name!r} must be letters and digits")
+        if user.name in self._users:
+            raise ValueError(f"user {user.name} exists")
+        path = self.users_dir / user.name
+        path.write_text(f"{user.address}:{{PLAIN}}{user.password}\n")
+        self._chown(path)
+        self._users[user.name] = user
+        return user
+
+    def deliver(self, recipient: str, data: bytes, sender: str = f"test@{DOMAIN}") -> None:
+        """Deliver raw bytes straight into Dovecot over LMTP (bypassing Postfix)."""
+        client = smtplib.LMTP(str(self.lmtp_socket))
+        try:
+            client.sendmail(sender, [recipient], data)
+        finally:
+            with contextlib.suppress(smtplib.SMTPException, OSError):
+                client.quit()
+
+    def logs(self, lines: int = 60) -> str:
+        return (
+            "--- dovecot ---\n"
+            + _tail(self.dovecot_log, lines)
+            + "\n--- postfix ---\n"
+            + _tail(self.postfix_log, lines)
+        )

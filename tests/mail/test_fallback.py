@@ -1,0 +1,88 @@
+"""The stack without Postfix (what runs where the tests are not root): the SMTP ports
+are served by the LMTP relay, and the transport works through it the same way."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import mailbus
+import pytest
+from conftest import make_options
+from mailbus.mail.errors import MailLoginError
+from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
+from mailbus.mail.tls import TlsSettings
+from mailstack import REJECTED, MailStack
+from test_integration import Events, take
+from test_sender import email_to
+
+pytestmark = pytest.mark.mailstack
+
+
+@pytest.fixture(scope="module")
+def relay_stack() -> Iterator[MailStack]:
+    with MailStack(postfix=False) as stack:
+        assert stack.smtp_server == "lmtp-relay"
+        yield stack
+
+
+def test_pubsub_through_the_relay_over_smtps_and_starttls(relay_stack: MailStack) -> None:
+    for url in (relay_stack.smtps_url, relay_stack.smtp_url):
+        user = relay_stack.add_user()
+        with mailbus.Context(make_options(relay_stack, user, url_smtp=url)) as ctx:
+            sub = ctx.subscription("t")
+            ctx.publisher("t").publish(f"via {url}")
+            assert take(sub, 1) == [f"via {url}"]
+
+
+def test_relay_refuses_wrong_passwords_and_the_rejected_address(relay_stack: MailStack) -> None:
+    user = relay_stack.add_user()
+    settings = SmtpSettings(
+        relay_stack.smtps_url, user.address, "nope", TlsSettings(ca_file=relay_stack.ca_file)
+    )
+    sender = SmtpSender(settings)
+    with pytest.raises(MailLoginError, match="SMTP login"):
+        sender.check_login()
+    sender.close(timeout=0)
+    ctx = mailbus.Context(make_options(relay_stack, user))
+    events = Events()
+    ctx.tracer.add_listener(events)
+    with ctx:
+        sender: Any = ctx.transport.sender
+        sender.send(email_to(REJECTED, sender=user.address))
+        assert events.wait_for("mail.send_rejected")
+        assert sender.flush(10)
+
+
+def test_relay_stopped_sends_fail_and_are_retried(relay_stack: MailStack) -> None:
+    user = relay_stack.add_user()
+    ctx = mailbus.Context(make_options(relay_stack, user))
+    events = Events()
+    ctx.tracer.add_listener(events)
+    try:
+        with ctx:
+            sub = ctx.subscription("t")
+            relay_stack.stop_smtp()
+            ctx.publisher("t").publish("later")
+            assert events.wait_for("mail.send_failed")
+            relay_stack.start_smtp()
+            assert take(sub, 1, timeout=20) == ["later"]
+    finally:
+        relay_stack.start_smtp()
+
+
+def test_relay_refuses_oversized_email_like_postfix(relay_stack: MailStack) -> None:
+    user = relay_stack.add_user()
+    ctx = mailbus.Context(make_options(relay_stack, user))
+    events = Events()
+    ctx.tracer.add_listener(events)
+    with ctx:
+        sender: Any = ctx.transport.sender
+        sender.send(email_to(user.address, sender=user.address, body="y" * 900))
+        sender.send(
+            email_to(user.address, sender=user.address, body="\n".join(["x" * 900] * 12_000))
+        )
+        assert sender.flush(20)
+        [rejected] = events.wait_for("mail.send_rejected")
+        assert rejected.extra["smtp_code"] == 552
+        assert sender.counters["sent"] == 1
