@@ -13,6 +13,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from mailbus.errors import MailbusError
+
 COMMAND_MODULES = (
     "mailbus.demo",
     "mailbus.outbox.cli",
@@ -38,7 +40,12 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if handler is None:
         parser.print_help()
         return 2
-    return int(handler(args))
+    try:
+        return int(handler(args))
+    except MailbusError as exc:
+        # A bad option or an unreachable server is the user's to fix: no traceback.
+        print(f"mailbus: {exc}", file=sys.stderr)
+        return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from typing import Generic, Self, TypeVar
 from mailbus.errors import ConfigError, ContextError
 from mailbus.guard_condition import GuardCondition
 from mailbus.inprocess import in_process_transport
-from mailbus.options import Options, Recipients
+from mailbus.options import Options, Recipients, load_options
 from mailbus.polling import PollingManager
 from mailbus.publisher import Publisher
 from mailbus.routing import Registry, ServiceHandler, SubscriptionHandler
@@ -75,7 +75,9 @@ class _Registered(Generic[E]):
 
 class Context:
     def __init__(self, options: Options | None = None, *, transport: Transport | None = None):
-        self.options = options or Options()
+        """`options` None reads them from MAILBUS_CONFIG_FILE and MAILBUS_* variables
+        (in-process when neither is set)."""
+        self.options = options if options is not None else load_options()
         self.tracer = Tracer()
         self.counters: Counter[str] = Counter()
         self._counter_lock = threading.Lock()

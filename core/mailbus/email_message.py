@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import itertools
 import os
 import quopri
 import re
@@ -29,8 +28,22 @@ from mailbus.errors import EmailFormatError, InvalidNameError
 from mailbus.names import check_address, check_header_name, check_header_value
 
 DEFAULT_SENDER = "mailbus@localhost"
+# Bounds on what a parse may cost: a hostile email must not stall a receiver.
+MAX_HEADER_BLOCK = 64 * 1024
+MAX_HEADER_VALUE = 8 * 1024
+# Codecs a body may name. Others (punycode, idna, ...) are refused: some decode in
+# super-linear time, and none is used for mail text.
+_BODY_CHARSETS = frozenset(
+    ["utf-8", "utf8", "us-ascii", "ascii", "latin-1", "latin1", "utf-16", "utf-32"]
+    + [f"iso-8859-{n}" for n in range(1, 17)]
+    + [f"windows-{n}" for n in range(1250, 1259)]
+    + [f"cp{n}" for n in range(1250, 1259)]
+    + ["koi8-r", "koi8-u", "gb2312", "gbk", "gb18030", "big5", "shift_jis", "euc-jp"]
+    + ["iso-2022-jp", "euc-kr"]
+)
 MAX_PLAIN_HEADER_LENGTH = 900
 _MAX_BODY_LINE = 998
+_DECODED_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\u2028\u2029]")
 _FOLD = re.compile(r"\r?\n(?=[ \t])")
 _SEVEN_BIT_SAFE = re.compile(r"[\t\n\x20-\x7e]*")
 
@@ -75,15 +88,12 @@ class Email:
         )
 
 
-# A random 64-bit prefix per process and a counter: unique across processes and
-# machines like a UUID, at a tenth of uuid4's cost on the publish path.
-_ID_PREFIX = os.urandom(8).hex()
-_id_counter = itertools.count(1)
-
-
 def new_message_id(sender: str = DEFAULT_SENDER) -> str:
+    """96 random bits: unique across processes and machines, and unpredictable, so that
+    nobody can pre-send an email with the next ID and have the real one dropped as a
+    duplicate (uuid4() costs five times as much on the publish path)."""
     domain = sender.rpartition("@")[2] or "localhost"
-    return f"<{_ID_PREFIX}.{next(_id_counter):x}@{domain}>"
+    return f"<{os.urandom(12).hex()}@{domain}>"
 
 
 def validate(email: Email) -> None:
@@ -170,10 +180,14 @@ def _text(value: object) -> str:
     if any("\udc80" <= c <= "\udcff" for c in text):
         text = text.encode("ascii", "surrogateescape").decode("utf-8", "replace")
     text = _FOLD.sub("", text)
+    if len(text) > MAX_HEADER_VALUE:
+        raise EmailFormatError(f"a header value is longer than {MAX_HEADER_VALUE} characters")
     if "=?" in text:
         # Text that only looks like encoded words is kept as written.
         with contextlib.suppress(binascii.Error, LookupError, UnicodeError, ValueError):
             text = str(make_header(decode_header(text)))
+        if _DECODED_CONTROL.search(text):
+            raise EmailFormatError("an encoded header decodes to control characters")
     return text.strip()
 
 
@@ -241,17 +255,31 @@ def _body(raw: bytes, body_start: int, content_type: str, encoding: str) -> str:
             raise EmailFormatError(f"body of type {content_type.split(';')[0]!r} is not text")
         data = raw[body_start:]
     match = _CHARSET.search(content_type)
-    charset = match.group(1) if match else "us-ascii"
+    charset = match.group(1).lower() if match else "us-ascii"
+    if charset not in _BODY_CHARSETS:
+        raise EmailFormatError(f"charset {charset!r} is not accepted for a body")
     return _decode_body(data, encoding.strip().lower(), charset)
 
 
 def from_bytes(raw: bytes) -> Email:
     """Parse RFC 5322 bytes. Raise EmailFormatError if they are not an email with a body."""
+    try:
+        return _from_bytes(raw)
+    except (RecursionError, ValueError, LookupError, TypeError) as exc:
+        if isinstance(exc, EmailFormatError):
+            raise
+        # The stdlib's address parser recurses on nested comments, for one.
+        raise EmailFormatError(f"email could not be parsed: {type(exc).__name__}") from None
+
+
+def _from_bytes(raw: bytes) -> Email:
     if not isinstance(raw, bytes | bytearray | memoryview):
         raise EmailFormatError(f"expected bytes, got {type(raw).__name__}")
     raw = bytes(raw)
-    separator = _BODY_START.search(raw)
+    separator = _BODY_START.search(raw, 0, MAX_HEADER_BLOCK + 4)
     if separator is None:
+        if len(raw) > MAX_HEADER_BLOCK:
+            raise EmailFormatError(f"header block longer than {MAX_HEADER_BLOCK} bytes")
         raise EmailFormatError("no blank line between header block and body")
     # Only the header block goes through the stdlib parser; the body is decoded here.
     msg = _HEADER_PARSER.parsebytes(raw[: separator.start()] + b"\r\n\r\n")
@@ -262,7 +290,8 @@ def from_bytes(raw: bytes) -> Email:
         if lowered in H.RESERVED:
             reserved.setdefault(lowered, []).append(_text(value))
         else:
-            extra[name] = _text(value)
+            # Mail software may change the case of field names; ours are canonical.
+            extra[H.CANONICAL.get(lowered, name)] = _text(value)
     if "subject" not in reserved:
         raise EmailFormatError("email has no Subject" if msg.keys() else "no header block")
 

@@ -35,3 +35,9 @@ METADATA = frozenset(
     h.lower()
     for h in (SOURCE_TIMESTAMP, PUBLISHER_GID, CLIENT_GID, SERVER_GID, REQUEST_SEQUENCE_NUMBER)
 )
+
+# Lower-case name -> our spelling, for headers read back from other mail software.
+CANONICAL = {
+    h.lower(): h
+    for h in (SOURCE_TIMESTAMP, PUBLISHER_GID, CLIENT_GID, SERVER_GID, REQUEST_SEQUENCE_NUMBER)
+}

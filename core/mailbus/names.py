@@ -9,8 +9,9 @@ from mailbus.errors import InvalidNameError
 MAX_NAME_LENGTH = 255
 # RFC 5322 field names: printable ASCII except colon.
 _FIELD_NAME = re.compile(r"[!-9;-~]+")
-# Any C0/C1 control character or DEL; tabs included since a name is one token.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Any C0/C1 control character, DEL, or Unicode line/paragraph separator (mail software
+# turns those into line breaks); tabs included since a name is one token.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 # A deliberately plain address form: local@domain, with no display name or comments.
 _ADDRESS = re.compile(r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?")
 
@@ -50,6 +51,9 @@ def check_header_value(name: str, value: str) -> str:
             f"header {name!r} value contains control character {bad.group()!r} "
             "(header injection refused)"
         )
+    if value != value.strip(" \t"):
+        # Unfolding on the receiving side would not give it back exactly.
+        raise InvalidNameError(f"header {name!r} value has leading or trailing white space")
     return value
 
 

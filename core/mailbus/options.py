@@ -37,6 +37,9 @@ _SCALAR_KEYS = {
     "ca-file": str,
 }
 _RECIPIENT_KEYS = ("to", "cc", "bcc")
+# Tables that other parts read; a table not listed here is a typo, reported as such
+# (a misspelt [outbox] would otherwise silently turn durability off).
+KNOWN_SECTIONS = {"outbox", "postoffice", "mail", "stem", "sessions", "workbench", "broker"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +62,7 @@ class Options:
     tls_verify: bool = True
     ca_file: str = ""
     # Tables this module does not know, for other parts (postoffice, outbox, ...).
-    sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
 
     @property
     def address(self) -> str:
@@ -145,6 +148,9 @@ def options_from_mapping(raw: Mapping[str, Any], env: Mapping[str, str] | None =
                 raise ConfigError(f"recipients.{sorted(unknown)[0]}", "unknown key")
             recipients_raw = value
         elif isinstance(value, dict):
+            if key not in KNOWN_SECTIONS:
+                known = ", ".join(sorted({"recipients", *KNOWN_SECTIONS}))
+                raise ConfigError(key, f"unknown table (known tables: {known})")
             sections[key] = value
         else:
             raise ConfigError(key, "unknown key")

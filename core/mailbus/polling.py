@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 Handler = Callable[[Envelope], int]
 Counter = Callable[[str], None]
 RECENT_IDS = 10_000
+MIN_BACKOFF_S = 0.1
+MAX_BACKOFF_S = 30.0
 
 
 class PollingManager:
@@ -40,8 +42,9 @@ class PollingManager:
         self._period = period
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        # Message-IDs seen lately: an at-least-once transport may deliver one twice.
-        self._recent: OrderedDict[str, None] = OrderedDict()
+        # (sender, Message-ID) of the last RECENT_IDS emails: an at-least-once transport
+        # may deliver one twice. The window is in memory: a restart forgets it.
+        self._recent: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._recent_lock = threading.Lock()
         self._deduplicate = True
 
@@ -66,16 +69,22 @@ class PollingManager:
         return self._thread.is_alive()
 
     def _run(self) -> None:
+        delay = 0.0
         while not self._stop.is_set():
             try:
                 batch = self._receiver.receive(self._period)
             except Exception as exc:
-                # The receiver reconnects by itself; report and keep polling.
+                # The receiver reconnects by itself; back off so that a server that is
+                # down is not hammered (or the log flooded) at the polling period.
+                delay = min(max(delay * 2, self._period, MIN_BACKOFF_S), MAX_BACKOFF_S)
                 self._count("receive_errors")
-                self._tracer.event(Kind.ERROR, detail=f"receive failed: {exc}")
-                log.warning("receive failed: %s", exc)
-                self._stop.wait(self._period)
+                self._tracer.event(
+                    Kind.ERROR, detail=f"receive failed: {exc}", extra={"retry_in_s": delay}
+                )
+                log.warning("receive failed (retrying in %.1f s): %s", delay, exc)
+                self._stop.wait(delay)
                 continue
+            delay = 0.0
             for item in batch:
                 self.dispatch(item)
 
@@ -92,7 +101,7 @@ class PollingManager:
             self._skip(item, exc)
             return
         message_id = email.message_id
-        if message_id and self._deduplicate and self._seen_before(message_id):
+        if message_id and self._deduplicate and self._seen_before(email.sender, message_id):
             self._count("duplicates")
             self._tracer.event(
                 Kind.SKIPPED, name=email.subject, message_id=message_id, detail="duplicate"
@@ -124,12 +133,14 @@ class PollingManager:
                 self._tracer.event(Kind.ERROR, name=email.subject, detail=f"handler: {exc!r}")
                 log.exception("handler failed on %s", message_id)
 
-    def _seen_before(self, message_id: str) -> bool:
+    def _seen_before(self, sender: str, message_id: str) -> bool:
+        # Keyed on the sender too: one participant cannot suppress another's message.
+        key = (sender, message_id)
         with self._recent_lock:
             recent = self._recent
-            if message_id in recent:
+            if key in recent:
                 return True
-            recent[message_id] = None
+            recent[key] = None
             if len(recent) > RECENT_IDS:
                 recent.popitem(last=False)
             return False

@@ -3,6 +3,14 @@ import threading
 import mailbus
 import pytest
 from mailbus import ConfigError, ContextError, Options
+from mailbus.inprocess import InProcessReceiver
+
+
+class InProcessReceiverForTest(InProcessReceiver):
+    """An in-process receiver that makes the engine use its polling thread."""
+
+    def set_consumer(self, consumer):  # type: ignore[no-untyped-def]
+        return False
 
 
 def polling_threads() -> list[threading.Thread]:
@@ -76,3 +84,90 @@ def test_unavailable_transport_is_a_config_error(monkeypatch: pytest.MonkeyPatch
 def test_introspection_lists_entities(ctx: mailbus.Context) -> None:
     sub, server, client = ctx.subscription("a"), ctx.server("s"), ctx.client("s")
     assert ctx.subscriptions == [sub] and ctx.servers == [server] and ctx.clients == [client]
+
+
+def test_context_without_options_reads_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MAILBUS_FROM", "me@example.com")
+    assert mailbus.Context().address == "me@example.com"
+    monkeypatch.setenv("MAILBUS_TRANSPORT", "pigeon")
+    with pytest.raises(ConfigError, match="transport"):
+        mailbus.Context()
+
+
+def test_a_failed_init_closes_the_transport_it_opened(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mailbus import context
+    from mailbus.inprocess import InProcessReceiver, InProcessSender
+    from mailbus.transport import Transport
+
+    closed: list[str] = []
+
+    class Receiver(InProcessReceiver):
+        def close(self) -> None:
+            closed.append("receiver")
+            super().close()
+
+    def factory(options: Options, tracer: object) -> Transport:
+        receiver = Receiver()
+        return Transport(InProcessSender(receiver), receiver)
+
+    monkeypatch.setitem(context.TRANSPORT_FACTORIES, "email", "tests_factory:create")
+    monkeypatch.setattr(context, "_factory", lambda name: factory)
+    options = Options(transport="email", sections={"outbox": {"no-such-key": 1}})
+    ctx = mailbus.Context(options)
+    with pytest.raises(ConfigError):
+        ctx.init()
+    assert closed == ["receiver"]
+    assert ctx.state == "new"
+
+
+def test_receive_failures_back_off_exponentially() -> None:
+    from mailbus.inprocess import InProcessSender
+    from mailbus.trace import TraceEvent
+    from mailbus.transport import Inbound, Transport
+
+    class Failing(InProcessReceiverForTest):
+        def receive(self, timeout: float | None) -> list[Inbound]:
+            raise mailbus.TransportError("server down")
+
+    receiver = Failing()
+    ctx = mailbus.Context(
+        mailbus.Options(), transport=Transport(InProcessSender(receiver), receiver)
+    )
+    delays: list[float] = []
+    done = threading.Event()
+
+    def listen(event: TraceEvent) -> None:
+        if event.kind == "error":
+            delays.append(float(event.extra["retry_in_s"]))  # type: ignore[arg-type]
+            if len(delays) >= 4:
+                done.set()
+
+    ctx.tracer.add_listener(listen)
+    ctx.init()
+    try:
+        assert done.wait(10)
+    finally:
+        ctx.shutdown()
+    assert delays[:4] == [0.1, 0.2, 0.4, 0.8]
+    assert ctx.counters["receive_errors"] >= 4
+
+
+def test_the_same_message_id_from_another_sender_is_not_a_duplicate() -> None:
+    from mailbus.email_message import Email
+    from mailbus.inprocess import InProcessSender
+    from mailbus.transport import Transport
+
+    receiver = InProcessReceiverForTest()
+    with mailbus.Context(
+        mailbus.Options(), transport=Transport(InProcessSender(receiver), receiver)
+    ) as ctx:
+        sub = ctx.subscription("alarm")
+        meta = {"Source-Timestamp": "1", "Publisher-GID": "g"}
+        spoof = Email("alarm", "fake", sender="mallory@x.org", headers=meta, message_id="<n@x>")
+        real = Email("alarm", "real", sender="alice@x.org", headers=meta, message_id="<n@x>")
+        receiver.push(spoof)
+        receiver.push(real)
+        bodies = [m.body for m in (mailbus.wait_for_message(sub, 2.0) for _ in range(2)) if m]
+        assert bodies == ["fake", "real"]

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mailbus.email_message import Email, from_bytes, to_bytes
 from mailbus.errors import EmailFormatError, InvalidNameError
+from mailbus.names import check_name
 
 
 def roundtrip(email: Email) -> Email:
@@ -205,3 +206,53 @@ def test_arbitrary_bytes_either_parse_or_raise_email_format_error(raw: bytes) ->
     except EmailFormatError:
         return
     assert isinstance(email.subject, str) and isinstance(email.body, str)
+
+
+@pytest.mark.parametrize(
+    ("value", "what"),
+    [
+        ("a\u2028b", "control"),
+        ("a\u2029b", "control"),
+        (" lead", "white space"),
+        ("trail ", "white space"),
+    ],
+)
+def test_values_the_wire_cannot_carry_exactly_are_refused(value: str, what: str) -> None:
+    with pytest.raises(InvalidNameError, match=what):
+        to_bytes(Email(subject="t", body="b", headers={"Note": value}))
+    with pytest.raises(InvalidNameError):
+        check_name(value)
+
+
+def test_metadata_header_names_are_read_case_insensitively() -> None:
+    raw = b"Subject: t\r\nsource-timestamp: 5\r\nPUBLISHER-GID: g\r\n\r\nb"
+    email = from_bytes(raw)
+    assert email.headers["Source-Timestamp"] == "5" and email.headers["Publisher-GID"] == "g"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        # a codec that decodes in super-linear time
+        b"Subject: t\r\nContent-Type: text/plain; charset=punycode\r\n\r\n" + b"a" * 1000,
+        # a header block past the bound
+        b"Subject: t\r\nX: " + b"y " * 40_000 + b"\r\n\r\nbody",
+        # encoded words that decode to a line break (header injection through RFC 2047)
+        b"Subject: =?utf-8?q?t=0D=0AX-Evil=3A_1?=\r\n\r\nbody",
+        b"Subject: t\r\nPublisher-GID: =?utf-8?q?g=00h?=\r\n\r\nbody",
+        # nested comments that make the stdlib's address parser recurse
+        b"Subject: t\r\nTo: " + b"(" * 5000 + b"\r\n\r\nbody",
+    ],
+)
+def test_hostile_emails_are_refused_quickly_with_a_clear_error(raw: bytes) -> None:
+    with pytest.raises(EmailFormatError):
+        from_bytes(raw)
+
+
+def test_message_ids_are_unpredictable() -> None:
+    from mailbus.email_message import new_message_id
+
+    ids = [new_message_id("a@example.com") for _ in range(3)]
+    assert len(set(ids)) == 3
+    prefixes = {i.split("@")[0][1:9] for i in ids}
+    assert len(prefixes) == 3  # no shared counter prefix to guess from

@@ -64,6 +64,7 @@ def test_reference_intraprocess_switch(tmp_path: Path) -> None:
         ('polling-period-ms = "fast"\n', {}, "polling-period-ms"),
         ("polling-period-ms = -1\n", {}, "polling-period-ms"),
         ("colour = 3\n", {}, "colour"),
+        ('[outbx]\ndir = "/tmp/x"\n', {}, "outbx"),
         ('[recipients]\nto = ["not an address"]\n', {}, "recipients.to"),
         ("[recipients]\nfax = []\n", {}, "recipients.fax"),
         ('intraprocess = "yes"\n', {}, "intraprocess"),
@@ -92,3 +93,9 @@ def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
 def test_unknown_tables_are_kept_for_other_parts(tmp_path: Path) -> None:
     options = load_options(write(tmp_path, "[postoffice]\nport = 8228\n"), environ={})
     assert options.sections["postoffice"] == {"port": 8228}
+
+
+def test_passwords_in_tables_stay_out_of_the_repr(tmp_path: Path) -> None:
+    path = write(tmp_path, '[postoffice]\npassword = "hunter2"\n')
+    options = load_options(path, environ={"MAILBUS_PASSWORD": "s3cret"})
+    assert "hunter2" not in repr(options) and "s3cret" not in repr(options)

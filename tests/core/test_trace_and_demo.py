@@ -1,5 +1,6 @@
 import subprocess
 import sys
+import time
 
 import mailbus
 from mailbus import Kind, Tracer
@@ -39,9 +40,8 @@ def test_demo_runs_headless_and_prints_a_summary() -> None:
     )
     lines = out.stdout.strip().splitlines()
     assert len(lines) >= 2
-    received = int(lines[-1].split("received")[1].split()[0])
-    calls = int(lines[-1].split("calls")[1].split()[0])
-    assert received > 20 and calls >= 1
+    received = [int(line.split("received")[1].split()[0]) for line in lines]
+    assert received[-1] > 0 and received == sorted(received)
 
 
 def test_demo_system_drives_every_kind_of_traffic(ctx: mailbus.Context) -> None:
@@ -58,11 +58,13 @@ def test_demo_system_drives_every_kind_of_traffic(ctx: mailbus.Context) -> None:
     ctx.tracer.add_listener(listen)
     demo = DemoSystem(ctx, speed=10.0, seed=1)
     demo.start()
-    deadline_wait = ctx.wait_set()
-    for _ in range(100):
-        if Kind.RESPONSE_MATCHED in kinds and len(topics) >= 3:
-            break
-        deadline_wait.wait(0.05)
+    expected = {"sensors/temperature", "robot/pose", "robot/log", "system/heartbeat"}
+    pause = ctx.wait_set()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (
+        Kind.RESPONSE_MATCHED in kinds and expected <= topics
+    ):
+        pause.wait(0.05)
     demo.stop()
-    assert {"sensors/temperature", "robot/pose"} <= topics
+    assert expected <= topics
     assert Kind.RESPONSE_MATCHED in kinds

@@ -20,26 +20,38 @@ def test_zero_timeout_only_looks(ctx: mailbus.Context) -> None:
 def test_positive_timeout_bounds_the_wait(ctx: mailbus.Context) -> None:
     wait_set = ctx.wait_set()
     wait_set.add_subscription(ctx.subscription("t"))
-    started = time.monotonic()
-    assert not wait_set.wait(0.05)
-    assert time.monotonic() - started >= 0.05
+    result = wait_set.wait(0.05)
+    assert not result and result.timed_out
     assert wait_set.stats.timeouts == 1 and wait_set.stats.waits == 1
+    assert not wait_set.stats.waiting
 
 
 def test_empty_wait_set_waits_like_a_sleep(ctx: mailbus.Context) -> None:
-    started = time.monotonic()
-    assert not ctx.wait_set().wait(0.03)
-    assert time.monotonic() - started >= 0.03
+    wait_set = ctx.wait_set()
+    assert not wait_set.wait(0.03)
+    assert wait_set.stats.timeouts == 1
+
+
+def test_infinite_and_nan_timeouts(ctx: mailbus.Context) -> None:
+    wait_set = ctx.wait_set()
+    guard = wait_set.add_guard_condition(ctx.guard_condition())
+    guard.trigger()
+    assert wait_set.wait(float("inf")).guard_conditions == (guard,)
+    with pytest.raises(ValueError, match="NaN"):
+        wait_set.wait(float("nan"))
 
 
 def test_negative_timeout_blocks_until_a_guard_is_triggered(ctx: mailbus.Context) -> None:
     wait_set = ctx.wait_set()
     guard = wait_set.add_guard_condition(ctx.guard_condition("stop"))
-    other = threading.Thread(target=guard.trigger)
     result_box: list[mailbus.WaitResult] = []
-    waiter = threading.Thread(target=lambda: result_box.append(wait_set.wait(-1)))
+    waiter = threading.Thread(target=lambda: result_box.append(wait_set.wait(-1)), daemon=True)
     waiter.start()
-    other.start()
+    deadline = time.monotonic() + 5
+    while not wait_set.stats.waiting and time.monotonic() < deadline:
+        waiter.join(0.001)
+    assert wait_set.stats.waiting and waiter.is_alive()  # blocked, nothing ready
+    threading.Thread(target=guard.trigger).start()
     waiter.join(5)
     assert not waiter.is_alive()
     assert result_box[0].guard_conditions == (guard,)
@@ -117,3 +129,73 @@ def test_single_entity_helpers_time_out_with_none(ctx: mailbus.Context) -> None:
     assert mailbus.wait_for_message(ctx.subscription("t"), 0.01) is None
     assert mailbus.wait_for_request(ctx.server("s"), 0.01) is None
     assert mailbus.wait_for_response(ctx.client("s"), 0.01) is None
+
+
+def test_a_trigger_during_the_return_of_a_wait_is_kept(ctx: mailbus.Context) -> None:
+    wait_set = ctx.wait_set()
+    guard = wait_set.add_guard_condition(ctx.guard_condition())
+    guard.trigger()
+    assert wait_set.wait(0).guard_conditions == (guard,)
+    guard.trigger()  # a new trigger after the wait took the first one
+    assert wait_set.wait(0).guard_conditions == (guard,)
+    assert not wait_set.wait(0)
+
+
+def test_many_threads_waiting_on_one_subscription_all_stay_attached(
+    ctx: mailbus.Context,
+) -> None:
+    sub = ctx.subscription("t", depth=10_000)
+    publisher = ctx.publisher("t")
+    taken: list[str] = []
+    lock = threading.Lock()
+
+    def consume() -> None:
+        while True:
+            message = mailbus.wait_for_message(sub, 5.0)
+            if message is None or message.body == "stop":
+                return
+            with lock:
+                taken.append(message.body)
+
+    consumers = [threading.Thread(target=consume, daemon=True) for _ in range(8)]
+    for c in consumers:
+        c.start()
+    for i in range(2000):
+        publisher.publish(str(i))
+    for _ in consumers:
+        publisher.publish("stop")
+    for c in consumers:
+        c.join(10)
+    assert not any(c.is_alive() for c in consumers)
+    assert sorted(taken, key=int) == [str(i) for i in range(2000)]
+    assert sub._wait_conditions == ()  # every helper wait detached again
+
+
+def test_shutdown_releases_blocked_waits_and_calls() -> None:
+    ctx = mailbus.Context(mailbus.Options()).init()
+    sub = ctx.subscription("t")
+    client = ctx.client("nobody")
+    ctx.server("nobody")  # takes the request, never answers
+    outcomes: list[object] = []
+
+    def wait_forever() -> None:
+        outcomes.append(mailbus.wait_for_message(sub, -1))
+
+    def call_forever() -> None:
+        try:
+            client.call("x", timeout=-1)
+        except mailbus.ContextError as exc:
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (wait_forever, call_forever)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 5
+    while (client.pending == 0 or not sub._wait_conditions) and time.monotonic() < deadline:
+        threads[0].join(0.001)
+    ctx.shutdown()
+    for t in threads:
+        t.join(5)
+    assert not any(t.is_alive() for t in threads)
+    assert None in outcomes
+    assert any(isinstance(o, mailbus.ContextError) for o in outcomes)
