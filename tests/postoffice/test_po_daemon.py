@@ -264,23 +264,96 @@ def test_client_sees_commtimeout_as_its_exception(make_daemon: Callable[..., Dae
     assert not client.connected
 
 
-def test_wrong_passwords_are_slowed_down_per_box(make_daemon: Callable[..., Daemon]) -> None:
+def test_wrong_passwords_are_slowed_down_per_peer(make_daemon: Callable[..., Daemon]) -> None:
     daemon = make_daemon(auth_delay_s=0.01, auth_delay_max_s=0.08)
     owner = daemon.client()
     owner.create_box("guarded", "Right-Pa55")
-    attacker = daemon.client()
-    for _ in range(4):
-        with pytest.raises(NotAuthorized):
-            attacker.check_out("guarded", "Wrong-Pa55")
-    office_box = daemon.office.boxes["guarded"]
-    assert office_box.failures == 4
+    for _ in range(2):  # a new connection does not start from zero: failures are per host
+        attacker = daemon.client()
+        for _ in range(2):
+            with pytest.raises(NotAuthorized):
+                attacker.check_out("guarded", "Wrong-Pa55")
+        attacker.close()
+    assert daemon.thread.call(lambda: daemon.office.auth_failures["127.0.0.1"].count) == 4
     failures = [e.extra["failures"] for e in daemon.events if e.kind == "postoffice.auth_failed"]
     assert failures == [1, 2, 3, 4]
     assert all("Pa55" not in repr(e) for e in daemon.events)  # never a password
-    owner.check_out("guarded", "Right-Pa55")
-    assert office_box.failures == 0
+    owner.check_out("guarded", "Right-Pa55")  # the right password is not held back
     owner.close()
-    attacker.close()
+
+
+def test_attackers_in_back_off_do_not_lock_the_owner_out(
+    make_daemon: Callable[..., Daemon],
+) -> None:
+    # Back-offs that soon outgrow the owner's patience (its client gives up after 3 s).
+    daemon = make_daemon(auth_delay_s=0.1, auth_delay_max_s=5.0)
+    with daemon.client() as setup:
+        setup.create_box("vault", "Right-Pa55")
+    stop = threading.Event()
+    attackers = [PostOfficeClient("127.0.0.1", daemon.port, timeout=30.0) for _ in range(4)]
+    refused = [0] * len(attackers)
+
+    def attack(index: int) -> None:
+        while not stop.is_set():
+            try:
+                attackers[index].check_out("vault", "Wrong-Pa55")
+            except NotAuthorized:
+                refused[index] += 1
+            except PostOfficeError:
+                return  # aborted at the end of the test
+
+    threads = [threading.Thread(target=attack, args=(i,), daemon=True) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    try:
+        # Enough failures that the next waits are 1.6 s and more, with attempts queued.
+        wait_until(lambda: daemon.kinds().count("postoffice.auth_failed") >= 5, timeout=30.0)
+        with PostOfficeClient("127.0.0.1", daemon.port, timeout=3.0) as owner:
+            owner.check_out("vault", "Right-Pa55")
+            assert owner.box == "vault"
+            assert daemon.thread.call(lambda: daemon.office.boxes["vault"].holder is not None)
+    finally:
+        stop.set()
+        for attacker in attackers:
+            attacker.abort()
+        for thread in threads:
+            thread.join(10)
+    assert not any(thread.is_alive() for thread in threads)
+    assert sum(refused) >= 1
+
+
+def test_a_host_with_too_many_attempts_waiting_has_the_next_one_closed(
+    make_daemon: Callable[..., Daemon],
+) -> None:
+    daemon = make_daemon(auth_delay_s=5.0, auth_delay_max_s=5.0, auth_max_waiting=2)
+    with daemon.client() as setup:
+        setup.create_box("capped", "Right-Pa55")
+    raws = [daemon.raw() for _ in range(3)]
+    try:
+        for raw in raws[:2]:  # two wrong attempts sit out their 5 s back-off
+            raw.exchange(b"\x00", b"\x01")
+            raw.exchange(b"\x00\x06capped", b"\x01")
+            raw.send(password_digest("Wrong-Pa55"))
+        daemon.wait_for(lambda: waiting_in_back_off(daemon) == 2)
+        third = raws[2]
+        third.exchange(b"\x00", b"\x01")
+        third.exchange(b"\x00\x06capped", b"\x01")
+        third.exchange(password_digest("Wrong-Pa55"), bytes((Response.NOAUTH,)))
+        assert third.at_eof()  # answered at once and closed, not queued
+        # The owner is still served at once while the two wait.
+        with PostOfficeClient("127.0.0.1", daemon.port, timeout=3.0) as owner:
+            owner.check_out("capped", "Right-Pa55")
+        for raw in raws[:2]:  # and the waiting ones get their answer in the end
+            assert raw.recv_exactly(1) == bytes((Response.NOAUTH,))
+    finally:
+        for raw in raws:
+            raw.close()
+    assert daemon.thread.call(lambda: waiting_in_back_off(daemon)) == 0
+
+
+def waiting_in_back_off(daemon: Daemon) -> int:
+    record = daemon.office.auth_failures.get("127.0.0.1")
+    return 0 if record is None else int(record.waiting)
 
 
 def test_limits_are_refused_with_their_codes(make_daemon: Callable[..., Daemon]) -> None:

@@ -74,6 +74,8 @@ class ServerConfig:
     comm_timeout_s: float = 10.0  # silence allowed inside a command
     auth_delay_s: float = 0.2  # first back-off after a wrong password, doubling
     auth_delay_max_s: float = 5.0
+    auth_max_waiting: int = 8  # connections of one peer host in back-off at once
+    auth_forget_s: float = 60.0  # a peer's failures are forgotten after this quiet
     hash_params: st.HashParams = field(default_factory=st.HashParams)
     max_buffer_bytes: int = 1024 * 1024  # input a client may send ahead of the replies
 
@@ -254,13 +256,22 @@ class Box:
         self.pending = 0  # letters accepted but not committed yet
         self.holder: Clerk | None = None
         self.removed = False
-        self.failures = 0
-        self.next_attempt = 0.0  # loop time before which no password is checked
-        self.auth_lock = asyncio.Lock()
 
     def mail_arrived(self) -> None:
         if self.holder is not None:
             self.holder.mail_arrived()
+
+
+MAX_FAILING_PEERS = 10_000  # peer hosts whose wrong passwords are remembered
+
+
+@dataclass(slots=True)
+class PeerFailures:
+    """Wrong passwords from one peer host (all its connections, all boxes)."""
+
+    count: int = 0
+    last: float = 0.0  # loop time of the last one
+    waiting: int = 0  # its connections waiting out a back-off now
 
 
 class PostOffice:
@@ -283,6 +294,9 @@ class PostOffice:
         self._tasks: set[asyncio.Task[None]] = set()
         self.port = 0
         self.refused_connections = 0
+        self.getmail_requests = 0  # GETMAIL round trips served (an idle client's cost)
+        # Wrong passwords by peer host, oldest first; bounded (MAX_FAILING_PEERS).
+        self.auth_failures: dict[str, PeerFailures] = {}
         # Letters stored since start, by id, so that delivery needs no SELECT; bounded,
         # the store has them all anyway.
         self.cache: dict[int, tuple[str, bytes]] = {}
@@ -363,6 +377,26 @@ class PostOffice:
             return [box]
         return list(self.groups.get(name, {}).values())
 
+    def auth_failed(self, host: str, now: float) -> PeerFailures:
+        """Count a wrong password from `host`; its record, the count included."""
+        failures = self.auth_failures.pop(host, None)
+        if failures is None or (
+            failures.waiting == 0 and now - failures.last >= self.config.auth_forget_s
+        ):
+            failures = PeerFailures()
+        failures.count += 1
+        failures.last = now
+        self.auth_failures[host] = failures  # re-inserted: the dict stays oldest first
+        # Forget hosts quiet for long, and the oldest beyond the bound.
+        for other in list(self.auth_failures):
+            record = self.auth_failures[other]
+            stale = record.waiting == 0 and now - record.last >= self.config.auth_forget_s
+            if not stale and len(self.auth_failures) <= MAX_FAILING_PEERS:
+                break
+            if record is not failures:
+                del self.auth_failures[other]
+        return failures
+
     def uncache(self, letter_id: int) -> None:
         letter = self.cache.pop(letter_id, None)
         if letter is not None:
@@ -403,6 +437,7 @@ class Clerk(asyncio.Protocol):
         self.proto = ServerProtocol(office.limits)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.host = "?"  # the peer's address without the port: back-off is per host
         self.box: Box | None = None
         self._digest = b""
         self._created = 0
@@ -429,6 +464,7 @@ class Clerk(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
         office = self.office
         if len(office.clerks) >= self.config.max_connections:
             office.refused_connections += 1
@@ -668,8 +704,7 @@ class Clerk(asyncio.Protocol):
             self._reply(Response.NONEXISTBOX)
             return
         if not await self._verify(box, digest):
-            self._reply(Response.NOAUTH)
-            return
+            return  # answered NOAUTH
         if box.removed or office.boxes.get(box.name) is not box:
             self._reply(Response.NONEXISTBOX)
         elif box.holder is not None or self._lost:
@@ -682,26 +717,40 @@ class Clerk(asyncio.Protocol):
             self._reply(Response.REQGRANTED)
 
     async def _verify(self, box: Box, digest: bytes) -> bool:
-        """Check a password; wrong ones make the next attempt on this box wait longer,
-        whichever connection it comes from."""
-        loop = self.loop
-        async with box.auth_lock:
-            delay = box.next_attempt - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            ok = await asyncio.to_thread(st.verify_digest, digest, box.secret)
-            if ok:
-                box.failures = 0
-                return True
-            box.failures += 1
-            backoff = self.config.auth_delay_s * 2 ** min(box.failures - 1, 30)
-            box.next_attempt = loop.time() + min(backoff, self.config.auth_delay_max_s)
-        self.office.trace(
+        """Check a password. A right one is accepted at once, whatever failed before,
+        so wrong guesses cannot lock the owner out of a box. A wrong one is answered
+        only after a back-off that doubles with the recent failures of the peer's host
+        (across its connections and boxes, so reconnecting does not reset it); the
+        connection waits it out alone. A host with `auth_max_waiting` connections in
+        back-off already has the next failing connection closed at once: the waits
+        (tasks, timers) a host can pile up are bounded."""
+        ok = await asyncio.to_thread(st.verify_digest, digest, box.secret)
+        if ok:
+            return True
+        office, config = self.office, self.config
+        failures = office.auth_failed(self.host, self.loop.time())
+        backoff = min(
+            config.auth_delay_s * 2 ** min(failures.count - 1, 30), config.auth_delay_max_s
+        )
+        crowded = failures.waiting >= config.auth_max_waiting
+        office.trace(
             "postoffice.auth_failed",
             name=box.name,
-            detail=f"wrong password from {self.peer}",
-            extra={"peer": self.peer, "failures": box.failures},
+            detail=f"wrong password from {self.peer}"
+            + ("; too many attempts waiting, closing" if crowded else ""),
+            extra={"peer": self.peer, "failures": failures.count},
         )
+        if crowded:
+            log.info("%s: wrong password for %s; too many attempts waiting", self.peer, box.name)
+            self._reply(Response.NOAUTH)
+            self._close()
+            return False
+        failures.waiting += 1
+        try:
+            await asyncio.sleep(backoff)
+        finally:
+            failures.waiting -= 1
+        self._reply(Response.NOAUTH)
         return False
 
     def _release(self, reason: str) -> None:
@@ -724,8 +773,7 @@ class Clerk(asyncio.Protocol):
             return
         # Only the box this connection checked out, and only with its password.
         if not await self._verify(box, self._digest):
-            self._reply(Response.NOAUTH)
-            return
+            return  # answered NOAUTH
         removed = await office.write(st.op_remove_box(box.box_id))
         for letter_id in box.letters:
             office.uncache(letter_id)
@@ -809,6 +857,7 @@ class Clerk(asyncio.Protocol):
     def _start_mail(self, milliseconds: int) -> None:
         box = self.box
         assert box is not None
+        self.office.getmail_requests += 1
         wait = max(0, milliseconds) / 1000.0
         self._deadline = self.loop.time() + wait
         self._in_flight = None
