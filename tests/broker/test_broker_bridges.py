@@ -10,6 +10,7 @@ import pytest
 from broker_helpers import Recorder, Source, kinds, wait_until
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mailbus import headers as H
 from mailbus.broker import Broker, Gateway, GatewayConfigError, Message, WireFormatError
 from mailbus.broker.bridges import (
     BRIDGE_REJECTED,
@@ -20,7 +21,7 @@ from mailbus.broker.bridges import (
     message_to_email,
 )
 from mailbus.broker.broker import MODULE_FAILED
-from mailbus.email_message import MAX_PLAIN_HEADER_LENGTH
+from mailbus.email_message import MAX_PLAIN_HEADER_LENGTH, Email
 from mailbus.trace import TraceEvent
 
 TO_TOPIC = "mailbus.broker.bridges:ToTopic"
@@ -174,6 +175,75 @@ def test_from_topic_rejects_bad_emails_counted_and_traced(
     assert bridge.rejected == 1
     rejected = kinds(events, BRIDGE_REJECTED)
     assert len(rejected) == 1 and "not base64" in rejected[0].detail
+
+
+def poisoned_email(ctx: mailbus.Context, topic: str, body: str, **headers: str) -> Email:
+    """A topic email whose publisher GID header decodes to a NUL: it opens as a topic
+    message, but the property `mailbus.publisher_gid` cannot hold it."""
+    return Email(
+        subject=topic,
+        body=body,
+        sender=ctx.address,
+        to=ctx.recipients.to,
+        headers={**headers, H.SOURCE_TIMESTAMP: "1", H.PUBLISHER_GID: "gid\0poison"},
+        message_id="<poison@test>",
+    )
+
+
+@pytest.mark.parametrize("encoding", ["text", "wire"])
+def test_from_topic_survives_metadata_that_is_no_property(
+    ctx: mailbus.Context, bbroker: Broker, events: list[TraceEvent], encoding: str
+) -> None:
+    sink = Recorder()
+    bridge = FromTopic(bbroker, {"topic": "poison", "encoding": encoding})
+    bbroker.add_module("in", bridge)
+    bbroker.add_module("sink", sink)
+    bbroker.add_link("in", "sink")
+    bbroker.start_module("in")
+    body, headers = message_to_email(Message(b"bad", {"k": "v"}), encoding)
+    ctx.sender.send(poisoned_email(ctx, "poison", body, **headers))
+    good_body, good_headers = message_to_email(Message(b"good", {"k": "v"}), encoding)
+    ctx.publisher("poison").publish(good_body, good_headers)
+    assert wait_until(lambda: len(sink.messages) == 1)
+    assert sink.messages[0].content == b"good"
+    assert (bridge.forwarded, bridge.rejected, bridge.failed) == (1, 1, 0)
+    rejected = kinds(events, BRIDGE_REJECTED)
+    assert len(rejected) == 1 and "NUL" in rejected[0].detail
+    assert rejected[0].message_id == "<poison@test>"
+    assert bridge._thread is not None and bridge._thread.is_alive()
+
+
+def test_from_topic_survives_an_unexpected_error_on_one_message(
+    ctx: mailbus.Context,
+    bbroker: Broker,
+    events: list[TraceEvent],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sink = Recorder()
+    bridge = FromTopic(bbroker, {"topic": "flaky"})
+    bbroker.add_module("in", bridge)
+    bbroker.add_module("sink", sink)
+    bbroker.add_link("in", "sink")
+    real_publish = bbroker.publish
+    calls = []
+
+    def publish_failing_once(module: object, message: Message) -> None:
+        calls.append(message)
+        if len(calls) == 1:
+            raise RuntimeError("boom")  # not a MailbusError: nothing expects it
+        real_publish(module, message)
+
+    monkeypatch.setattr(bbroker, "publish", publish_failing_once)
+    bbroker.start_module("in")
+    publisher = ctx.publisher("flaky")
+    publisher.publish("first")
+    publisher.publish("second")
+    assert wait_until(lambda: len(sink.messages) == 1)
+    assert sink.messages[0].content == b"second"
+    assert (bridge.forwarded, bridge.rejected, bridge.failed) == (1, 0, 1)
+    rejected = kinds(events, BRIDGE_REJECTED)
+    assert len(rejected) == 1 and "boom" in rejected[0].detail
+    assert bridge._thread is not None and bridge._thread.is_alive()
 
 
 def test_from_topic_is_a_source_only(

@@ -12,9 +12,12 @@ that is not UTF-8 is refused, loudly) and the properties travel as JSON in the
 wire bytes in base64, marked by `Broker-Encoding: a160-base64`. `annotate` adds the
 properties `mailbus.topic`, `mailbus.message_id` and `mailbus.publisher_gid`.
 
-An email the FromTopic bridge cannot turn into a message is counted (`rejected`), logged
+An email the FromTopic bridge cannot turn into a message (bad body, bad properties, or
+metadata such as a Message-ID that is no valid property) is counted (`rejected`), logged
 and traced as `broker.bridge_rejected`; a publish into the broker that fails is counted
-(`failed`). Nothing is dropped in silence.
+(`failed`), and so is any unexpected error on one message, which is also traced as
+`broker.bridge_rejected`: the bridge thread goes on with the next message. Nothing is
+dropped in silence.
 """
 
 from __future__ import annotations
@@ -205,31 +208,32 @@ class FromTopic:
                 taken = self._subscription.take()
                 if taken is None:
                     break
-                self._forward(taken)
+                try:
+                    self._forward(taken)
+                except Exception as exc:
+                    # No single message may stop the bridge: report it and go on.
+                    self.failed += 1
+                    log.exception("bridge from %r: failed on %r", self.topic, taken.message_id)
+                    self._report(taken, f"unexpected error: {exc!r}")
 
     def _forward(self, taken: TopicMessage) -> None:
         try:
             message = email_to_message(taken.body, taken.email.headers, self.encoding)
-        except (BridgeFormatError, WireFormatError) as exc:
-            self.rejected += 1
-            log.warning("bridge from %r: rejected %s: %s", self.topic, taken.message_id, exc)
-            tracer = self._broker.tracer
-            if tracer is not None and tracer.active:
-                tracer.event(
-                    BRIDGE_REJECTED,
-                    name=self.topic,
-                    message_id=taken.message_id,
-                    detail=str(exc),
+            if self.annotate:
+                # The topic's metadata comes from the email too: a header decoded to a
+                # NUL makes an invalid property, refused like any other bad email.
+                message = message.with_properties(
+                    **{
+                        "mailbus.topic": taken.topic,
+                        "mailbus.message_id": taken.message_id,
+                        "mailbus.publisher_gid": taken.info.source_gid,
+                    }
                 )
+        except (BridgeFormatError, WireFormatError, ValueError, TypeError) as exc:
+            self.rejected += 1
+            log.warning("bridge from %r: rejected %r: %s", self.topic, taken.message_id, exc)
+            self._report(taken, str(exc))
             return
-        if self.annotate:
-            message = message.with_properties(
-                **{
-                    "mailbus.topic": taken.topic,
-                    "mailbus.message_id": taken.message_id,
-                    "mailbus.publisher_gid": taken.info.source_gid,
-                }
-            )
         try:
             self._broker.publish(self, message)
         except MailbusError as exc:  # PublishTimeoutError, a removed module, a closed broker
@@ -237,6 +241,13 @@ class FromTopic:
             log.error("bridge from %r: could not publish %s: %s", self.topic, taken.message_id, exc)
             return
         self.forwarded += 1
+
+    def _report(self, taken: TopicMessage, detail: str) -> None:
+        tracer = self._broker.tracer
+        if tracer is not None and tracer.active:
+            tracer.event(
+                BRIDGE_REJECTED, name=self.topic, message_id=taken.message_id, detail=detail
+            )
 
     def receive(self, message: Message) -> None:
         raise BridgeFormatError(
