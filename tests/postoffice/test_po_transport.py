@@ -76,6 +76,8 @@ def test_password_from_the_environment_wins() -> None:
         ({"box": "a.b", "password": "pw", "port": "8228"}, "postoffice.port"),
         ({"box": "alone", "password": "pw"}, "postoffice.group"),
         ({"box": "a.b", "password": "pw", "colour": "red"}, "postoffice.colour"),
+        ({"box": "a.b", "password": "pw", "idle-wait-s": -1.0}, "postoffice.idle-wait-s"),
+        ({"box": "a.b", "password": "pw", "idle-wait-s": "1"}, "postoffice.idle-wait-s"),
     ],
 )
 def test_bad_options_name_their_key(table: dict[str, object], key: str) -> None:
@@ -314,3 +316,115 @@ def test_closing_the_transport_unblocks_a_receive_in_another_thread(daemon: Daem
     thread.join(10)
     assert not thread.is_alive() and len(outcome) == 1
     daemon.wait_for(lambda: daemon.office.boxes["close.me"].holder is None)
+
+
+# -- idle cost and wake-up -----------------------------------------------------------
+def getmails(daemon: Daemon) -> int:
+    return int(daemon.thread.call(lambda: daemon.office.getmail_requests))
+
+
+def polling_thread(ctx: mailbus.Context) -> threading.Thread:
+    thread = ctx._polling._thread  # type: ignore[union-attr]
+    assert thread is not None and thread.is_alive()
+    return thread
+
+
+def wait_in_getmail(daemon: Daemon, box: str) -> None:
+    def waiting() -> bool:
+        holder = daemon.office.boxes[box].holder if box in daemon.office.boxes else None
+        return holder is not None and bool(holder._waiting_mail)
+
+    daemon.wait_for(waiting)
+
+
+def test_an_idle_participant_makes_few_getmail_round_trips(
+    daemon: Daemon, participants: Callable[..., mailbus.Context]
+) -> None:
+    ctx = participants("idle.one")  # the engine's default polling period: 10 ms
+    sub = ctx.subscription("quiet")
+    wait_in_getmail(daemon, "idle.one")
+    before = getmails(daemon)
+    threading.Event().wait(1.5)  # the idle interval observed, not a synchronisation
+    idle = getmails(daemon) - before
+    # One GETMAIL per 10 ms poll would be ~150; a 1 s wait makes about 2.
+    assert idle <= 10, f"{idle} GETMAIL round trips in 1.5 s of idling"
+    # Stretching the wait costs no latency: a letter ends it.
+    participants("idle.two").publisher("quiet").publish("wake up")
+    message = mailbus.wait_for_message(sub, 10.0)
+    assert message is not None and message.body == "wake up"
+
+
+def test_shutdown_interrupts_a_long_idle_wait(
+    daemon: Daemon, participants: Callable[..., mailbus.Context]
+) -> None:
+    # A wait far longer than the engine's 5 s join: only wake() can end it in time.
+    ctx = participants("long.wait", **{"idle-wait-s": 600.0})
+    thread = polling_thread(ctx)
+    wait_in_getmail(daemon, "long.wait")
+    # The engine stops the polling thread (wake, then a 5 s join) before it closes the
+    # transport, whose close would cut the socket anyway: look before that happens.
+    receiver = ctx.transport.receiver
+    close = receiver.close
+    alive_at_close: list[bool] = []
+
+    def recording_close() -> None:
+        alive_at_close.append(thread.is_alive())
+        close()
+
+    receiver.close = recording_close  # type: ignore[method-assign]
+    ctx.shutdown()
+    assert alive_at_close == [False]
+    thread.join(10.0)
+    assert not thread.is_alive()
+    daemon.wait_for(lambda: daemon.office.boxes["long.wait"].holder is None)
+
+
+def test_wake_cuts_the_wait_when_no_wake_up_letter_can_go(daemon: Daemon) -> None:
+    from mailbus.postoffice.transport import create_transport
+    from mailbus.trace import Tracer
+
+    transport = create_transport(
+        options(daemon.port, "cut.off", **{"idle-wait-s": 600.0}), Tracer()
+    )
+    try:
+        outcome: list[object] = []
+
+        def receive() -> None:
+            try:
+                outcome.append(transport.receiver.receive(0.01))
+            except TransportError as exc:
+                outcome.append(exc)
+
+        thread = threading.Thread(target=receive)
+        thread.start()
+        wait_in_getmail(daemon, "cut.off")
+        transport.sender.close()  # the wake-up letter cannot be sent now
+        transport.receiver.wake()
+        thread.join(10.0)
+        assert not thread.is_alive() and len(outcome) == 1
+        # A later receive reconnects and finds nothing waiting.
+        assert transport.receiver.receive(0) == []
+    finally:
+        transport.close()
+
+
+def test_a_wake_before_the_wait_is_not_lost(daemon: Daemon) -> None:
+    from mailbus.postoffice.transport import create_transport
+    from mailbus.trace import Tracer
+
+    transport = create_transport(
+        options(daemon.port, "early.wake", **{"idle-wait-s": 600.0}), Tracer()
+    )
+    try:
+        transport.sender.close()  # only the flag and the socket cut remain
+        transport.receiver.wake()
+        done = threading.Event()
+        results: list[object] = []
+        thread = threading.Thread(
+            target=lambda: (results.append(transport.receiver.receive(0.01)), done.set())
+        )
+        thread.start()
+        assert done.wait(10.0)
+        assert results == [[]]
+    finally:
+        transport.close()

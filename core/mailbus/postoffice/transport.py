@@ -11,6 +11,7 @@ Options, in the `[postoffice]` table:
     peers = []               # if set: send topics and requests to these boxes instead
     create = true            # create the boxes when they do not exist
     timeout-s = 10.0         # network timeout
+    idle-wait-s = 1.0        # shortest GETMAIL wait (see below)
 
 Who receives what: a topic message or a service request goes to the *group*. The daemon
 delivers a letter addressed to a group name that is not a box to every box one level
@@ -24,6 +25,13 @@ GETMAIL, so a participant uses two: its inbox `<box>` for receiving and `<box>.o
 sending. The daemon stamps every letter with the box it came from, so the receiving
 side takes the reply address from that stamp (`robot.cam.out` -> `robot.cam@postoffice`)
 rather than from the email's From header, which a sender could forge.
+
+The engine's polling thread calls `receive(period)` in a loop, with a period of 10 ms by
+default. One GETMAIL per call would make an idle participant cost the daemon a hundred
+round trips a second, so a wait shorter than `idle-wait-s` is stretched to it: letters are
+handed on the moment they arrive whatever the wait, and `wake()` ends the wait at once
+(an empty letter to our own inbox, or, if that cannot be sent, the receiving socket is
+shut down), which is all the engine needs to stop the thread promptly.
 """
 
 from __future__ import annotations
@@ -68,6 +76,7 @@ class PostOfficeOptions:
     peers: tuple[str, ...] = ()
     create: bool = True
     timeout_s: float = 10.0
+    idle_wait_s: float = 1.0  # a shorter receive wait is stretched to this
 
     @property
     def send_box(self) -> str:
@@ -79,7 +88,17 @@ class PostOfficeOptions:
     ) -> PostOfficeOptions:
         env = os.environ if environ is None else environ
         table: Mapping[str, Any] = options.sections.get("postoffice", {})
-        known = {"host", "port", "box", "password", "group", "peers", "create", "timeout-s"}
+        known = {
+            "host",
+            "port",
+            "box",
+            "password",
+            "group",
+            "peers",
+            "create",
+            "timeout-s",
+            "idle-wait-s",
+        }
         unknown = sorted(set(table) - known)
         if unknown:
             raise ConfigError(f"postoffice.{unknown[0]}", "unknown key")
@@ -113,6 +132,9 @@ class PostOfficeOptions:
         timeout = get("timeout-s", float, 10.0)
         if not 0 < timeout <= 3600:
             raise ConfigError("postoffice.timeout-s", "must be > 0 and at most an hour")
+        idle_wait = get("idle-wait-s", float, 1.0)
+        if not 0 <= idle_wait <= 3600:
+            raise ConfigError("postoffice.idle-wait-s", "must be >= 0 and at most an hour")
         return cls(
             box=box,
             password=password,
@@ -122,6 +144,7 @@ class PostOfficeOptions:
             peers=tuple(peers),
             create=get("create", bool, True),
             timeout_s=timeout,
+            idle_wait_s=idle_wait,
         )
 
 
@@ -263,6 +286,7 @@ class PostOfficeReceiver(EmailReceiver):
         self._sender = sender
         self._lock = threading.Lock()
         self._closed = False
+        self._woken = threading.Event()
 
     def _convert(self, sender_box: str, payload: bytes) -> Inbound:
         try:
@@ -273,10 +297,17 @@ class PostOfficeReceiver(EmailReceiver):
         return dataclasses.replace(email, sender=box_address(reply_box(sender_box)))
 
     def receive(self, timeout: float | None) -> list[Inbound]:
+        """Letters as emails, waiting for the first up to `timeout`, or `idle-wait-s` if
+        that is longer (0 still only takes what is waiting): `wake()` ends the wait."""
         wait = 3600.0 if timeout is None else max(0.0, timeout)
+        if 0 < wait < self.opts.idle_wait_s:
+            wait = self.opts.idle_wait_s
         items: list[Inbound] = []
         with self._lock:
             if self._closed:
+                return []
+            if self._woken.is_set():  # woken before the wait began
+                self._woken.clear()
                 return []
             client = self._conn.get()
             try:
@@ -294,6 +325,7 @@ class PostOfficeReceiver(EmailReceiver):
                             break  # SATIATED: the rest is taken on the next round
                     if not items:
                         break
+                self._woken.clear()  # a wake-up during this wait is served by its return
             except PostOfficeError as exc:
                 self._conn.failed(exc)
                 if items:
@@ -302,7 +334,14 @@ class PostOfficeReceiver(EmailReceiver):
         return items
 
     def wake(self) -> None:
-        self._sender.wake_receiver()
+        """End a wait in `receive` at once (from any thread)."""
+        self._woken.set()
+        if not self._sender.wake_receiver():
+            # No wake-up letter (the sender is closed or cut off): shut the receiving
+            # socket down instead. A letter in flight stays in the box for next time.
+            client = self._conn.client
+            if client is not None:
+                client.abort()
 
     def close(self) -> None:
         self._closed = True
