@@ -8,8 +8,10 @@ import random
 import socket
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
+from mailbus.postoffice import server as server_module
 from mailbus.postoffice.client import (
     ERRORS,
     AlreadyConnected,
@@ -28,9 +30,10 @@ from mailbus.postoffice.client import (
     ServerShutdown,
 )
 from mailbus.postoffice.protocol import Response
+from mailbus.postoffice.server import PostOffice
 from mailbus.postoffice.store import password_digest
 
-from .conftest import Daemon, wait_until
+from .conftest import Daemon, daemon_config, wait_until
 
 
 def box(daemon: Daemon, name: str, password: str = "pw") -> PostOfficeClient:
@@ -501,3 +504,25 @@ def test_large_letters_cross_in_many_partial_reads(daemon: Daemon) -> None:
     letters = list(client.get_mail(0))
     assert len(letters) == 1 and letters[0].payload == payload
     client.close()
+
+
+def test_failure_records_are_forgotten_when_quiet_and_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The bookkeeping alone (no loop needed): times are given.
+    office = PostOffice(daemon_config(tmp_path, auth_forget_s=60.0))
+    assert office.auth_failed("10.0.0.1", 0.0).count == 1
+    assert office.auth_failed("10.0.0.1", 59.0).count == 2  # within the window
+    assert office.auth_failed("10.0.0.1", 119.5).count == 1  # quiet for 60 s: forgotten
+    # A host with connections still waiting out a back-off is never forgotten.
+    office.auth_failures["10.0.0.1"].waiting = 1
+    assert office.auth_failed("10.0.0.1", 500.0).count == 2
+    office.auth_failures["10.0.0.1"].waiting = 0
+    # Quiet hosts are dropped as others fail; at most MAX_FAILING_PEERS are kept,
+    # the most recent ones.
+    monkeypatch.setattr(server_module, "MAX_FAILING_PEERS", 3)
+    for n in range(6):
+        office.auth_failed(f"10.0.1.{n}", 501.0 + n)
+    assert list(office.auth_failures) == ["10.0.1.3", "10.0.1.4", "10.0.1.5"]
+    office.auth_failed("10.0.2.1", 700.0)  # the others have been quiet for long
+    assert list(office.auth_failures) == ["10.0.2.1"]

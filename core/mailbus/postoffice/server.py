@@ -387,14 +387,15 @@ class PostOffice:
         failures.count += 1
         failures.last = now
         self.auth_failures[host] = failures  # re-inserted: the dict stays oldest first
-        # Forget hosts quiet for long, and the oldest beyond the bound.
-        for other in list(self.auth_failures):
-            record = self.auth_failures[other]
+        # Forget hosts quiet for long, and the oldest beyond the bound (oldest first, so
+        # this stops at the first one to keep).
+        while True:
+            oldest = next(iter(self.auth_failures))
+            record = self.auth_failures[oldest]
             stale = record.waiting == 0 and now - record.last >= self.config.auth_forget_s
-            if not stale and len(self.auth_failures) <= MAX_FAILING_PEERS:
+            if record is failures or (not stale and len(self.auth_failures) <= MAX_FAILING_PEERS):
                 break
-            if record is not failures:
-                del self.auth_failures[other]
+            del self.auth_failures[oldest]
         return failures
 
     def uncache(self, letter_id: int) -> None:
