@@ -3,7 +3,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from mailbus.stem import Address, Message, MessageError
 
 
@@ -133,6 +132,8 @@ def test_dump_is_json_with_every_set_attribute() -> None:
     m.data = {"obj": object()}  # not JSON: shown by repr, the dump never fails
     dumped = json.loads(m.dump())
     assert dumped["to"] == "h:c:t" and dumped["reply_to"] == "r:rc" and dumped["cmd"] == "go"
-    assert dumped["ack_req"] is True and dumped["msg_id"] == 77 and "object" in dumped["data"]["obj"]
+    assert (
+        dumped["ack_req"] is True and dumped["msg_id"] == 77 and "object" in dumped["data"]["obj"]
+    )
     assert "ack_req" not in Message(to="a", from_="b", type="t").to_dict()
     assert "Message(" in repr(m)

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-
 from mailbus.stem import DEFAULT, AddressError, CellRegistry, PortalRegistry
 
 
