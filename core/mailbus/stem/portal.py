@@ -66,14 +66,14 @@ def inbox_topic(hub: str) -> str:
 def encode(message: Message, sender_hub: str, hops: int) -> tuple[dict[str, str], str]:
     """Headers and body of the email that carries `message` one hop further.
 
-    A `from` address without a hub gets `sender_hub`, so that replies find their way
-    back. Raise PortalFormatError for what cannot travel (data JSON cannot hold)."""
+    A `from` or `reply_to` address without a hub names a cell of the hub the message
+    comes from, so it gets `sender_hub`: replies find their way back. Raise PortalFormatError for what cannot travel (data JSON cannot hold)."""
     headers = {H_HUB: check_part(sender_hub, "hub"), H_HOPS: str(hops)}
     for name, header in ADDRESS_HEADERS:
         address = message.address(name)
         if address is None:
             continue
-        if name == "from" and not address.hub:
+        if name != "to" and not address.hub:
             address = address.replace(hub=sender_hub)
         headers[header] = str(address)
     for name, header in ATTRIBUTE_HEADERS:
