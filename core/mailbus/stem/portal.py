@@ -67,7 +67,8 @@ def encode(message: Message, sender_hub: str, hops: int) -> tuple[dict[str, str]
     """Headers and body of the email that carries `message` one hop further.
 
     A `from` or `reply_to` address without a hub names a cell of the hub the message
-    comes from, so it gets `sender_hub`: replies find their way back. Raise PortalFormatError for what cannot travel (data JSON cannot hold)."""
+    comes from, so it gets `sender_hub`: replies find their way back. Raise
+    PortalFormatError for what cannot travel (data JSON cannot hold)."""
     headers = {H_HUB: check_part(sender_hub, "hub"), H_HOPS: str(hops)}
     for name, header in ADDRESS_HEADERS:
         address = message.address(name)
