@@ -9,6 +9,7 @@ an email header; a cell name is required.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from mailbus.stem.errors import AddressError
 PARTS = ("hub", "cell", "target")
 MAX_PART_LENGTH = 64
 _PART = re.compile(r"[A-Za-z0-9_]*")
+_TRIPLE = re.compile(r"[A-Za-z0-9_]{0,64}:[A-Za-z0-9_]{0,64}:[A-Za-z0-9_]{0,64}")
 _ADDRESS = re.compile(
     r"(?:(?P<hub>[A-Za-z0-9_]*)(?P<sep>[:/@-]))?(?P<cell>[A-Za-z0-9_]+)"
     r"(?:(?P=sep)(?P<target>[A-Za-z0-9_]*))?"
@@ -50,20 +52,22 @@ class Address(Mapping[str, str]):
     target: str = ""
 
     def __post_init__(self) -> None:
-        for part in PARTS:
-            check_part(getattr(self, part), part)
+        hub, cell, target = self.hub, self.cell, self.target
+        # One match for the common case; the slow path says which part is wrong.
+        if not (
+            type(hub) is str
+            and type(cell) is str
+            and type(target) is str
+            and _TRIPLE.fullmatch(f"{hub}:{cell}:{target}")
+        ):
+            for part in PARTS:
+                check_part(getattr(self, part), part)
 
     @classmethod
     def parse(cls, text: str) -> Address:
         if not isinstance(text, str):
             raise AddressError(f"an address must be a str, not {type(text).__name__}")
-        match = _ADDRESS.fullmatch(text)
-        if match is None:
-            raise AddressError(
-                f"{text[:80]!r} is not a Stem address: expected cell, hub:cell or "
-                "hub:cell:target (one separator of : / @ -; letters, digits, _)"
-            )
-        return cls(match["cell"], match["hub"] or "", match["target"] or "")
+        return _parse(text)
 
     @classmethod
     def of(cls, value: Address | str | Mapping[str, Any]) -> Address:
@@ -105,3 +109,15 @@ class Address(Mapping[str, str]):
 
     def __len__(self) -> int:
         return len(PARTS)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(text: str) -> Address:
+    """Addresses are immutable and programs use few of them: parse each string once."""
+    match = _ADDRESS.fullmatch(text)
+    if match is None:
+        raise AddressError(
+            f"{text[:80]!r} is not a Stem address: expected cell, hub:cell or "
+            "hub:cell:target (one separator of : / @ -; letters, digits, _)"
+        )
+    return Address(match["cell"], match["hub"] or "", match["target"] or "")

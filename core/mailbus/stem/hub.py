@@ -25,6 +25,7 @@ message. After delivery, `ack_req` sends a `msg_ack` the same way.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import re
@@ -59,17 +60,20 @@ INBOX_DEPTH = 100_000
 _call_ids = itertools.count(1)
 
 
+@functools.lru_cache(maxsize=1024)
+def _method_name(name: str) -> bool:
+    return _METHOD.fullmatch(name) is not None
+
+
 class Cell:
     """A convenient base for cells (any object with delivery methods can be a cell):
-    `register_cell` sets `hub`, `name` and `target`, and `send` fills in `from`."""
+    `register_cell` sets `hub`, `name`, `target` and `address`, and `send` fills in
+    `from`."""
 
     hub: Hub | None = None
     name: str = ""
     target: str = ""
-
-    @property
-    def address(self) -> Address:
-        return Address(self.name, target=self.target)
+    address: Address = Address("")
 
     def send(self, to: AddressLike, **attributes: Any) -> Message:
         if self.hub is None:
@@ -126,6 +130,7 @@ class Hub:
         self._wait_set.add_guard_condition(self._guard)
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._draining = 0  # ident of the thread running the loop now (0: none)
         self._stopping = threading.Event()
 
     def __repr__(self) -> str:
@@ -136,6 +141,7 @@ class Hub:
         self.cells.register(cell, name, target)
         if isinstance(cell, Cell):
             cell.hub, cell.name, cell.target = self, name, target
+            cell.address = Address(name, target=target)
         return cell
 
     def unregister_cell(self, name: str, target: str = "") -> object | None:
@@ -178,7 +184,7 @@ class Hub:
         once the current callback has returned. Return it."""
         message.validate()
         self._queue.append((message, 0))
-        if threading.current_thread() is not self._thread:
+        if threading.get_ident() != self._draining:  # the loop itself needs no wake-up
             self._guard.trigger()
         return message
 
@@ -222,18 +228,22 @@ class Hub:
             raise RuntimeError(f"hub {self.name!r} runs its own loop; do not drain it too")
         handled = 0
         queue = self._queue
-        while True:
-            self._take_inbound()
-            if not queue:
-                return handled
-            # A chain of messages between local cells must not starve the inboxes.
-            for _ in range(len(queue)):
-                message, hops = queue.popleft()
-                try:
-                    self._deliver(message, hops)
-                except Exception:  # a bug here must not stop the hub
-                    log.exception("hub %s failed to deliver %s", self.name, message.dump())
-                handled += 1
+        self._draining = threading.get_ident()
+        try:
+            while True:
+                self._take_inbound()
+                if not queue:
+                    return handled
+                # A chain of messages between local cells must not starve the inboxes.
+                for _ in range(len(queue)):
+                    message, hops = queue.popleft()
+                    try:
+                        self._deliver(message, hops)
+                    except Exception:  # a bug here must not stop the hub
+                        log.exception("hub %s failed to deliver %s", self.name, message.dump())
+                    handled += 1
+        finally:
+            self._draining = 0
 
     def run_until(self, predicate: Callable[[], bool], timeout: float) -> bool:
         """Run the loop in this thread until `predicate()` holds (True) or `timeout`
@@ -380,7 +390,7 @@ class Hub:
     def _call_cell(self, cell: object, message: Message) -> None:
         is_cmd = message.type == "cmd"
         name = f"{message.cmd}_cmd" if is_cmd else f"{message.type}_in"
-        method = getattr(cell, name, None) if _METHOD.fullmatch(name) else None
+        method = getattr(cell, name, None) if _method_name(name) else None
         if not callable(method):
             method = getattr(cell, "msg_in", None)
             if not callable(method):
