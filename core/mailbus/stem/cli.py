@@ -32,7 +32,8 @@ make_context = Context
 
 class EchoCell(Cell):
     def echo_cmd(self, message: Message) -> Any:
-        return message.data
+        # None would mean "no response" (the design's rule): answer "" for no data.
+        return "" if message.data is None else message.data
 
 
 class StatusCell(Cell):
@@ -68,7 +69,11 @@ def _send(args: argparse.Namespace) -> int:
         try:
             reply = hub.call(to, args.cmd, data, timeout=args.timeout)
         except CallTimeoutError as exc:
-            print(f"mailbus stem send: {exc}", file=sys.stderr)
+            print(
+                f"mailbus stem send: {exc} (is the hub up and listening? a command method "
+                "that returns None sends no response)",
+                file=sys.stderr,
+            )
             return 1
         finally:
             hub.close()
