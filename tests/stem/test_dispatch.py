@@ -405,3 +405,51 @@ def test_hub_names_are_checked() -> None:
         Hub("")
     with pytest.raises(ValueError):
         Hub("bad name")
+
+
+def test_two_threads_cannot_run_one_hub_loop(hubs: MakeHub) -> None:
+    hub = hubs("home")
+    errors: list[BaseException] = []
+    entered, release = threading.Event(), threading.Event()
+
+    class Slow(Cell):
+        def wait_in(self, message: Message) -> None:
+            entered.set()
+            release.wait(5)
+
+    hub.register_cell(Slow(), "slow")
+    hub.send(to="slow", from_="x", type="wait")
+    runner = threading.Thread(target=hub.process_queue)
+    runner.start()
+    try:
+        assert entered.wait(5)
+        try:
+            hub.process_queue()
+        except RuntimeError as exc:
+            errors.append(exc)
+    finally:
+        release.set()
+        runner.join(5)
+    assert errors and "run by another thread" in str(errors[0])
+    assert hub.process_queue() == 0  # free again once the other thread is done
+
+
+def test_a_cell_cannot_call_or_drain_its_hub_without_a_thread(hubs: MakeHub) -> None:
+    hub = hubs("home")
+    errors: list[str] = []
+
+    class Eager(Cell):
+        def try_in(self, message: Message) -> None:
+            assert self.hub is not None
+            for attempt in (self.hub.process_queue, lambda: self.hub.call("x", "y", timeout=1)):  # type: ignore[union-attr]
+                try:
+                    attempt()
+                except RuntimeError as exc:
+                    errors.append(str(exc))
+
+    hub.register_cell(Eager(), "eager")
+    hub.send(to="eager", from_="x", type="try")
+    hub.process_queue()
+    assert len(errors) == 2
+    assert "waits until the current callback returns" in errors[0]
+    assert "would block its own hub" in errors[1]

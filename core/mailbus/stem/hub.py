@@ -197,7 +197,9 @@ class Hub:
     ) -> Message:
         """Send command `cmd` to `to` and return the reply (a `response`, or an `error`
         when the method raised). Raise CallTimeoutError after `timeout` seconds."""
-        if self._thread is not None and threading.current_thread() is self._thread:
+        if threading.get_ident() == self._draining or (
+            self._thread is not None and threading.current_thread() is self._thread
+        ):
             raise RuntimeError("call() from a cell would block its own hub; send instead")
         waiter = _Waiter()
         name = f"call_{next(_call_ids)}"
@@ -226,9 +228,20 @@ class Hub:
         messages were handled. Only while the hub's own thread is not running."""
         if self._thread is not None and threading.current_thread() is not self._thread:
             raise RuntimeError(f"hub {self.name!r} runs its own loop; do not drain it too")
+        me = threading.get_ident()
+        with self._lock:
+            if self._draining == me:
+                raise RuntimeError(
+                    f"a cell of hub {self.name!r} cannot run its loop: delivery waits "
+                    "until the current callback returns"
+                )
+            if self._draining:
+                raise RuntimeError(
+                    f"hub {self.name!r} is run by another thread; use start() to share a hub"
+                )
+            self._draining = me
         handled = 0
         queue = self._queue
-        self._draining = threading.get_ident()
         try:
             while True:
                 self._take_inbound()
