@@ -26,7 +26,6 @@ message. After delivery, `ack_req` sends a `msg_ack` the same way.
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
 import re
 import threading
@@ -57,7 +56,8 @@ log = logging.getLogger(__name__)
 # Only public method names are looked up from a message's cmd or type.
 _METHOD = re.compile(r"[A-Za-z][A-Za-z0-9_]*_(?:cmd|in)")
 INBOX_DEPTH = 100_000
-_call_ids = itertools.count(1)
+CALLS_CELL = "_calls"  # the cell name replies to `Hub.call` come back to
+_CALLS_ADDRESS = Address(CALLS_CELL)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -93,24 +93,32 @@ class _Inbox:
         )
 
 
-class _Waiter:
-    """The temporary cell behind `Hub.call`: keeps the reply to one command."""
+class _CallSlot:
+    __slots__ = ("acks", "event", "reply")
 
     def __init__(self) -> None:
-        self.msg_id: int | str | None = None
         self.reply: Message | None = None
         self.acks: list[Message] = []
-        self.others: list[Message] = []
         self.event = threading.Event()
 
+
+class _Calls:
+    """The cell behind `Hub.call` (registered as CALLS_CELL on first use): hands each
+    reply to the call waiting for it, by reply_id."""
+
+    def __init__(self) -> None:
+        self.pending: dict[int | str, _CallSlot] = {}
+        self.late = 0  # replies that came after their call gave up
+
     def msg_in(self, message: Message) -> None:
-        if message.reply_id != self.msg_id:
-            self.others.append(message)
+        slot = self.pending.get(message.reply_id) if message.reply_id is not None else None
+        if slot is None:
+            self.late += 1
         elif message.type == "msg_ack":
-            self.acks.append(message)
-        elif self.reply is None:
-            self.reply = message
-            self.event.set()
+            slot.acks.append(message)
+        elif slot.reply is None:
+            slot.reply = message
+            slot.event.set()
 
 
 class Hub:
@@ -132,6 +140,7 @@ class Hub:
         self._thread: threading.Thread | None = None
         self._draining = 0  # ident of the thread running the loop now (0: none)
         self._stopping = threading.Event()
+        self._calls: _Calls | None = None
 
     def __repr__(self) -> str:
         return f"Hub({self.name!r}, cells={len(self.cells)}, queued={len(self._queue)})"
@@ -201,22 +210,27 @@ class Hub:
             self._thread is not None and threading.current_thread() is self._thread
         ):
             raise RuntimeError("call() from a cell would block its own hub; send instead")
-        waiter = _Waiter()
-        name = f"call_{next(_call_ids)}"
-        self.cells.register(waiter, name)
+        calls = self._calls
+        if calls is None:
+            with self._lock:
+                if self._calls is None:
+                    self._calls = _Calls()
+                    self.cells.register(self._calls, CALLS_CELL)
+                calls = self._calls
+        message = Message(to=to, from_=_CALLS_ADDRESS, cmd=cmd, data=data, **attributes)
+        slot = _CallSlot()
+        calls.pending[message.msg_id] = slot
         try:
-            message = Message(to=to, from_=Address(name), cmd=cmd, data=data, **attributes)
-            waiter.msg_id = message.msg_id
             self.dispatch(message)
             if self.running:
-                done = waiter.event.wait(timeout)
+                done = slot.event.wait(timeout)
             else:
-                done = self.run_until(waiter.event.is_set, timeout)
-            if not done or waiter.reply is None:
+                done = self.run_until(slot.event.is_set, timeout)
+            if not done or slot.reply is None:
                 raise CallTimeoutError(f"no reply from {to} to command {cmd!r} within {timeout} s")
-            return waiter.reply
+            return slot.reply
         finally:
-            self.cells.unregister(name)
+            calls.pending.pop(message.msg_id, None)
 
     # -- the loop -------------------------------------------------------------------------
     @property
