@@ -106,16 +106,17 @@ class _Calls:
     """The cell behind `Hub.call` (registered as CALLS_CELL on first use): hands each
     reply to the call waiting for it, by reply_id."""
 
-    def __init__(self) -> None:
+    def __init__(self, counters: Counter[str]) -> None:
         self.pending: dict[int | str, _CallSlot] = {}
-        self.late = 0  # replies that came after their call gave up
+        self._counters = counters
 
     def msg_in(self, message: Message) -> None:
         slot = self.pending.get(message.reply_id) if message.reply_id is not None else None
-        if slot is None:
-            self.late += 1
-        elif message.type == "msg_ack":
-            slot.acks.append(message)
+        if message.type == "msg_ack":
+            if slot is not None:
+                slot.acks.append(message)
+        elif slot is None:
+            self._counters["late_replies"] += 1  # its call gave up (timed out)
         elif slot.reply is None:
             slot.reply = message
             slot.event.set()
@@ -214,7 +215,7 @@ class Hub:
         if calls is None:
             with self._lock:
                 if self._calls is None:
-                    self._calls = _Calls()
+                    self._calls = _Calls(self.counters)
                     self.cells.register(self._calls, CALLS_CELL)
                 calls = self._calls
         message = Message(to=to, from_=_CALLS_ADDRESS, cmd=cmd, data=data, **attributes)
