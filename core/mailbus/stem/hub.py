@@ -270,6 +270,8 @@ class Hub:
                     except Exception:  # a bug here must not stop the hub
                         log.exception("hub %s failed to deliver %s", self.name, message.dump())
                     handled += 1
+                if self._stopping.is_set():  # stop() must not wait for endless traffic
+                    return handled
         finally:
             self._draining = 0
 
@@ -303,6 +305,9 @@ class Hub:
         self._guard.trigger()
         if thread is not threading.current_thread():
             thread.join(timeout)
+            if thread.is_alive():  # a cell method blocks: keep the thread on record
+                log.warning("hub %s: loop did not stop within %s s", self.name, timeout)
+                return
         self._thread = None
 
     def close(self) -> None:
