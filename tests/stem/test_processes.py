@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from mailbus import Context, Options
-from mailbus.stem import ADDRESSING_ERROR, Address, Cell, Hub, Message
+from mailbus.stem import ADDRESSING_ERROR, Address, CallTimeoutError, Cell, Hub, Message
 from maildir_transport import maildir_transport
 from stem_helpers import Recorder
 
@@ -73,9 +73,15 @@ def start_hub(*args: str) -> subprocess.Popen[str]:
 
 class Network:
     def __init__(
-        self, hub: Hub, events: Recorder, procs: dict[str, subprocess.Popen[str]], net1: Path
+        self,
+        hub: Hub,
+        events: Recorder,
+        procs: dict[str, subprocess.Popen[str]],
+        net1: Path,
+        context: Context,
     ) -> None:
         self.net1 = net1
+        self.context = context
         self.hub = hub
         self.events = events
         self.procs = procs
@@ -100,8 +106,8 @@ def network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
         events = Recorder()
         hub.tracer.add_listener(events)
         with hub:
-            yield Network(hub, events, procs, net1)
-            for name in ("C", "B"):
+            yield Network(hub, events, procs, net1, context)
+            for name in [n for n in ("D", "C", "B") if n in procs]:
                 with contextlib.suppress(Exception):  # the kill below ends it anyway
                     hub.call(f"{name}:control", "stop", timeout=5.0)
     finally:
@@ -198,3 +204,23 @@ def test_garbage_in_the_transport_does_not_stop_the_remote_hub(network: Network)
         "after garbage"
     )
     assert network.procs["B"].poll() is None
+
+
+def test_a_remote_hub_that_crashes_and_restarts(network: Network) -> None:
+    """Killed, hub D leaves a command unanswered (the call times out, nothing else
+    breaks); restarted on the same directory, it answers that command late (counted as
+    a late reply) and new calls work again."""
+    hub = network.hub
+    network.procs["D"] = start_hub("D", "--net", str(network.net1))
+    hub.connect(network.context, "D")
+    assert hub.call("D:echo", "echo", "first", timeout=10.0).data == "first"
+    network.procs["D"].kill()
+    network.procs["D"].wait(timeout=10)
+    with pytest.raises(CallTimeoutError):
+        hub.call("D:echo", "echo", "while down", timeout=0.3)
+    assert hub.call("B:echo", "echo", "others fine", timeout=10.0).data == "others fine"
+    late_before = hub.counters["late_replies"]
+    network.procs["D"] = start_hub("D", "--net", str(network.net1))
+    assert hub.call("D:echo", "echo", "again", timeout=10.0).data == "again"
+    # D answered the backlog first, in order: that reply came after its call gave up.
+    assert hub.counters["late_replies"] == late_before + 1
