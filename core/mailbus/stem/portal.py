@@ -98,9 +98,12 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def _json(text: str, what: str) -> Any:
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return _DECODER.decode(text)
     except (ValueError, RecursionError) as exc:
         raise PortalFormatError(f"{what} is not valid JSON: {exc}") from None
 
