@@ -44,7 +44,7 @@ def main() -> int:
         for root in args.net:
             options = Options(from_address=f"{args.name.lower()}@localhost", polling_period_ms=5)
             context = Context(options, transport=maildir_transport(Path(root), args.name))
-            contexts[root] = context.init()
+            contexts[root] = context
             hub.listen(context)
         for spec in args.connect:
             root, _, remote = spec.rpartition(":")
@@ -52,6 +52,9 @@ def main() -> int:
         for spec in args.route:
             target, _, via = spec.partition("=")
             hub.add_route(target, via)
+        # Only now: the inboxes exist before the backlog a restart finds is read.
+        for context in contexts.values():
+            context.init()
         hub.register_cell(EchoCell(), "echo")
         hub.register_cell(StatusCell(), "status")
         hub.register_cell(Control(stop), "control")

@@ -13,6 +13,7 @@ from argparse import Namespace
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import mailbus.context
 import pytest
 from mailbus import Context
 from mailbus.cli import main
@@ -24,10 +25,14 @@ MakeHub = Callable[..., Hub]
 
 
 class Borrowed:
-    """Stands for a new context in the command; the test owns the real one."""
+    """Stands for a new context in the command; the test owns the real one, so
+    entering and leaving it neither initialises nor shuts it down."""
 
     def __init__(self, context: Context) -> None:
         self.context = context
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.context, name)
 
     def __enter__(self) -> Context:
         return self.context
@@ -87,6 +92,30 @@ def test_send_refuses_bad_arguments(
 ) -> None:
     assert main(["stem", "send", *argv]) == 2
     assert problem in capsys.readouterr().err
+
+
+def test_send_to_its_own_hub_name_is_refused(
+    served: Hub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["stem", "send", "--hub", "B", "B:echo", "echo", "1"]) == 1
+    assert "to itself" in capsys.readouterr().err
+
+
+def test_unavailable_transport_is_a_clear_error(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MAILBUS_CONFIG_FILE", raising=False)
+    monkeypatch.setitem(
+        mailbus.context.TRANSPORT_FACTORIES,
+        "postoffice",
+        "mailbus.no_such_module:create_transport",
+    )
+    config = tmp_path / "po.toml"
+    config.write_text('transport = "postoffice"\n')
+    assert main(["--config", str(config), "stem", "send", "B:echo", "echo", "1"]) == 1
+    assert "not available" in capsys.readouterr().err
+    assert main(["--config", str(config), "stem", "serve", "X", "--seconds", "1"]) == 1
+    assert "not available" in capsys.readouterr().err
 
 
 def test_stem_without_a_command_shows_help(capsys: pytest.CaptureFixture[str]) -> None:

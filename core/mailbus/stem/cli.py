@@ -64,19 +64,24 @@ def _send(args: argparse.Namespace) -> int:
     except (AddressError, MailbusError, ValueError) as exc:
         print(f"mailbus stem send: {exc}", file=sys.stderr)
         return 2
-    with make_context(options) as context:
-        hub.connect(context, via)
-        try:
-            reply = hub.call(to, args.cmd, data, timeout=args.timeout)
-        except CallTimeoutError as exc:
-            print(
-                f"mailbus stem send: {exc} (is the hub up and listening? a command method "
-                "that returns None sends no response)",
-                file=sys.stderr,
-            )
-            return 1
-        finally:
-            hub.close()
+    try:
+        context = make_context(options)
+        hub.connect(context, via)  # before init: the inbox is there when polling starts
+        with context:
+            try:
+                reply = hub.call(to, args.cmd, data, timeout=args.timeout)
+            finally:
+                hub.close()
+    except CallTimeoutError as exc:
+        print(
+            f"mailbus stem send: {exc} (is the hub up and listening? a command method "
+            "that returns None sends no response)",
+            file=sys.stderr,
+        )
+        return 1
+    except (MailbusError, ValueError) as exc:  # transport unavailable, hub names clash
+        print(f"mailbus stem send: {exc}", file=sys.stderr)
+        return 1
     if reply.type == "error":
         print(f"mailbus stem send: error from {reply.from_}: {reply.data}", file=sys.stderr)
         return 1
@@ -92,14 +97,18 @@ def _serve(args: argparse.Namespace, stop: threading.Event | None = None) -> int
         print(f"mailbus stem serve: {exc}", file=sys.stderr)
         return 2
     stop = stop or threading.Event()
-    with make_context(options) as context:
-        hub.register_cell(EchoCell(), "echo")
-        hub.register_cell(StatusCell(), "status")
-        hub.listen(context)
-        with hub:
+    context = make_context(options)
+    hub.register_cell(EchoCell(), "echo")
+    hub.register_cell(StatusCell(), "status")
+    hub.listen(context)  # before init: a backlog in the mailbox finds the inbox
+    try:
+        with context, hub:
             print(f"hub {hub.name} listening on topic stem/{hub.name}", flush=True)
             with contextlib.suppress(KeyboardInterrupt):
                 stop.wait(args.seconds)
+    except MailbusError as exc:  # the transport could not start
+        print(f"mailbus stem serve: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
