@@ -3,6 +3,7 @@ context, and a chain of three hubs over two contexts where messages cross two po
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -133,6 +134,8 @@ def test_data_that_cannot_travel_is_reported(pair: tuple[Hub, Hub], recorder: At
     a.send(to="B:echo", from_="x", cmd="echo", data={1, 2})
     (event,) = events.wait_for(UNDELIVERABLE)
     assert "data cannot travel as JSON" in event.detail and "portal to hub 'B'" in event.detail
+    assert json.dumps(event.extra)  # the set shows as its repr: a recorder can store it
+    assert event.extra["message"]["data"] == "{1, 2}"  # type: ignore[index]
 
 
 def test_a_route_loop_ends_at_the_hop_limit(hubs: MakeHub, ctx: Context, recorder: Attach) -> None:

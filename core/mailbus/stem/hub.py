@@ -26,6 +26,7 @@ message. After delivery, `ack_req` sends a `msg_ack` the same way.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import re
 import threading
@@ -450,12 +451,14 @@ class Hub:
 
     # -- reports --------------------------------------------------------------------------
     def _trace(self, kind: str, message: Message, detail: str) -> None:
+        dump = message.dump()
         self.tracer.event(
             kind,
             name=str(message.to),
             detail=detail,
-            body=message.dump(),
-            extra={"hub": self.name, "message": message.to_dict()},
+            body=dump,
+            # JSON-safe (data JSON cannot hold shows as its repr): recorders store it.
+            extra={"hub": self.name, "message": json.loads(dump)},
         )
 
     def _report(self, kind: str, message: Message, detail: str) -> None:
