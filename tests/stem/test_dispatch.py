@@ -416,6 +416,8 @@ def test_cell_send_needs_a_hub() -> None:
 def test_hub_names_are_checked() -> None:
     with pytest.raises(ValueError, match="needs a name"):
         Hub("")
+    with pytest.raises(ValueError, match="other than DEFAULT"):
+        Hub("DEFAULT")
     with pytest.raises(ValueError):
         Hub("bad name")
 

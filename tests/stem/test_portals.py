@@ -193,3 +193,22 @@ def test_three_hubs_in_a_chain_cross_two_portals(
     assert c_events.of("stem.received")[0].extra["message"]["in_portal"] == "B"  # type: ignore[index]
     assert "not forwarded again" in b_error[0].detail
     assert c.counters[ADDRESSING_ERROR] == 0
+
+
+@pytest.mark.parametrize("claimed", ["B", "DEFAULT"])
+def test_a_sender_claiming_an_impossible_name_is_refused(
+    pair: tuple[Hub, Hub], ctx: Context, recorder: Attach, claimed: str
+) -> None:
+    a, b = pair
+    events = recorder(b)
+    headers = {
+        "Stem-Hub": claimed,
+        "Stem-Hops": "1",
+        "Stem-To": "B:echo",
+        "Stem-From": "X:x",
+        "Stem-Type": '"data"',
+    }
+    ctx.publisher(inbox_topic("B")).publish("null", headers)
+    (event,) = events.wait_for(UNDELIVERABLE)
+    assert f"refused a message from hub {claimed!r}" in event.detail
+    assert a.call("B:echo", "echo", 1, timeout=5.0).data["data"] == 1  # B goes on

@@ -43,7 +43,7 @@ from mailbus.stem.address import Address, check_part
 from mailbus.stem.errors import CallTimeoutError, PortalFormatError
 from mailbus.stem.message import AddressLike, Message
 from mailbus.stem.portal import MAX_HOPS, Portal, decode, inbox_topic
-from mailbus.stem.registry import CellRegistry, PortalRegistry
+from mailbus.stem.registry import DEFAULT, CellRegistry, PortalRegistry
 from mailbus.subscription import OverflowPolicy
 from mailbus.trace import Tracer
 from mailbus.waitset import WaitSet
@@ -125,8 +125,8 @@ class _Calls:
 
 class Hub:
     def __init__(self, name: str, *, tracer: Tracer | None = None, max_hops: int = MAX_HOPS):
-        if not check_part(name, "hub"):
-            raise ValueError("a hub needs a name")
+        if not check_part(name, "hub") or name == DEFAULT:
+            raise ValueError(f"a hub needs a name (other than {DEFAULT})")
         self.name = name
         self.tracer = tracer if tracer is not None else Tracer()
         self.max_hops = max_hops
@@ -345,7 +345,12 @@ class Hub:
         for inbox in self._inboxes:
             subscription = inbox.subscription
             while (email_message := subscription.take()) is not None:
-                self._accept(inbox, email_message.email.headers, email_message.body)
+                headers, body = email_message.email.headers, email_message.body
+                try:
+                    self._accept(inbox, headers, body)
+                except Exception as exc:  # a bug here must not stop the hub
+                    log.exception("hub %s failed to take an email", self.name)
+                    self._report_raw(headers, body, f"failed to take: {exc!r}")
 
     def _accept(self, inbox: _Inbox, headers: Mapping[str, str], body: str) -> None:
         try:
@@ -353,17 +358,21 @@ class Hub:
         except PortalFormatError as exc:
             self._report_raw(headers, body, f"unreadable portal email: {exc}")
             return
+        message.in_portal = sender
         portal = self.portals.names.get(sender)
+        why = ""
         if portal is None and inbox.listening:
-            portal = Portal(self, inbox.context, sender, kind="accepted")
-            self.portals.register(sender, portal)
+            try:
+                portal = Portal(self, inbox.context, sender, kind="accepted")
+                self.portals.register(sender, portal)
+            except ValueError as exc:  # it claims this hub's name, or DEFAULT
+                portal, why = None, str(exc)
         if portal is None or portal.context is not inbox.context:
-            why = "no portal here" if portal is None else "its portal is on another context"
-            message.in_portal = sender
+            if not why:
+                why = "no portal here" if portal is None else "its portal is on another context"
             self._report(E.UNDELIVERABLE, message, f"refused a message from hub {sender!r}: {why}")
             return
         portal.received += 1
-        message.in_portal = sender
         if self.tracer.active:
             self._trace(E.RECEIVED, message, f"from hub {sender!r}, hop {hops}")
         self._queue.append((message, hops))

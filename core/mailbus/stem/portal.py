@@ -159,6 +159,8 @@ class Portal:
     def __init__(self, hub: Hub, context: Context, remote: str, *, kind: str = "client") -> None:
         if remote == hub.name:
             raise ValueError(f"a portal cannot join hub {remote!r} to itself")
+        if remote == "DEFAULT":
+            raise ValueError("no hub may be called DEFAULT: that is the default portal's name")
         self.hub = hub
         self.context = context
         self.remote = check_part(remote, "hub")
