@@ -21,6 +21,7 @@ from mailbus.email_message import MAX_PLAIN_HEADER_LENGTH
 from mailbus.stem.address import Address, check_part
 from mailbus.stem.errors import AddressError, MessageError, PortalFormatError
 from mailbus.stem.message import Message
+from mailbus.stem.registry import DEFAULT
 
 if TYPE_CHECKING:
     from mailbus.context import Context
@@ -159,8 +160,8 @@ class Portal:
     def __init__(self, hub: Hub, context: Context, remote: str, *, kind: str = "client") -> None:
         if remote == hub.name:
             raise ValueError(f"a portal cannot join hub {remote!r} to itself")
-        if remote == "DEFAULT":
-            raise ValueError("no hub may be called DEFAULT: that is the default portal's name")
+        if remote == DEFAULT:
+            raise ValueError(f"no hub may be called {DEFAULT}: that is the default portal")
         self.hub = hub
         self.context = context
         self.remote = check_part(remote, "hub")
