@@ -200,3 +200,22 @@ def test_inbox_topic_is_checked() -> None:
     with pytest.raises(ValueError):
         inbox_topic("B/../x")
     assert json.loads(good()[1]) == [1]
+
+
+HEADER_NAMES = st.sampled_from(
+    ["Stem-Hub", "Stem-Hops", "Stem-To", "Stem-From", "Stem-Reply-To", "Stem-Type",
+     "Stem-Cmd", "Stem-Status", "Stem-Ack-Req", "Stem-Msg-Id", "Stem-Reply-Id", "Other"]
+)  # fmt: skip
+
+
+@given(
+    st.dictionaries(HEADER_NAMES, st.text(max_size=30) | st.sampled_from(['"cmd"', "1", "A"])),
+    st.text(max_size=50),
+)
+def test_garbage_decodes_or_raises_portal_format_error(headers: dict[str, str], body: str) -> None:
+    try:
+        message, sender, hops = decode(headers, body)
+    except PortalFormatError:
+        return
+    message.validate()  # whatever decodes is a message that can be dispatched
+    assert sender and hops >= 0
