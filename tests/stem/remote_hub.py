@@ -1,10 +1,12 @@
 """A hub in a process of its own, for the cross-process tests.
 
-    python remote_hub.py NAME --net ROOT [--net ROOT2] [--connect ROOT:HUB] [--route HUB=VIA]
+    python remote_hub.py NAME --net NET [--net NET2] [--connect NET:HUB] [--route HUB=VIA]
 
-It listens on every --net (a maildir_transport root), connects client portals, adds
-routes, registers cells `echo`, `status` (mailbus.stem.cli) and `control` (its `stop`
-command ends the process), prints READY and runs until stopped (at most 120 s).
+A NET is `dir:ROOT` (maildir_transport under ROOT) or `po:PORT:BOX:PASSWORD` (the
+PostOffice daemon on 127.0.0.1:PORT, this hub's mailbox BOX, whose group is its parent).
+The hub listens on every --net, connects client portals, adds routes, registers cells
+`echo`, `status` (mailbus.stem.cli) and `control` (its `stop` command ends the process),
+prints READY and runs until stopped (at most 120 s).
 """
 
 from __future__ import annotations
@@ -12,13 +14,12 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
-from pathlib import Path
 from typing import Any
 
-from mailbus import Context, Options
+from mailbus import Context
 from mailbus.stem import Cell, Hub, Message
 from mailbus.stem.cli import EchoCell, StatusCell
-from maildir_transport import maildir_transport
+from stem_helpers import make_context
 
 
 class Control(Cell):
@@ -41,10 +42,9 @@ def main() -> int:
     hub = Hub(args.name)
     contexts: dict[str, Context] = {}
     try:
-        for root in args.net:
-            options = Options(from_address=f"{args.name.lower()}@localhost", polling_period_ms=5)
-            context = Context(options, transport=maildir_transport(Path(root), args.name))
-            contexts[root] = context
+        for net in args.net:
+            context = make_context(net, args.name)
+            contexts[net] = context
             hub.listen(context)
         for spec in args.connect:
             root, _, remote = spec.rpartition(":")

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
-from mailbus import TraceEvent
+from mailbus import Context, Options, TraceEvent
+from mailbus.options import options_from_mapping
+from maildir_transport import maildir_transport
 
 
 class Recorder:
@@ -36,3 +39,16 @@ class Recorder:
                     raise AssertionError(f"no {count} x {kind} within {timeout} s: {self.kinds()}")
                 self._changed.wait(remaining)
             return self.of(kind)
+
+
+def make_context(net: str, name: str) -> Context:
+    """A context (not initialised yet) for the network spec `net`."""
+    kind, _, rest = net.partition(":")
+    if kind == "dir":
+        options = Options(from_address=f"{name.lower()}@localhost", polling_period_ms=5)
+        return Context(options, transport=maildir_transport(Path(rest), name))
+    if kind == "po":
+        port, box, password = rest.split(":")
+        table = {"port": int(port), "box": box, "password": password}
+        return Context(options_from_mapping({"transport": "postoffice", "postoffice": table}))
+    raise ValueError(f"unknown network spec {net!r}")
