@@ -291,3 +291,28 @@ def test_a_remote_hub_that_crashes_and_restarts(network: Network) -> None:
         assert hub.counters["late_replies"] >= 1  # the call that had given up
     finally:
         hub.unregister_cell("crashbox")
+
+
+@pytest.mark.parametrize("network", ["postoffice"], indirect=True)
+def test_the_command_line_across_processes(network: Network, tmp_path: Path) -> None:
+    """`mailbus stem send`, a process of its own, asks hub B (another process) over the
+    PostOffice daemon and prints the response."""
+    port = network.net(1, "x").split(":")[1]
+    config = tmp_path / "cli.toml"
+    config.write_text(
+        f'transport = "postoffice"\n[postoffice]\nport = {port}\nbox = "n1.cli"\n'
+        f'password = "{PASSWORD}"\n'
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "mailbus", "--config", str(config),
+         "stem", "send", "--timeout", "20", "B:echo", "echo", '{"from": "the shell"}'],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == '{"from": "the shell"}'
+    failing = subprocess.run(
+        [sys.executable, "-m", "mailbus", "--config", str(config),
+         "stem", "send", "--timeout", "1.5", "B:nosuch", "echo"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert failing.returncode == 1 and "no reply" in failing.stderr
