@@ -2,8 +2,9 @@
 
     python remote_hub.py NAME --net NET [--net NET2] [--connect NET:HUB] [--route HUB=VIA]
 
-A NET is `dir:ROOT` (maildir_transport under ROOT) or `po:PORT:BOX:PASSWORD` (the
-PostOffice daemon on 127.0.0.1:PORT, this hub's mailbox BOX, whose group is its parent).
+A NET is `dir:ROOT` (maildir_transport under ROOT), `po:PORT:BOX:PASSWORD` (the
+PostOffice daemon on 127.0.0.1:PORT, this hub's mailbox BOX, whose group is its parent)
+or `toml:FILE` (an options file, e.g. the email transport).
 The hub listens on every --net, connects client portals, adds routes, registers cells
 `echo`, `status` (mailbus.stem.cli) and `control` (its `stop` command ends the process),
 prints READY and runs until stopped (at most 120 s).

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from mailbus import Context, Options, TraceEvent
-from mailbus.options import options_from_mapping
+from mailbus.options import load_options, options_from_mapping
 from maildir_transport import maildir_transport
 
 
@@ -42,7 +42,8 @@ class Recorder:
 
 
 def make_context(net: str, name: str) -> Context:
-    """A context (not initialised yet) for the network spec `net`."""
+    """A context (not initialised yet) for the network spec `net`: `dir:ROOT` (the
+    directory transport), `po:PORT:BOX:PASSWORD` (PostOffice), `toml:FILE` (options)."""
     kind, _, rest = net.partition(":")
     if kind == "dir":
         options = Options(from_address=f"{name.lower()}@localhost", polling_period_ms=5)
@@ -51,4 +52,6 @@ def make_context(net: str, name: str) -> Context:
         port, box, password = rest.split(":")
         table = {"port": int(port), "box": box, "password": password}
         return Context(options_from_mapping({"transport": "postoffice", "postoffice": table}))
+    if kind == "toml":
+        return Context(load_options(rest))
     raise ValueError(f"unknown network spec {net!r}")

@@ -143,12 +143,52 @@ def maildir_nets(root: Path) -> Iterator[tuple[Callable[[int, str], str], Any]]:
     yield net, inject
 
 
-@pytest.fixture(scope="module", params=["postoffice", "maildir"])
+@contextlib.contextmanager
+def email_nets(root: Path) -> Iterator[tuple[Callable[[int, str], str], Any]]:
+    """Real Dovecot + Postfix (or its LMTP relay without root) on loopback, from the
+    mail tests' stack; one user per hub and network, each sending to all of its net."""
+    sys.path.insert(0, str(HERE.parent / "mail"))
+    try:
+        from mailstack import MailStack
+    finally:
+        sys.path.remove(str(HERE.parent / "mail"))
+    members = {1: ("A", "B", "D"), 2: ("B", "C")}
+    with MailStack() as stack:
+        users = {
+            (n, hub): stack.add_user(f"n{n}{hub.lower()}") for n in members for hub in members[n]
+        }
+
+        def net(n: int, hub: str) -> str:
+            path = root / f"n{n}{hub.lower()}.toml"
+            if not path.exists():
+                user = users[(n, hub)]
+                everyone = ", ".join(f'"{users[(n, h)].address}"' for h in members[n])
+                path.write_text(
+                    f'transport = "email"\nurl-smtp = "{stack.smtps_url}"\n'
+                    f'url-imap = "{stack.imaps_url}"\nusername = "{user.address}"\n'
+                    f'password = "{user.password}"\nca-file = "{stack.ca_file}"\n'
+                    f"polling-period-ms = 10\n[recipients]\nto = [{everyone}]\n"
+                    "[mail]\nreconnect-max-s = 0.5\nstart-uid = 1\n"
+                )
+            return f"toml:{path}"
+
+        def inject(hub: str, data: bytes) -> None:
+            stack.deliver(users[(1, hub)].address, data)
+
+        yield net, inject
+
+
+@pytest.fixture(
+    scope="module",
+    params=["postoffice", "maildir", pytest.param("email", marks=pytest.mark.mailstack)],
+)
 def network(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Network]:
     root = tmp_path_factory.mktemp(request.param)
-    nets = postoffice_nets if request.param == "postoffice" else maildir_nets
+    nets = {"postoffice": postoffice_nets, "maildir": maildir_nets, "email": email_nets}[
+        request.param
+    ]
     with nets(root) as (net, inject):
         context = make_context(net(1, "A"), "A")
         procs: dict[str, subprocess.Popen[str]] = {}
@@ -191,7 +231,8 @@ def status(network: Network, hub: str) -> dict[str, Any]:
 def test_command_with_response_across_processes(network: Network) -> None:
     data = {"text": "grüße", "n": [1, 2.5, None, True], "nested": {"k": "v"}}
     transport = network.hub.portals.names["B"].context.transport.name
-    assert transport == {"postoffice": "postoffice", "maildir": "maildir-test"}[network.kind]
+    expected = {"postoffice": "postoffice", "maildir": "maildir-test", "email": "email"}
+    assert transport == expected[network.kind]
     reply = network.hub.call("B:echo", "echo", data, timeout=10.0)
     assert reply.type == "response" and reply.data == data
     assert reply.from_ == Address("echo", "B") and reply.in_portal == "B"
