@@ -212,3 +212,21 @@ def test_a_sender_claiming_an_impossible_name_is_refused(
     (event,) = events.wait_for(UNDELIVERABLE)
     assert f"refused a message from hub {claimed!r}" in event.detail
     assert a.call("B:echo", "echo", 1, timeout=5.0).data["data"] == 1  # B goes on
+
+
+def test_portals_added_while_the_hubs_run(hubs: MakeHub, ctx: Context) -> None:
+    a, b = hubs("A"), hubs("B")
+    b.register_cell(Echo(), "echo")
+    with a, b:  # both loops are already waiting when the inboxes appear
+        b.listen(ctx)
+        a.connect(ctx, "B")
+        assert a.call("B:echo", "echo", "late link", timeout=5.0).data["data"] == "late link"
+
+
+def test_close_leaves_the_context(hubs: MakeHub, ctx: Context) -> None:
+    hub = hubs("A")
+    hub.listen(ctx)
+    assert [s.topic for s in ctx.subscriptions] == ["stem/A"]
+    hub.close()
+    assert [s.topic for s in ctx.subscriptions] == []
+    hub.close()  # twice is fine
