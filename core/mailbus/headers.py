@@ -7,6 +7,8 @@ PUBLISHER_GID = "Publisher-GID"
 CLIENT_GID = "Client-GID"
 SERVER_GID = "Server-GID"
 REQUEST_SEQUENCE_NUMBER = "Request-Sequence-Number"
+# Optional on messages: lets a subscriber or a recording see gaps and reordering.
+PUBLISHER_SEQUENCE_NUMBER = "Publisher-Sequence-Number"
 IN_REPLY_TO = "In-Reply-To"
 REFERENCES = "References"
 MESSAGE_ID = "Message-ID"
