@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "mailbus.broker.cli",
     "mailbus.postoffice.cli",
     "mailbus.mail.check",
+    "mailbus.sessions.cli",
 )
 
 
