@@ -35,7 +35,14 @@ RESERVED = frozenset(
 # Headers that carry Mailbus metadata; a publisher's extra headers may not set them.
 METADATA = frozenset(
     h.lower()
-    for h in (SOURCE_TIMESTAMP, PUBLISHER_GID, CLIENT_GID, SERVER_GID, REQUEST_SEQUENCE_NUMBER)
+    for h in (
+        SOURCE_TIMESTAMP,
+        PUBLISHER_GID,
+        CLIENT_GID,
+        SERVER_GID,
+        REQUEST_SEQUENCE_NUMBER,
+        PUBLISHER_SEQUENCE_NUMBER,
+    )
 )
 
 # Lower-case name -> our spelling, for headers read back from other mail software.

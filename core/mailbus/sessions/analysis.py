@@ -77,7 +77,7 @@ def spark_session(
     from pyspark.sql import SparkSession
 
     builder: Any = SparkSession.builder
-    spark = (
+    spark: SparkSession = (
         builder.master(master)
         .appName(app_name)
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))

@@ -121,9 +121,11 @@ def _record(args: argparse.Namespace) -> int:
             while not stop.wait(0.5):  # the display's pace; stop wakes it at once
                 elapsed = time.monotonic() - started
                 s = recorder.status()
+                events = s["written"] + s["queued"]
                 progress.show(
-                    f"recording {args.session}  {elapsed:7.1f}s  events {s['written'] + s['queued']:>9}"
-                    f"  parts {s['parts']:>3}  dropped {s['dropped']:>6}  filtered {s['filtered']:>6}"
+                    f"recording {args.session}  {elapsed:7.1f}s  events {events:>9}"
+                    f"  parts {s['parts']:>3}  dropped {s['dropped']:>6}"
+                    f"  filtered {s['filtered']:>6}"
                 )
                 if args.seconds is not None and elapsed >= args.seconds:
                     break
@@ -188,9 +190,10 @@ def _replay(args: argparse.Namespace) -> int:
                 ).start()
             while not stop.wait(0.2):
                 if player is not None:
+                    done = player.sent % max(player.total, 1) if args.loop else player.sent
                     text = (
-                        f"replay {bar(player.sent % max(player.total, 1) if args.loop else player.sent, player.total)} "
-                        f"{player.sent}/{player.total}  at {player.position_s:8.2f}s  x{args.rate:g}"
+                        f"replay {bar(done, player.total)} {player.sent}/{player.total}"
+                        f"  at {player.position_s:8.2f}s  x{args.rate:g}"
                         + (f"  loop {player.loops}" if args.loop else "")
                     )
                 else:

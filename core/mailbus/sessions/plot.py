@@ -58,7 +58,8 @@ def plot_timeseries(
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
         f'<text x="{left}" y="18" font-size="13">{escape(title)}</text>',
-        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>',
+        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" '
+        'fill="none" stroke="#999"/>',
     ]
     if data.height == 0:
         parts.append(f'<text x="{left + 10}" y="{top + 20}">no data</text></svg>')

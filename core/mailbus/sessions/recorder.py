@@ -14,6 +14,7 @@ last complete part.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -27,8 +28,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from mailbus.sessions.schema import (
     MANIFEST,
@@ -293,10 +294,8 @@ class Recorder:
             log.exception("session recorder failed")
             self._stopped = True
             self._queue.clear()
-            try:
+            with contextlib.suppress(OSError):
                 self._write_manifest("failed")
-            except OSError:
-                pass
 
     def _drain(self) -> None:
         queue = self._queue

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-import pyarrow as pa
+import pyarrow as pa  # type: ignore[import-untyped]
 
 SCHEMA_VERSION = 1
 METADATA_VERSION_KEY = b"mailbus.sessions.schema_version"
