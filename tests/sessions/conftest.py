@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from mailbus.sessions.recorder import Recorder
 from mailbus.trace import TraceEvent
 

@@ -10,10 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+import mailbus
 import polars as pl
 import pytest
-
-import mailbus
 from mailbus.options import Options
 from mailbus.sessions.reader import open_session
 from mailbus.sessions.recorder import DROPPED_KIND, Recorder, RecorderError
