@@ -135,6 +135,7 @@ class Recorder:
         self.participant = participant
         self.transport = transport
         self._secrets: set[str] = set(secrets)
+        self._redactor: Redactor | None = None
         self._engine_version = engine_version()
         self._schema = arrow_schema(self._engine_version)
 
@@ -177,6 +178,7 @@ class Recorder:
         options = context.options
         if options.password:
             self._secrets.add(options.password)
+            self._redactor = None
         if not self.transport:
             self.transport = options.transport
         if not self.participant:
@@ -185,7 +187,9 @@ class Recorder:
 
     @property
     def redactor(self) -> Redactor:
-        return Redactor(self._secrets)
+        if self._redactor is None:  # built once (it caches), again when secrets change
+            self._redactor = Redactor(self._secrets)
+        return self._redactor
 
     def _wanted(self, name: str) -> bool:
         ok = self._name_ok.get(name)

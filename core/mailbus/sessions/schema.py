@@ -73,6 +73,10 @@ _URL_USERINFO = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*):[^/\s@]*@")
 _SECRET_PAIR = re.compile(r"((?:password|passwd|pwd|secret|token)\s*[=:]\s*)([^\s,;&]+)", re.I)
 
 
+# Cheap pre-check: only values that may hold a secret go through the full rules.
+_SUSPECT = re.compile(r"://|pass|pwd|secret|token", re.I)
+
+
 class Redactor:
     """Removes passwords from what is recorded. `secrets` are literal values (the
     context's password) replaced wherever they occur, bodies included."""
@@ -80,9 +84,14 @@ class Redactor:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._secrets = tuple(s for s in secrets if s)
         self._secret_bytes = tuple(s.encode("utf-8") for s in self._secrets)
+        self._secret_names: dict[str, bool] = {}
+        literal = "|".join(re.escape(s) for s in self._secrets)
+        self._suspect = (
+            re.compile(f"{_SUSPECT.pattern}|{literal}", re.I) if literal else _SUSPECT
+        ).search
 
     def text(self, value: str) -> str:
-        if not value:
+        if not value or self._suspect(value) is None:
             return value
         for secret in self._secrets:
             if secret in value:
@@ -94,10 +103,20 @@ class Redactor:
         return value
 
     def headers(self, headers: Mapping[str, str]) -> list[tuple[str, str]]:
-        return [
-            (name, REDACTED if _SECRET_HEADER.search(name) else self.text(str(value)))
-            for name, value in headers.items()
-        ]
+        names = self._secret_names
+        result = []
+        for name, value in headers.items():
+            secret = names.get(name)
+            if secret is None:
+                secret = bool(_SECRET_HEADER.search(name))
+                if len(names) < 10_000:
+                    names[name] = secret
+            if secret:
+                value = REDACTED
+            elif self._suspect(value) is not None:
+                value = self.text(value)
+            result.append((name, value))
+        return result
 
     def body(self, body: bytes) -> bytes:
         for secret in self._secret_bytes:
