@@ -77,7 +77,7 @@ def spark_session(
     from pyspark.sql import SparkSession
 
     builder: Any = SparkSession.builder
-    spark: SparkSession = (
+    spark = (
         builder.master(master)
         .appName(app_name)
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
@@ -85,10 +85,16 @@ def spark_session(
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", driver_memory)
         .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
     )
+    if master.startswith("local"):
+        # A local driver listens on loopback only, never on the machine's interfaces.
+        spark = spark.config("spark.driver.host", "127.0.0.1").config(
+            "spark.driver.bindAddress", "127.0.0.1"
+        )
+    spark = spark.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    session: SparkSession = spark
+    return session
 
 
 def load(

@@ -96,6 +96,8 @@ class Redactor:
         for secret in self._secrets:
             if secret in value:
                 value = value.replace(secret, REDACTED)
+                if secret in value:  # the marker and its neighbours spelled it again
+                    return REDACTED
         if "://" in value:
             value = _URL_USERINFO.sub(r"\1:" + REDACTED + "@", value)
         if "=" in value or ":" in value:
@@ -122,6 +124,8 @@ class Redactor:
         for secret in self._secret_bytes:
             if secret in body:
                 body = body.replace(secret, REDACTED.encode())
+                if secret in body:
+                    return REDACTED.encode()
         return body
 
 
