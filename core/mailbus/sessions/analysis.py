@@ -104,8 +104,13 @@ def load(
     master: str | None = None,
     spark: Any = None,
     skip_bad_parts: bool = False,
+    cache: bool = True,
 ) -> Dataset:
-    """Open one or more session directories as one lazy dataset on `engine`."""
+    """Open one or more session directories as one lazy dataset on `engine`.
+
+    With `cache`, the columns the analysis reads are decoded once and kept (polars: in
+    memory; Spark: `DataFrame.cache()`, spilling to disk), since every table scans them.
+    """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     if isinstance(sessions, str | os.PathLike | Session):
@@ -117,6 +122,8 @@ def load(
         # Empty sessions give empty tables; no need to start Spark for them.
         frames = [s.scan().select(*ANALYSIS_COLUMNS, "session") for s in opened]
         lazy = pl.concat(frames, how="vertical")
+        if cache:
+            lazy = lazy.collect().lazy()
         return Dataset(nw.from_native(lazy), "polars" if engine == "polars" else engine, opened)
     if spark is None:
         spark = spark_session(master or "local[*]")
@@ -127,7 +134,10 @@ def load(
         native = spark.read.parquet(*(str(p) for p in s.parts))
         frame = nw.from_native(native).select(*ANALYSIS_COLUMNS)
         parts.append(frame.with_columns(session=nw.lit(s.name, dtype=nw.String())))
-    return Dataset(nw.concat(parts, how="vertical"), "spark", opened, spark)
+    frame = nw.concat(parts, how="vertical")
+    if cache:
+        frame = nw.from_native(nw.to_native(frame).cache())
+    return Dataset(frame, "spark", opened, spark)
 
 
 def _open(sessions: Sequence[str | os.PathLike[str] | Session], skip: bool) -> tuple[Session, ...]:
