@@ -10,10 +10,10 @@ import hypothesis.strategies as st
 import narwhals.stable.v2 as nw
 import polars as pl
 import pytest
-from conftest import MS, T
 from hypothesis import given, settings
 from mailbus.sessions import analysis
 from polars.testing import assert_frame_equal
+from sessions_helpers import MS, T
 
 
 def _row(frame: pl.DataFrame, **keys: Any) -> dict[str, Any]:

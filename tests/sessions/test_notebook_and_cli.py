@@ -12,12 +12,12 @@ from pathlib import Path
 import nbformat
 import polars as pl
 import pytest
-from conftest import SAMPLES
 from mailbus.cli import main
 from mailbus.sessions import analysis, recorder
 from mailbus.sessions import cli as sessions_cli
 from mailbus.sessions.reader import open_session
 from nbclient import NotebookClient
+from sessions_helpers import SAMPLES
 
 
 def test_example_notebook_executes() -> None:

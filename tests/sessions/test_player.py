@@ -10,12 +10,12 @@ from pathlib import Path
 import mailbus
 import polars as pl
 import pytest
-from conftest import SAMPLES, T, write_session
 from mailbus.sessions import analysis
 from mailbus.sessions.player import REPLAY_OF, Player, ReplayEvent, ServiceMock, parse_remap
 from mailbus.sessions.reader import open_session
 from mailbus.sessions.recorder import Recorder
 from mailbus.trace import TraceEvent
+from sessions_helpers import SAMPLES, T, write_session
 
 # Replayed emails must leave within this much of their scheduled offset. Generous: the
 # machine is shared; the player itself aims at well under a millisecond.

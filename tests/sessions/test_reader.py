@@ -10,7 +10,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import tiny_events, write_session
 from mailbus.cli import main
 from mailbus.sessions.reader import (
     EmptySessionError,
@@ -22,6 +21,7 @@ from mailbus.sessions.reader import (
 )
 from mailbus.sessions.recorder import Recorder
 from mailbus.sessions.schema import METADATA_VERSION_KEY, SCHEMA_VERSION
+from sessions_helpers import tiny_events, write_session
 
 
 def _two_parts(path: Path) -> Path:

@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
@@ -342,10 +342,3 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     analyze.add_argument("--table", action="append", choices=TABLE_NAMES, help="only these")
     analyze.add_argument("--skip-bad-parts", action="store_true")
     analyze.set_defaults(handler=_analyze)
-
-
-HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "record": _record,
-    "replay": _replay,
-    "analyze": _analyze,
-}
