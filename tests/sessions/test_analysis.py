@@ -3,6 +3,7 @@ parity between polars and real PySpark on the sample sessions."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -194,3 +195,19 @@ def test_parity_polars_and_spark(
     assert services["orphans"].sum() > 0 and services["late"].sum() > 0
     gaps = on_polars["sequences"].filter(pl.col("session") == "gaps")
     assert gaps["missing"].sum() > 0 and gaps["reordered"].sum() > 0
+
+
+@pytest.mark.spark
+def test_cli_analyze_on_spark(
+    spark: Any, tiny_session: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`mailbus analyze --engine spark` (it reuses the running SparkSession)."""
+    from mailbus.cli import main
+
+    command = ["analyze", str(tiny_session), "--engine", "spark", "--table", "services"]
+    assert main([*command, "--format", "json"]) == 0  # one table: Spark queries are slow
+    captured = capsys.readouterr()
+    tables = json.loads(captured.out)
+    assert "analyze (spark)" in captured.err
+    assert [row["rtt_ms_p50"] for row in tables["services"]] == [pytest.approx(20.0)]
+    assert [row["orphans"] for row in tables["services"]] == [1]
