@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -276,3 +277,28 @@ def test_memory_bound_under_a_50000_message_burst(tmp_path: Path) -> None:
     assert frame.filter(pl.col("kind") == "message.published").height == counts["events"]
     reported = frame.filter(pl.col("kind") == DROPPED_KIND)["extra"]
     assert sum(json.loads(x)["dropped"] for x in reported) == counts["dropped"]
+
+
+def test_concurrent_emitters_lose_nothing_in_silence(tmp_path: Path) -> None:
+    """Four engine threads at once, a small queue: every event is written or counted."""
+    from mailbus.trace import TraceEvent
+
+    recorder = Recorder(tmp_path / "s", max_queued=500, batch_rows=200)
+    start = threading.Barrier(4)
+
+    def emit(n: int) -> None:
+        start.wait(10)
+        for i in range(5_000):
+            recorder.listener(TraceEvent("message.published", i, name=f"t{n}", body="x" * 50))
+
+    threads = [threading.Thread(target=emit, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    manifest = recorder.stop()
+    counts = manifest["counts"]
+    assert counts["events"] + counts["dropped"] == 20_000
+    frame = open_session(tmp_path / "s").read()
+    assert frame.filter(pl.col("kind") == "message.published").height == counts["events"]
+    assert frame["event_index"].is_unique().all()
