@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "mailbus.postoffice.cli",
     "mailbus.mail.check",
     "mailbus.stem.cli",
+    "mailbus.sessions.cli",
 )
 
 

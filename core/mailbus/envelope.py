@@ -99,12 +99,11 @@ def open_envelope(email: Email, reception_timestamp_ns: int) -> Envelope:
     timestamp = _int_header(headers, H.SOURCE_TIMESTAMP)
     publisher = headers.get(H.PUBLISHER_GID)
     if publisher is not None:
-        return Message(
-            email.subject,
-            email.body,
-            MessageInfo(timestamp, reception_timestamp_ns, publisher),
-            email,
-        )
+        # Optional: a malformed or missing number leaves it at -1 rather than refusing.
+        number = headers.get(H.PUBLISHER_SEQUENCE_NUMBER, "")
+        sequence = int(number) if number.isdigit() and len(number) < 19 else -1
+        info = MessageInfo(timestamp, reception_timestamp_ns, publisher, sequence)
+        return Message(email.subject, email.body, info, email)
     client = headers.get(H.CLIENT_GID)
     if client is None:
         raise ForeignEmailError(f"neither {H.PUBLISHER_GID} nor {H.CLIENT_GID} header")

@@ -7,6 +7,8 @@ PUBLISHER_GID = "Publisher-GID"
 CLIENT_GID = "Client-GID"
 SERVER_GID = "Server-GID"
 REQUEST_SEQUENCE_NUMBER = "Request-Sequence-Number"
+# Optional on messages: lets a subscriber or a recording see gaps and reordering.
+PUBLISHER_SEQUENCE_NUMBER = "Publisher-Sequence-Number"
 IN_REPLY_TO = "In-Reply-To"
 REFERENCES = "References"
 MESSAGE_ID = "Message-ID"
@@ -33,7 +35,14 @@ RESERVED = frozenset(
 # Headers that carry Mailbus metadata; a publisher's extra headers may not set them.
 METADATA = frozenset(
     h.lower()
-    for h in (SOURCE_TIMESTAMP, PUBLISHER_GID, CLIENT_GID, SERVER_GID, REQUEST_SEQUENCE_NUMBER)
+    for h in (
+        SOURCE_TIMESTAMP,
+        PUBLISHER_GID,
+        CLIENT_GID,
+        SERVER_GID,
+        REQUEST_SEQUENCE_NUMBER,
+        PUBLISHER_SEQUENCE_NUMBER,
+    )
 )
 
 # Lower-case name -> our spelling, for headers read back from other mail software.

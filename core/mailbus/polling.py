@@ -118,6 +118,7 @@ class PollingManager:
                 sequence_number=info.sequence_number,
                 message_id=message_id,
                 in_reply_to=email.in_reply_to,
+                references=email.references,
                 source_timestamp_ns=info.source_timestamp_ns,
                 reception_timestamp_ns=reception,
                 body=email.body,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -22,6 +23,7 @@ class Publisher:
         self.topic = check_name(topic, "topic")
         self.gid = new_gid()
         self.published = 0
+        self._sequence = itertools.count(1)
         self._context = context
 
     def __repr__(self) -> str:
@@ -34,7 +36,12 @@ class Publisher:
         context = self._context
         context.check_open()
         timestamp = time.time_ns()
-        meta = {H.SOURCE_TIMESTAMP: str(timestamp), H.PUBLISHER_GID: self.gid}
+        sequence = next(self._sequence)
+        meta = {
+            H.SOURCE_TIMESTAMP: str(timestamp),
+            H.PUBLISHER_GID: self.gid,
+            H.PUBLISHER_SEQUENCE_NUMBER: str(sequence),
+        }
         if headers:
             clash = [name for name in headers if name.lower() in H.METADATA]
             if clash:
@@ -62,6 +69,7 @@ class Publisher:
                 name=self.topic,
                 gid=self.gid,
                 source_gid=self.gid,
+                sequence_number=sequence,
                 message_id=email.message_id,
                 source_timestamp_ns=timestamp,
                 body=body,

@@ -261,6 +261,7 @@ class ServiceServer(Waitable):
                 sequence_number=request.sequence_number,
                 message_id=response.message_id,
                 in_reply_to=request.message_id,
+                references=(*request.email.references, request.message_id)[-8:],
                 source_timestamp_ns=timestamp,
                 body=body,
                 size=len(body),

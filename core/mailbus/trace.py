@@ -77,6 +77,7 @@ class TraceEvent:
     sequence_number: int = -1
     message_id: str = ""
     in_reply_to: str = ""
+    references: tuple[str, ...] = ()
     source_timestamp_ns: int = 0
     reception_timestamp_ns: int = 0
     body: str | None = None

@@ -1,0 +1,523 @@
+"""Replay a session into a live system, and mock a service with recorded responses.
+
+The player re-sends what was sent in the recording (messages, requests, responses),
+spaced by their recorded source timestamps divided by `rate`. Each replayed email gets a
+new Message-ID; In-Reply-To and References are rewritten through the same mapping, so
+replayed request/response threads stay linked. Sender GIDs are replaced by fresh ones,
+one per recorded GID, so that replayed traffic never poses as a live entity. Emails go
+through `context.sender.send` with headers built as the engine builds them (see
+mailbus.envelope), plus `Replay-Of` naming the recorded Message-ID.
+
+Control (for the workbench): start, pause, resume, step (one event while paused),
+seek (to an offset in seconds), stop, and `state`/`position_s`/`sent` to display.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from mailbus import headers as H
+from mailbus.email_message import Email, new_message_id
+from mailbus.gid import new_gid
+from mailbus.names import check_name
+from mailbus.sessions.reader import Session, open_session
+from mailbus.sessions.schema import REDACTED
+from mailbus.waitset import wait_for_request
+
+if TYPE_CHECKING:
+    from mailbus.context import Context
+
+log = logging.getLogger(__name__)
+
+REPLAY_OF = "Replay-Of"
+SENT_KINDS = {
+    "message.published": "message",
+    "request.sent": "request",
+    "response.sent": "response",
+}
+_ENGINE_HEADERS = {
+    h.lower()
+    for h in (
+        H.SOURCE_TIMESTAMP,
+        H.PUBLISHER_GID,
+        H.CLIENT_GID,
+        H.SERVER_GID,
+        H.REQUEST_SEQUENCE_NUMBER,
+        H.PUBLISHER_SEQUENCE_NUMBER,
+        REPLAY_OF,
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayEvent:
+    """One email to re-send, `offset_ns` after the first one of the session."""
+
+    offset_ns: int
+    what: str  # message, request or response
+    name: str
+    source_gid: str
+    client_gid: str  # requests and responses: the client's GID
+    sequence_number: int
+    message_id: str
+    in_reply_to: str
+    references: tuple[str, ...]
+    headers: tuple[tuple[str, str], ...]  # user headers only, engine headers rebuilt
+    body: str
+    truncated: bool
+
+
+def _header_map(value: object) -> dict[str, str]:
+    if not value:
+        return {}
+    if isinstance(value, dict):
+        return {str(k): str(v) for k, v in value.items()}
+    return {str(item["key"]): str(item["value"]) for item in value}  # type: ignore[attr-defined]
+
+
+def replay_events(
+    session: Session | str,
+    *,
+    include: str | None = None,
+    exclude: str | None = None,
+    services: bool = True,
+) -> list[ReplayEvent]:
+    """What a replay sends, in order: each email once, taken from the sender's event
+    (message.published, request.sent, response.sent) or, when only the receiving side
+    was recorded, from its email.received event."""
+    if not isinstance(session, Session):
+        session = open_session(session)
+    frame = (
+        session.scan(with_session=False)
+        .filter(
+            pl.col("kind").is_in(list(SENT_KINDS))
+            | ((pl.col("kind") == "email.received") & pl.col("detail").is_not_null())
+        )
+        .filter(pl.col("message_id").is_not_null() & pl.col("name").is_not_null())
+        .with_columns(
+            pl.col("kind").replace_strict(SENT_KINDS, default=pl.col("detail")).alias("what"),
+            (pl.col("kind") == "email.received").alias("_received"),
+            pl.coalesce("source_ns", "recorded_ns").alias("_t"),
+        )
+        .filter(pl.col("what").is_in(["message", "request", "response"]))
+        .sort("_received", "event_index")
+        .unique("message_id", keep="first", maintain_order=True)
+        .sort("_t", "event_index")
+        .collect()
+    )
+    include_re = re.compile(include) if include else None
+    exclude_re = re.compile(exclude) if exclude else None
+    events: list[ReplayEvent] = []
+    start: int | None = None
+    for row in frame.iter_rows(named=True):
+        name = row["name"]
+        if include_re is not None and not include_re.search(name):
+            continue
+        if exclude_re is not None and exclude_re.search(name):
+            continue
+        what = row["what"]
+        if what != "message" and not services:
+            continue
+        headers = _header_map(row["headers"])
+        if start is None:
+            start = row["_t"]
+        client_gid = headers.get(H.CLIENT_GID, "")
+        if what == "request" and not client_gid:
+            client_gid = row["source_gid"] or ""
+        body = bytes(row["body"] or b"").decode("utf-8", "replace")
+        events.append(
+            ReplayEvent(
+                offset_ns=row["_t"] - start,
+                what=what,
+                name=name,
+                source_gid=row["source_gid"] or "",
+                client_gid=client_gid,
+                sequence_number=row["sequence_number"]
+                if row["sequence_number"] is not None
+                else -1,
+                message_id=row["message_id"],
+                in_reply_to=row["in_reply_to"] or "",
+                references=tuple(row["references"] or ()),
+                headers=tuple(
+                    (k, v)
+                    for k, v in headers.items()
+                    if k.lower() not in _ENGINE_HEADERS and v != REDACTED
+                ),
+                body=body,
+                truncated=bool(row["body_truncated"]),
+            )
+        )
+    return events
+
+
+class Player:
+    """Re-sends a session's emails into `context` with the recorded timing.
+
+    rate: speed factor (2.0 twice as fast). loop: start again at the end. start_s /
+    stop_s: the window of the session to play, in seconds from its first email.
+    include/exclude: regular expressions on topic and service names. remap: new names
+    for topics or services. on_sent(player, event) is called after each email.
+    """
+
+    def __init__(
+        self,
+        session: Session | str,
+        context: Context,
+        *,
+        rate: float = 1.0,
+        loop: bool = False,
+        start_s: float = 0.0,
+        stop_s: float | None = None,
+        include: str | None = None,
+        exclude: str | None = None,
+        remap: Mapping[str, str] | None = None,
+        services: bool = True,
+        on_sent: Callable[[Player, ReplayEvent], None] | None = None,
+    ) -> None:
+        if not rate > 0:
+            raise ValueError("rate must be a positive factor")
+        if start_s < 0 or (stop_s is not None and stop_s < start_s):
+            raise ValueError("need 0 <= start_s <= stop_s")
+        self.remap = dict(remap or {})
+        for old, new in self.remap.items():
+            check_name(new, f"remapped name for {old!r}")
+        self.context = context
+        self.rate = rate
+        self.loop = loop
+        self.on_sent = on_sent
+        events = replay_events(session, include=include, exclude=exclude, services=services)
+        lo, hi = int(start_s * 1e9), None if stop_s is None else int(stop_s * 1e9)
+        self.events = [e for e in events if e.offset_ns >= lo and (hi is None or e.offset_ns <= hi)]
+        self._offsets = [e.offset_ns for e in self.events]
+        self._window_start = lo
+        self.sent = 0
+        self.loops = 0
+        self.truncated_bodies = 0
+        self.errors = 0
+        self._index = 0
+        self._id_map: dict[str, str] = {}
+        self._gid_map: dict[str, str] = {}
+        self._cond = threading.Condition()
+        self._paused = False
+        self._steps = 0
+        self._stopped = False
+        self._anchor = 0.0  # monotonic time at which offset `_anchor_offset` is due
+        self._anchor_offset = 0
+        self._thread: threading.Thread | None = None
+        self.done = threading.Event()
+
+    # -- control -------------------------------------------------------------------------
+    @property
+    def total(self) -> int:
+        return len(self.events)
+
+    @property
+    def state(self) -> str:
+        if self.done.is_set():
+            return "stopped" if self._stopped else "finished"
+        if self._thread is None:
+            return "ready"
+        return "paused" if self._paused else "playing"
+
+    @property
+    def position_s(self) -> float:
+        """Offset in the session of the next email to send."""
+        with self._cond:
+            if self._index < len(self._offsets):
+                return self._offsets[self._index] / 1e9
+            return self._offsets[-1] / 1e9 if self._offsets else 0.0
+
+    def start(self, *, paused: bool = False) -> Player:
+        if self._thread is not None:
+            raise RuntimeError("player already started")
+        self._paused = paused
+        self._thread = threading.Thread(target=self._run, name="mailbus-player", daemon=True)
+        self._thread.start()
+        return self
+
+    def pause(self) -> None:
+        with self._cond:
+            self._paused = True
+            self._cond.notify_all()
+
+    def resume(self) -> None:
+        with self._cond:
+            if self._paused:
+                self._paused = False
+                self._reanchor()
+            self._cond.notify_all()
+
+    def step(self) -> None:
+        """While paused: send the next email now."""
+        with self._cond:
+            self._steps += 1
+            self._cond.notify_all()
+
+    def seek(self, offset_s: float) -> None:
+        """Continue from the first email at or after `offset_s` seconds."""
+        with self._cond:
+            self._index = bisect.bisect_left(self._offsets, int(offset_s * 1e9))
+            self._reanchor()
+            self._cond.notify_all()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        self.done.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the replay ends (not with loop); True if it did."""
+        return self.done.wait(timeout)
+
+    def run(self) -> None:
+        """Play in the calling thread until the end (or stop())."""
+        self._thread = threading.current_thread()
+        self._run()
+
+    # -- the loop ------------------------------------------------------------------------
+    def _reanchor(self) -> None:
+        offset = self._offsets[self._index] if self._index < len(self._offsets) else 0
+        self._anchor = time.monotonic()
+        self._anchor_offset = offset
+
+    def _run(self) -> None:
+        try:
+            with self._cond:
+                self._reanchor()
+            while True:
+                event = self._next_due()
+                if event is None:
+                    break
+                self._send(event)
+        finally:
+            self.done.set()
+
+    def _next_due(self) -> ReplayEvent | None:
+        """Wait until the next email is due (or stepped to); None at the end."""
+        with self._cond:
+            while True:
+                if self._stopped:
+                    return None
+                if self._index >= len(self.events):
+                    if not self.loop or not self.events:
+                        return None
+                    self.loops += 1
+                    self._index = 0
+                    self._id_map.clear()  # a new pass is new traffic
+                    self._reanchor()
+                if self._paused:
+                    if self._steps:
+                        self._steps -= 1
+                        break
+                    self._cond.wait()
+                    continue
+                due = self._anchor + (self._offsets[self._index] - self._anchor_offset) / (
+                    1e9 * self.rate
+                )
+                delay = due - time.monotonic()
+                if delay <= 0:
+                    break
+                self._cond.wait(delay)
+            event = self.events[self._index]
+            self._index += 1
+            if self._paused:  # stepping keeps the schedule anchored on the next email
+                self._reanchor()
+            return event
+
+    def _gid(self, gid: str) -> str:
+        if not gid:
+            return new_gid()
+        mapped = self._gid_map.get(gid)
+        if mapped is None:
+            mapped = self._gid_map[gid] = new_gid()
+        return mapped
+
+    def _new_id(self, old: str) -> str:
+        new = new_message_id(self.context.address)
+        self._id_map[old] = new
+        return new
+
+    def build_email(self, event: ReplayEvent) -> Email:
+        """The email that replays `event` (a new Message-ID, references remapped)."""
+        ctx = self.context
+        headers: dict[str, str] = dict(event.headers)
+        headers[H.SOURCE_TIMESTAMP] = str(time.time_ns())
+        if event.what == "message":
+            headers[H.PUBLISHER_GID] = self._gid(event.source_gid)
+            if event.sequence_number >= 0:
+                headers[H.PUBLISHER_SEQUENCE_NUMBER] = str(event.sequence_number)
+        else:
+            headers[H.CLIENT_GID] = self._gid(event.client_gid)
+            headers[H.REQUEST_SEQUENCE_NUMBER] = str(max(event.sequence_number, 0))
+            if event.what == "response":
+                headers[H.SERVER_GID] = self._gid(event.source_gid)
+        headers[REPLAY_OF] = event.message_id
+        return Email(
+            subject=self.remap.get(event.name, event.name),
+            body=event.body,
+            sender=ctx.address,
+            to=ctx.recipients.to,
+            cc=ctx.recipients.cc,
+            bcc=ctx.recipients.bcc,
+            headers=headers,
+            message_id=self._new_id(event.message_id),
+            in_reply_to=self._id_map.get(event.in_reply_to, event.in_reply_to),
+            references=tuple(self._id_map.get(r, r) for r in event.references),
+        )
+
+    def _send(self, event: ReplayEvent) -> None:
+        try:
+            email = self.build_email(event)
+            self.context.sender.send(email)
+        except Exception as exc:  # a bad name, a closed or failing transport
+            self.errors += 1
+            log.warning("replay of %s failed: %s", event.message_id, exc)
+            tracer = self.context.tracer
+            if tracer.active:
+                tracer.event("replay.error", name=event.name, detail=str(exc))
+            return
+        self.sent += 1
+        if event.truncated:
+            self.truncated_bodies += 1
+        tracer = self.context.tracer
+        if tracer.active:
+            tracer.event(
+                "replay.sent",
+                name=email.subject,
+                message_id=email.message_id,
+                in_reply_to=email.in_reply_to,
+                references=email.references,
+                source_timestamp_ns=int(email.headers[H.SOURCE_TIMESTAMP]),
+                size=len(email.body),
+                extra={"original": event.message_id, "offset_ns": event.offset_ns},
+            )
+        if self.on_sent is not None:
+            self.on_sent(self, event)
+
+
+class ServiceMock:
+    """Answers live requests to `service` with the responses recorded for it.
+
+    A request whose body was recorded gets the response recorded for that body (several
+    recorded answers to one body are used in turn); any other request gets the recorded
+    responses in their recorded order, starting again at the end. With `delay`, each
+    answer waits the recorded round trip (scaled by 1/rate).
+    """
+
+    def __init__(
+        self,
+        session: Session | str,
+        context: Context,
+        service: str,
+        *,
+        recorded_service: str | None = None,
+        delay: bool = False,
+        rate: float = 1.0,
+    ) -> None:
+        check_name(service, "service")
+        if not rate > 0:
+            raise ValueError("rate must be a positive factor")
+        self.context = context
+        self.service = service
+        self.delay = delay
+        self.rate = rate
+        pairs = recorded_pairs(session, recorded_service or service)
+        if not pairs:
+            raise ValueError(
+                f"the session holds no answered request of service {recorded_service or service!r}"
+            )
+        self._in_order: deque[tuple[str, float]] = deque((r, d) for _, r, d, _ in pairs)
+        self._by_body: dict[str, deque[tuple[str, float]]] = {}
+        for request, response, rtt, request_cut in pairs:
+            if not request_cut:
+                self._by_body.setdefault(request, deque()).append((response, rtt))
+        self.answered = 0
+        self.by_body = 0
+        self.in_order = 0
+        self._stop = threading.Event()
+        self._server = context.server(service)
+        self._thread = threading.Thread(target=self._run, name="mailbus-mock", daemon=True)
+
+    def start(self) -> ServiceMock:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+        self._server.close()
+
+    def __enter__(self) -> ServiceMock:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def answer_for(self, body: str) -> tuple[str, float]:
+        """The recorded response (and round trip in s) to give to a request `body`."""
+        answers = self._by_body.get(body)
+        if answers:
+            self.by_body += 1
+            answer = answers[0]
+            answers.rotate(-1)
+            return answer
+        self.in_order += 1
+        answer = self._in_order[0]
+        self._in_order.rotate(-1)
+        return answer
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            request = wait_for_request(self._server, 0.2)
+            if request is None:
+                continue
+            body, rtt = self.answer_for(request.body)
+            if self.delay and rtt > 0 and self._stop.wait(rtt / self.rate):
+                return
+            try:
+                self._server.send_response(request, body)
+                self.answered += 1
+            except Exception as exc:  # a closed context at shutdown, a transport error
+                log.warning("mock of %s could not answer: %s", self.service, exc)
+
+
+def recorded_pairs(session: Session | str, service: str) -> list[tuple[str, str, float, bool]]:
+    """(request body, response body, round trip s, request body truncated) for each
+    answered request of `service`, in the order the requests were sent."""
+    events = replay_events(session, include=None)
+    requests = {e.message_id: e for e in events if e.what == "request" and e.name == service}
+    pairs: list[tuple[int, str, str, float, bool]] = []
+    seen: set[str] = set()
+    for e in events:
+        if e.what != "response" or e.in_reply_to not in requests or e.in_reply_to in seen:
+            continue
+        seen.add(e.in_reply_to)  # the first response to a request answers it
+        request = requests[e.in_reply_to]
+        rtt = max(e.offset_ns - request.offset_ns, 0) / 1e9
+        pairs.append((request.offset_ns, request.body, e.body, rtt, request.truncated))
+    pairs.sort(key=lambda p: p[0])
+    return [(req, resp, rtt, cut) for _, req, resp, rtt, cut in pairs]
+
+
+def parse_remap(items: Sequence[str]) -> dict[str, str]:
+    """`OLD=NEW` pairs from the command line."""
+    remap: dict[str, str] = {}
+    for item in items:
+        old, sep, new = item.partition("=")
+        if not sep or not old or not new:
+            raise ValueError(f"--remap expects OLD=NEW, got {item!r}")
+        remap[old] = check_name(new, "topic")
+    return remap

@@ -1,0 +1,213 @@
+"""The analysis tables: a hand-computed tiny session, the percentile definition, and
+parity between polars and real PySpark on the sample sessions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import hypothesis.strategies as st
+import narwhals.stable.v2 as nw
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from mailbus.sessions import analysis
+from polars.testing import assert_frame_equal
+from sessions_helpers import MS, T
+
+
+def _row(frame: pl.DataFrame, **keys: Any) -> dict[str, Any]:
+    found = frame.filter(*(pl.col(k) == v for k, v in keys.items()))
+    assert found.height == 1, f"expected one row for {keys}, got {found.height}"
+    return found.row(0, named=True)
+
+
+def _close(actual: dict[str, Any], expected: dict[str, Any]) -> None:
+    for key, value in expected.items():
+        if isinstance(value, float):
+            assert actual[key] == pytest.approx(value, rel=1e-9), key
+        else:
+            assert actual[key] == value, key
+
+
+def check_tiny(tables: dict[str, pl.DataFrame], session: str = "tiny") -> None:
+    """The expectations worked out by hand (see conftest.tiny_events)."""
+    topics = tables["topics"].filter(pl.col("session") == session)
+    assert topics["topic"].to_list() == ["a", "b"]
+    _close(
+        _row(topics, topic="a"),
+        {
+            "published": 4,
+            "received": 4,
+            "bytes_published": 8,
+            "bytes_received": 8,
+            "first_ns": T + 1 * MS,
+            "last_ns": T + 45 * MS,
+            "duration_s": 0.044,
+            "rate_hz": 3 / 0.044,
+            # inter-arrival 11, 11, 22 ms: h = 2q
+            "interarrival_ms_p50": 11.0,
+            "interarrival_ms_p90": 11 + 0.8 * 11,
+            "interarrival_ms_p99": 11 + 0.98 * 11,
+            # latency 1, 2, 3, 5 ms: h = 3q
+            "latency_ms_p50": 2.5,
+            "latency_ms_p90": 3 + 0.7 * 2,
+            "latency_ms_p99": 3 + 0.97 * 2,
+        },
+    )
+    _close(
+        _row(topics, topic="b"),
+        {
+            "published": 0,
+            "received": 5,
+            "bytes_received": 15,
+            "rate_hz": 4 / 0.04,
+            "interarrival_ms_p50": 10.0,
+            "interarrival_ms_p99": 10.0,
+            "latency_ms_p50": 4.0,
+            "latency_ms_p90": 4.0,
+        },
+    )
+    services = tables["services"].filter(pl.col("session") == session)
+    _close(
+        _row(services, service="svc"),
+        {
+            "requests": 4,
+            "answered": 3,
+            "orphans": 1,
+            "late": 1,
+            "duplicate_responses": 1,
+            # round trips 5, 20, 100 ms: h = 2q
+            "rtt_ms_p50": 20.0,
+            "rtt_ms_p90": 20 + 0.8 * 80,
+            "rtt_ms_p99": 20 + 0.98 * 80,
+        },
+    )
+    calls = tables["calls"].filter(pl.col("session") == session)
+    assert calls.select("request_id", "status", "responses").rows() == [
+        ("<r1@t>", "answered", 1),
+        ("<r2@t>", "answered", 2),
+        ("<r3@t>", "orphan", 0),
+        ("<r4@t>", "late", 1),
+    ]
+    assert calls["rtt_ms"].to_list()[:2] == pytest.approx([5.0, 20.0], rel=1e-9)
+    assert calls["rtt_ms"][2] is None
+    orphans = tables["orphans"].filter(pl.col("session") == session)
+    assert orphans["request_id"].to_list() == ["<r3@t>"]
+    sequences = tables["sequences"].filter(pl.col("session") == session)
+    _close(
+        _row(sequences, name="a"),
+        {"what": "message", "received": 4, "missing": 0, "gaps": 0, "reordered": 0},
+    )
+    _close(
+        _row(sequences, name="b"),
+        {
+            "source_gid": "P2",
+            "received": 5,
+            "distinct": 4,
+            "first_sequence": 1,
+            "last_sequence": 5,
+            "missing": 1,
+            "gaps": 1,
+            "duplicates": 1,
+            "reordered": 1,
+        },
+    )
+
+
+def test_tiny_session_matches_hand_computed_values_on_polars(tiny_session: Path) -> None:
+    check_tiny(analysis.analyze([tiny_session]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    groups=st.lists(
+        st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=40),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_percentiles_are_exact_linear_interpolation(groups: list[list[float]]) -> None:
+    rows = [(g, v) for g, values in enumerate(groups) for v in values]
+    frame = pl.DataFrame(rows, schema={"g": pl.Int64, "v": pl.Float64}, orient="row")
+    got = (
+        analysis.percentiles(nw.from_native(frame.lazy()), ["g"], "v", "v")
+        .collect()
+        .to_native()
+        .sort("g")
+    )
+    for g, values in enumerate(groups):
+        ordered = sorted(values)
+        n = len(ordered)
+        for tag, q in analysis.PERCENTILES:
+            h = (n - 1) * q / 100
+            lo = int(h)
+            hi = min(lo + 1, n - 1)
+            expected = ordered[lo] + (h - lo) * (ordered[hi] - ordered[lo])
+            assert got[f"v_{tag}"][g] == pytest.approx(expected, rel=1e-9, abs=1e-9)
+
+
+def test_empty_session_gives_empty_tables(tmp_path: Path) -> None:
+    path = tmp_path / "empty"
+    from mailbus.sessions.recorder import Recorder
+
+    Recorder(path).stop()
+    tables = analysis.analyze([path])
+    assert set(tables) == set(analysis.TABLES)
+    assert all(frame.height == 0 for frame in tables.values())
+    assert tables["topics"].schema == pl.Schema(analysis.TOPIC_SCHEMA)
+
+
+def test_timeseries_and_plot(tiny_session: Path, tmp_path: Path) -> None:
+    from mailbus.sessions.plot import plot_timeseries
+
+    series = analysis.timeseries([tiny_session], bin_s=0.02)
+    a = series.filter(pl.col("topic") == "a")
+    # receptions at 1, 12, 23, 45 ms from the session's first: bins 0, 0, 1, 2
+    assert a["t_s"].to_list() == pytest.approx([0.0, 0.02, 0.04])
+    assert a["messages"].to_list() == [2, 1, 1]
+    plot = plot_timeseries(series, "rate_hz")
+    svg = plot._repr_svg_()
+    assert svg.startswith("<svg") and svg.count("<polyline") == 2
+    assert ">a</text>" in svg and ">b</text>" in svg
+    assert plot.save(tmp_path / "p.svg").read_text() == svg
+    with pytest.raises(ValueError, match="no column"):
+        plot_timeseries(series, "nope")
+
+
+@pytest.mark.spark
+def test_parity_polars_and_spark(
+    spark: Any, sample_sessions: list[Path], tiny_session: Path
+) -> None:
+    """Every table, on the sample sessions and the tiny one, equal on both engines
+    (rows sorted by key, floats to 1e-9 relative); the tiny one as computed by hand."""
+    paths = [*sample_sessions, tiny_session]
+    on_polars = analysis.analyze(paths)
+    on_spark = analysis.analyze(analysis.load(paths, engine="spark", spark=spark))
+    assert set(on_spark) == set(on_polars)
+    for name, frame in on_polars.items():
+        assert frame.height > 0, f"{name} is empty: the samples should exercise it"
+        assert_frame_equal(on_spark[name], frame, check_exact=False, rel_tol=1e-9, abs_tol=0)
+    check_tiny(on_spark)
+    # The samples show what they are for: orphans, late answers, gaps and reordering.
+    services = on_polars["services"].filter(pl.col("session") == "slow_service")
+    assert services["orphans"].sum() > 0 and services["late"].sum() > 0
+    gaps = on_polars["sequences"].filter(pl.col("session") == "gaps")
+    assert gaps["missing"].sum() > 0 and gaps["reordered"].sum() > 0
+
+
+@pytest.mark.spark
+def test_cli_analyze_on_spark(
+    spark: Any, tiny_session: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`mailbus analyze --engine spark` (it reuses the running SparkSession)."""
+    from mailbus.cli import main
+
+    command = ["analyze", str(tiny_session), "--engine", "spark", "--table", "services"]
+    assert main([*command, "--format", "json"]) == 0  # one table: Spark queries are slow
+    captured = capsys.readouterr()
+    tables = json.loads(captured.out)
+    assert "analyze (spark)" in captured.err
+    assert [row["rtt_ms_p50"] for row in tables["services"]] == [pytest.approx(20.0)]
+    assert [row["orphans"] for row in tables["services"]] == [1]

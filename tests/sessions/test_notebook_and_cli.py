@@ -1,0 +1,95 @@
+"""The example notebook runs; the command line records (Ctrl-C flushes), replays and
+analyzes."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import polars as pl
+import pytest
+from mailbus.cli import main
+from mailbus.sessions import analysis, recorder
+from mailbus.sessions import cli as sessions_cli
+from mailbus.sessions.reader import open_session
+from nbclient import NotebookClient
+from sessions_helpers import SAMPLES
+
+
+def test_example_notebook_executes() -> None:
+    notebook = nbformat.read(SAMPLES / "example.ipynb", as_version=4)
+    client = NotebookClient(
+        notebook,
+        timeout=120,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(SAMPLES)}},
+    )
+    client.execute()
+    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    svgs = [o for o in outputs if "image/svg+xml" in o.get("data", {})]
+    assert len(svgs) == 2
+
+
+def test_cli_constants_match_the_modules() -> None:
+    assert tuple(analysis.TABLES) == sessions_cli.TABLE_NAMES
+    assert sessions_cli.ENGINES == analysis.ENGINES
+    assert sessions_cli.DEFAULT_BODY_CAP == recorder.DEFAULT_BODY_CAP
+    assert sessions_cli.DEFAULT_MAX_QUEUED == recorder.DEFAULT_MAX_QUEUED
+
+
+def test_record_until_ctrl_c_then_the_session_is_complete(tmp_path: Path) -> None:
+    path = tmp_path / "rec"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "mailbus", "record", str(path), "--demo"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stderr is not None
+        first = child.stderr.readline()  # the live count's first line
+        assert first.startswith("recording "), first
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+    assert child.returncode == 0, err
+    assert "recorded" in err
+    session = open_session(path)
+    assert session.complete
+    assert session.read().height == session.manifest["counts"]["events"]
+
+
+def test_replay_and_analyze_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "replayed"
+    assert main(["replay", str(SAMPLES / "gaps"), "--rate", "50", "--record", str(out)]) == 0
+    assert "replayed" in capsys.readouterr().err
+    replayed = open_session(out).read()
+    original = open_session(SAMPLES / "gaps").read()
+    sent = original.filter(pl.col("kind") == "message.published").height
+    assert replayed.filter(pl.col("kind") == "replay.sent").height == sent
+
+    assert main(["analyze", str(SAMPLES / "gaps"), "--format", "json"]) == 0
+    tables = json.loads(capsys.readouterr().out)
+    assert set(tables) == set(analysis.TABLES)
+    assert sum(row["missing"] for row in tables["sequences"]) > 0
+
+    target = tmp_path / "tables"
+    assert (
+        main(["analyze", str(SAMPLES / "demo"), "--format", "parquet", "--output", str(target)])
+        == 0
+    )
+    written = sorted(p.stem for p in target.glob("*.parquet"))
+    assert written == sorted(analysis.TABLES)
+    topics = pl.read_parquet(target / "topics.parquet")
+    assert topics.equals(analysis.topic_stats([SAMPLES / "demo"]))
+
+    assert main(["analyze", str(SAMPLES / "demo"), "--table", "services"]) == 0
+    printed = capsys.readouterr().out
+    assert "== services" in printed and "demo/add" in printed and "== topics" not in printed

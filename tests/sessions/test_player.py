@@ -1,0 +1,211 @@
+"""Replay: recorded timing, linked threads, control (pause/step/seek/loop), window,
+filter and remapping; service mocking answering a live client."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import mailbus
+import polars as pl
+import pytest
+from mailbus.sessions import analysis
+from mailbus.sessions.player import REPLAY_OF, Player, ReplayEvent, ServiceMock, parse_remap
+from mailbus.sessions.reader import open_session
+from mailbus.sessions.recorder import Recorder
+from mailbus.trace import TraceEvent
+from sessions_helpers import SAMPLES, T, write_session
+
+# Replayed emails must leave within this much of their scheduled offset. Generous: the
+# machine is shared; the player itself aims at well under a millisecond.
+TOLERANCE_S = 0.25
+
+
+def _messages(offsets_s: list[float], topic: str = "t") -> list[TraceEvent]:
+    return [
+        TraceEvent(
+            "message.published",
+            T + int(o * 1e9),
+            name=topic,
+            gid="P",
+            source_gid="P",
+            sequence_number=i + 1,
+            message_id=f"<m{i}@t>",
+            source_timestamp_ns=T + int(o * 1e9),
+            body=f"body {i}",
+            size=6,
+            headers={"Publisher-GID": "P", "Unit": "m"},
+        )
+        for i, o in enumerate(offsets_s)
+    ]
+
+
+def _count_received(ctx: mailbus.Context) -> list[TraceEvent]:
+    """Receptions, seen after the recorder (added earlier) has queued them."""
+    seen: list[TraceEvent] = []
+    ctx.tracer.add_listener(lambda e: seen.append(e) if e.kind == "email.received" else None)
+    return seen
+
+
+def _wait(condition, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.005)  # polling a condition under a deadline
+
+
+def test_replay_reproduces_recorded_offsets_scaled_by_rate(tmp_path: Path) -> None:
+    offsets = [0.0, 0.2, 0.5, 0.9, 1.2]
+    session = write_session(tmp_path / "s", _messages(offsets))
+    with mailbus.Context() as ctx:
+        recorder = Recorder(tmp_path / "replayed", context=ctx)
+        received = _count_received(ctx)
+        player = Player(session, ctx, rate=2.0).start()
+        assert player.wait(30)
+        # The polling thread records the receptions; wait until they are all queued.
+        _wait(lambda: len(received) >= len(offsets))
+        recorder.stop()
+    frame = (
+        open_session(tmp_path / "replayed")
+        .read()
+        .filter(pl.col("kind") == "email.received")
+        .sort("source_ns")
+    )
+    assert frame["body"].to_list() == [f"body {i}".encode() for i in range(len(offsets))]
+    sent = frame["source_ns"].to_list()
+    actual = [(s - sent[0]) / 1e9 for s in sent]
+    for got, want in zip(actual, offsets, strict=True):
+        assert abs(got - want / 2) <= TOLERANCE_S, (actual, offsets)
+    # User headers survive, engine headers are rebuilt, the original is named.
+    headers = frame["headers"][0]
+    assert headers["Unit"] == "m" and headers[REPLAY_OF] == "<m0@t>"
+    assert headers["Publisher-GID"] != "P" and headers["Publisher-Sequence-Number"] == "1"
+    assert frame["message_id"][0] != "<m0@t>"
+
+
+def test_replayed_threads_stay_linked(tmp_path: Path) -> None:
+    """Replay the slow-service sample: every replayed response names the new Message-ID
+    of its replayed request, and the service analysis of the replay finds the same
+    requests, orphans and duplicates as the original."""
+    original = SAMPLES / "slow_service"
+    with mailbus.Context() as ctx:
+        recorder = Recorder(tmp_path / "replayed", context=ctx)
+        received_events = _count_received(ctx)
+        player = Player(original, ctx, rate=50.0).start()
+        assert player.wait(60)
+        _wait(lambda: len(received_events) >= player.sent)
+        recorder.stop()
+    frame = open_session(tmp_path / "replayed").read()
+    received = frame.filter(pl.col("kind") == "email.received").with_columns(
+        pl.col("headers").map_elements(lambda h: h[REPLAY_OF], return_dtype=pl.String).alias("of")
+    )
+    new_id = dict(zip(received["of"], received["message_id"], strict=True))
+    responses = received.filter(pl.col("detail") == "response")
+    assert responses.height > 10
+    source = open_session(original).read()
+    replied_to = dict(
+        source.filter(pl.col("kind").is_in(["response.sent", "email.received"]))
+        .filter(pl.col("in_reply_to").is_not_null())
+        .select("message_id", "in_reply_to")
+        .iter_rows()
+    )
+    for row in responses.iter_rows(named=True):
+        assert row["in_reply_to"] == new_id[replied_to[row["of"]]]
+        assert row["references"][-1] == row["in_reply_to"]
+    keep = ["service", "requests", "orphans", "duplicate_responses"]
+    before = analysis.service_stats([original]).select(keep)
+    after = analysis.service_stats([tmp_path / "replayed"]).select(keep)
+    assert before.equals(after), (before, after)
+
+
+def test_pause_step_seek_resume(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "s", _messages([i / 10 for i in range(10)]))
+    seen: list[ReplayEvent] = []
+    stepped = threading.Event()
+    with mailbus.Context() as ctx:
+        player = Player(session, ctx, on_sent=lambda p, e: (seen.append(e), stepped.set()))
+        assert player.state == "ready" and player.total == 10
+        player.start(paused=True)
+        assert player.state == "paused"
+        for n in range(1, 4):
+            player.step()
+            _wait(lambda n=n: len(seen) == n)
+        player.seek(0.7)
+        assert player.position_s == pytest.approx(0.7)
+        player.step()
+        _wait(lambda: len(seen) == 4)
+        player.resume()
+        assert player.wait(10)
+        assert player.state == "finished"
+    assert [round(e.offset_ns / 1e9, 1) for e in seen] == [0.0, 0.1, 0.2, 0.7, 0.8, 0.9]
+
+
+def test_loop_gives_new_message_ids_each_pass(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "s", _messages([0.0, 0.01, 0.02]))
+    sent: list[str] = []
+    with mailbus.Context() as ctx:
+        ctx.tracer.add_listener(
+            lambda e: sent.append(e.message_id) if e.kind == "replay.sent" else None
+        )
+        player = Player(session, ctx, rate=10.0, loop=True).start()
+        _wait(lambda: player.loops >= 2)
+        player.stop()
+        assert player.state == "stopped"
+    assert len(sent) >= 6 and len(set(sent)) == len(sent)
+
+
+def test_window_filter_and_remap(tmp_path: Path) -> None:
+    events = _messages([0.0, 0.1, 0.2, 0.3, 0.4], "a") + _messages([0.05, 0.25], "b")
+    session = write_session(tmp_path / "s", events)
+    with mailbus.Context() as ctx:
+        sub = ctx.subscription("renamed/a")
+        player = Player(
+            session, ctx, start_s=0.1, stop_s=0.3, include="^a$", remap={"a": "renamed/a"}
+        )
+        assert [round(e.offset_ns / 1e9, 2) for e in player.events] == [0.1, 0.2, 0.3]
+        player.start()
+        assert player.wait(10)
+        got = [mailbus.wait_for_message(sub, 5.0) for _ in range(3)]
+    assert [m.body for m in got if m] == ["body 1", "body 2", "body 3"]
+    with pytest.raises(ValueError, match="OLD=NEW"):
+        parse_remap(["nonsense"])
+    with pytest.raises(mailbus.InvalidNameError):
+        parse_remap(["a=bad\nname"])
+    with pytest.raises(ValueError, match="rate"):
+        Player(session, mailbus.Context(), rate=0)
+
+
+def _record_doubler(path: Path) -> None:
+    with mailbus.Context() as ctx:
+        recorder = Recorder(path, context=ctx)
+        server, client = ctx.server("math/double"), ctx.client("math/double")
+        stop = threading.Event()
+
+        def serve() -> None:
+            while not stop.is_set():
+                request = mailbus.wait_for_request(server, 0.1)
+                if request is not None:
+                    server.send_response(request, str(2 * int(request.body.strip("[]"))))
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        for n in (1, 2, 3):
+            assert client.call(f"[{n}]", timeout=5).body == str(2 * n)
+        stop.set()
+        thread.join(5)
+        recorder.stop()
+
+
+def test_service_mock_answers_a_live_client(tmp_path: Path) -> None:
+    _record_doubler(tmp_path / "s")
+    with mailbus.Context() as ctx:
+        with ServiceMock(tmp_path / "s", ctx, "math/double") as mock:
+            client = ctx.client("math/double")
+            assert client.call("[2]", timeout=5).body == "4"  # matched by body
+            assert client.call("[3]", timeout=5).body == "6"
+            assert client.call("[42]", timeout=5).body == "2"  # unknown: in order
+            assert client.call("[43]", timeout=5).body == "4"
+        assert (mock.by_body, mock.in_order, mock.answered) == (2, 2, 4)
+        with pytest.raises(ValueError, match="no answered request"):
+            ServiceMock(tmp_path / "s", ctx, "math/other")
