@@ -48,5 +48,12 @@ METADATA = frozenset(
 # Lower-case name -> our spelling, for headers read back from other mail software.
 CANONICAL = {
     h.lower(): h
-    for h in (SOURCE_TIMESTAMP, PUBLISHER_GID, CLIENT_GID, SERVER_GID, REQUEST_SEQUENCE_NUMBER)
+    for h in (
+        SOURCE_TIMESTAMP,
+        PUBLISHER_GID,
+        CLIENT_GID,
+        SERVER_GID,
+        REQUEST_SEQUENCE_NUMBER,
+        PUBLISHER_SEQUENCE_NUMBER,
+    )
 }
