@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Generic, Self, TypeVar
 
+from mailbus.email_message import Email, new_message_id
 from mailbus.errors import ConfigError, ContextError
 from mailbus.guard_condition import GuardCondition
 from mailbus.inprocess import in_process_transport
@@ -192,6 +193,21 @@ class Context:
     @property
     def polling_alive(self) -> bool:
         return self._polling is not None and self._polling.alive
+
+    def _outgoing(self, subject: str, body: str, headers: dict[str, str]) -> Email:
+        """An email from this participant to its configured recipients, with a fresh
+        Message-ID: what publishers and clients send."""
+        recipients = self.recipients
+        return Email(
+            subject=subject,
+            body=body,
+            sender=self.address,
+            to=recipients.to,
+            cc=recipients.cc,
+            bcc=recipients.bcc,
+            headers=headers,
+            message_id=new_message_id(self.address),
+        )
 
     def _count(self, name: str) -> None:
         with self._counter_lock:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from mailbus import headers as H
-from mailbus.email_message import Email, new_message_id, validate
+from mailbus.email_message import validate
 from mailbus.errors import InvalidNameError
 from mailbus.gid import new_gid
 from mailbus.names import check_name
@@ -47,17 +47,7 @@ class Publisher:
             if clash:
                 raise InvalidNameError(f"header {clash[0]!r} is Mailbus metadata")
             meta = {**headers, **meta}
-        address = context.address
-        email = Email(
-            subject=self.topic,
-            body=body,
-            sender=address,
-            to=context.recipients.to,
-            cc=context.recipients.cc,
-            bcc=context.recipients.bcc,
-            headers=meta,
-            message_id=new_message_id(address),
-        )
+        email = context._outgoing(self.topic, body, meta)
         if headers:
             validate(email)
         context.sender.send(email)

@@ -74,20 +74,14 @@ class ServiceClient(Waitable):
             self._pending[sequence] = timestamp
             if slot is not None:
                 self._calls[sequence] = slot
-        address = context.address
-        email = Email(
-            subject=self.service,
-            body=body,
-            sender=address,
-            to=context.recipients.to,
-            cc=context.recipients.cc,
-            bcc=context.recipients.bcc,
-            headers={
+        email = context._outgoing(
+            self.service,
+            body,
+            {
                 H.SOURCE_TIMESTAMP: str(timestamp),
                 H.CLIENT_GID: self.gid,
                 H.REQUEST_SEQUENCE_NUMBER: str(sequence),
             },
-            message_id=new_message_id(address),
         )
         try:
             context.sender.send(email)
