@@ -17,7 +17,7 @@ from typing import Any
 
 from mailbus.context import Context
 from mailbus.errors import ServiceTimeoutError
-from mailbus.waitset import wait_for_request
+from mailbus.service import ServiceServer
 
 SERVICE = "demo/add"
 
@@ -95,10 +95,18 @@ class DemoSystem:
 
     def _serve(self) -> None:
         server = self.context.server(SERVICE)
-        while not self._stop.is_set():
-            request = wait_for_request(server, 0.2)
-            if request is None:
-                continue
+        # A named wait set of the context, so that the workbench's wait-set view has one.
+        wait_set = self.context.wait_set("demo/server")
+        wait_set.add_server(server)
+        try:
+            while not self._stop.is_set():
+                if wait_set.wait(0.2):
+                    self._answer(server)
+        finally:
+            wait_set.close()
+
+    def _answer(self, server: ServiceServer) -> None:
+        while (request := server.take_request()) is not None:
             if self._random.random() < 0.1:  # now and then a slow answer
                 self._stop.wait(self._random.uniform(0.2, 0.6))
             try:

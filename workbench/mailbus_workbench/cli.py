@@ -23,6 +23,9 @@ def _workbench(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser, _ = build_parser()
     parser.set_defaults(handler=_workbench)
+    from mailbus_workbench import serve
+
+    serve.register(sub)
     args = parser.parse_args(argv)
     return run(args, parser)
 

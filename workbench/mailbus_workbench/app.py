@@ -1,0 +1,268 @@
+"""The workbench application: tabs of views over one model fed by the engine."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from mailbus.errors import ConfigError, MailbusError
+from textual import work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
+
+from mailbus_workbench.commands import workbench_commands
+from mailbus_workbench.engine import EngineHost
+from mailbus_workbench.model.settings import Settings, load_keymap, settings_from
+from mailbus_workbench.model.state import Clock, WorkbenchModel
+from mailbus_workbench.screens import HelpScreen
+from mailbus_workbench.views.base import View
+from mailbus_workbench.views.caller import CallerView
+from mailbus_workbench.views.publish import PublishView
+from mailbus_workbench.views.services import ServicesView
+from mailbus_workbench.views.topics import TopicsView
+from mailbus_workbench.views.waitsets import WaitSetsView
+from mailbus_workbench.widgets import format as fmt
+
+PUMP_LIMIT = 100_000  # events folded per refresh at most, so a flood cannot stall keys
+
+GLOBAL_HELP = """\
+# Mailbus workbench
+
+## Everywhere
+- **1** to **{n}** switch views ({views})
+- **ctrl+p** or **:** command palette (themes, screenshot, every command)
+- **F1** or **?** this help
+- **F12** save an SVG screenshot
+- **q** or **ctrl+q** quit
+
+Keys can be changed in `{keymap}`: a `[keys]` table of binding id = "key", for example
+`"topics.pause" = "space"`. Binding ids: {ids}.
+"""
+
+
+class WorkbenchApp(App[int]):
+    TITLE = "Mailbus workbench"
+    CSS = """
+    #views { height: 1fr; }
+    #views > ContentSwitcher { height: 1fr; }
+    TabPane { padding: 0; height: 1fr; }
+    #status { height: 1; background: $panel; color: $text-muted; padding: 0 1; }
+    """
+    BINDINGS = [
+        Binding("1", "show('topics')", "Topics", id="view.topics"),
+        Binding("2", "show('services')", "Services", id="view.services"),
+        Binding("3", "show('waitsets')", "Wait sets", id="view.waitsets"),
+        Binding("4", "show('publish')", "Publish", id="view.publish"),
+        Binding("5", "show('call')", "Call", id="view.call"),
+        Binding("f1,question_mark", "help", "Help", id="help"),
+        Binding("colon", "command_palette", "Commands", show=False, id="palette"),
+        Binding("f12", "save_svg", "Screenshot", show=False, id="screenshot"),
+        Binding("q", "quit", "Quit", id="quit"),
+    ]
+
+    class ScreenshotSaved(Message):
+        def __init__(self, path: str) -> None:
+            super().__init__()
+            self.path = path
+
+    class EngineFailed(Message):
+        def __init__(self, error: str) -> None:
+            super().__init__()
+            self.error = error
+
+    VIEWS: tuple[tuple[str, str, type[View]], ...] = (
+        ("topics", "Topics", TopicsView),
+        ("services", "Services", ServicesView),
+        ("waitsets", "Wait sets", WaitSetsView),
+        ("publish", "Publish", PublishView),
+        ("call", "Call", CallerView),
+    )
+
+    def __init__(
+        self,
+        *,
+        engine: EngineHost | None = None,
+        model: WorkbenchModel | None = None,
+        settings: Settings | None = None,
+        clock: Clock | None = None,
+        live: bool = True,
+        raw_date: str | None = None,
+        screenshot_dir: Path | None = None,
+    ) -> None:
+        super().__init__()
+        self.settings = settings or Settings()
+        self.engine = engine
+        self.model = model or WorkbenchModel(
+            clock=clock or time.time,
+            wait_sets=engine.wait_sets if engine is not None else tuple,
+            history_cap=self.settings.history_cap,
+            service_timeout_s=self.settings.service_timeout_s,
+        )
+        self.live = live  # False: no timer; tests and snapshots call refresh_now()
+        self.raw_date = raw_date  # a fixed Date for raw sources (snapshots)
+        self.screenshot_dir = screenshot_dir or Path.cwd()
+        self.engine_error = ""
+        self._last_refresh: dict[str, float] = {}
+        self._rate_mark = (0.0, 0)
+        self.events_per_s = 0.0
+        if engine is not None:
+            engine.add_listener(self.model.feed.listener)
+
+    # -- layout -----------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with TabbedContent(id="views", initial="topics"):
+            for view_id, title, cls in self.VIEWS:
+                with TabPane(f"{title}", id=view_id):
+                    yield cls(id=f"{view_id}-view")
+        yield Static("", id="status")
+        yield Footer()
+
+    def view_titles(self) -> list[tuple[str, str]]:
+        return [(view_id, title) for view_id, title, _ in self.VIEWS]
+
+    def view(self, view_id: str) -> View:
+        return self.query_one(f"#{view_id}-view", View)
+
+    @property
+    def active_view_id(self) -> str:
+        return self.query_one("#views", TabbedContent).active
+
+    def on_mount(self) -> None:
+        self.sub_title = self.engine.description if self.engine else "recorded data"
+        if self.settings.theme in self.available_themes:
+            self.theme = self.settings.theme
+        self.load_keymap()
+        if self.engine is not None:
+            self._start_engine()
+        if self.live:
+            self.set_interval(1.0 / self.settings.refresh_hz, self.refresh_now)
+        else:
+            self.call_after_refresh(self.refresh_now)
+
+    @work(thread=True, group="engine", exit_on_error=False)
+    def _start_engine(self) -> None:
+        assert self.engine is not None
+        try:
+            self.engine.start()
+        except (MailbusError, OSError) as exc:
+            self.call_from_thread(self._engine_failed, str(exc))
+
+    def _engine_failed(self, error: str) -> None:
+        self.engine_error = error
+        self.notify(f"Cannot start the engine: {error}", severity="error", timeout=30)
+        self.post_message(self.EngineFailed(error))
+
+    def on_unmount(self) -> None:
+        if self.engine is not None:
+            self.engine.stop()
+
+    # -- refresh ----------------------------------------------------------------------
+    def refresh_now(self) -> None:
+        """Fold queued events into the model and repaint the visible view."""
+        model = self.model
+        model.pump(PUMP_LIMIT)
+        now = model.clock()
+        view_id = self.active_view_id
+        view = self.view(view_id)
+        wall = time.monotonic()
+        if wall - self._last_refresh.get(view_id, 0.0) >= view.REFRESH_EVERY_S:
+            self._last_refresh[view_id] = wall
+            view.refresh_view(now)
+        self._update_status(wall)
+
+    def _update_status(self, wall: float) -> None:
+        model = self.model
+        last_wall, last_seen = self._rate_mark
+        if wall - last_wall >= 1.0:
+            if last_wall:
+                self.events_per_s = (model.events_seen - last_seen) / (wall - last_wall)
+            self._rate_mark = (wall, model.events_seen)
+        parts = [
+            f"{model.topics.total} msgs",
+            f"{len(model.topics.stats)} topics",
+            f"{len(model.services)} calls",
+            f"{fmt.rate(self.events_per_s)} events",
+        ]
+        if model.paused:
+            parts.append("PAUSED")
+        if model.feed.dropped:
+            parts.append(f"feed dropped {model.feed.dropped}")
+        if model.topics.untracked:
+            parts.append(f"{model.topics.untracked} msgs on untracked topics")
+        if self.engine_error:
+            parts.append(f"engine: {self.engine_error}")
+        self.query_one("#status", Static).update("  ·  ".join(parts))
+
+    # -- actions ----------------------------------------------------------------------
+    def action_show(self, view_id: str) -> None:
+        self.query_one("#views", TabbedContent).active = view_id
+        self.refresh_now()
+
+    def run_view_action(self, view_id: str, action: str) -> None:
+        self.action_show(view_id)
+        getattr(self.view(view_id), f"action_{action}")()
+
+    def set_history_cap(self, cap: int) -> None:
+        self.model.topics.history_cap = cap
+        self.notify(f"Keeping {cap} messages per topic", timeout=2)
+        self.refresh_now()
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            return
+        view = self.view(self.active_view_id)
+        text = GLOBAL_HELP.format(
+            n=len(self.VIEWS),
+            views=", ".join(title for _, title in self.view_titles()),
+            keymap=self.settings.keymap_file,
+            ids=", ".join(f"`{i}`" for i in sorted(self.binding_ids())),
+        )
+        self.push_screen(HelpScreen(view.HELP + "\n" + text))
+
+    def action_save_svg(self) -> None:
+        try:
+            self.screenshot_dir.mkdir(parents=True, exist_ok=True)
+            path = self.save_screenshot(path=str(self.screenshot_dir))
+        except OSError as exc:
+            self.notify(f"Cannot save the screenshot: {exc}", severity="error")
+            return
+        self.notify(f"Screenshot saved to {path}", timeout=4)
+        self.post_message(self.ScreenshotSaved(path))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield from workbench_commands(self)
+
+    # -- keymap -----------------------------------------------------------------------
+    def binding_ids(self) -> set[str]:
+        ids = {b.id for b in self.BINDINGS if isinstance(b, Binding) and b.id}
+        for _, _, cls in self.VIEWS:
+            ids |= {b.id for b in cls.BINDINGS if isinstance(b, Binding) and b.id}
+        return ids
+
+    def load_keymap(self) -> None:
+        try:
+            keymap = load_keymap(self.settings.keymap_file, self.binding_ids())
+        except ConfigError as exc:
+            self.notify(f"Keymap not loaded: {exc}", severity="error", timeout=10)
+            return
+        self.set_keymap(keymap)
+
+
+def run_app(config: str | None = None) -> int:
+    """`mailbus`: the workbench on the embedded demo, or attached to `config`'s system."""
+    try:
+        engine = EngineHost.from_config(config)
+        settings = settings_from(engine.options.sections.get("workbench"))
+    except (ConfigError, OSError) as exc:
+        print(f"mailbus: {exc}", file=sys.stderr)
+        return 2
+    app = WorkbenchApp(engine=engine, settings=settings)
+    app.run()
+    return app.return_code or 0

@@ -1,0 +1,100 @@
+"""The engine behind the workbench: a context (in-process demo or a real system from an
+options file) whose trace events feed the model, plus publish and call for the forms.
+
+Publish and call block (a real transport talks to servers), so the UI runs them in
+workers; this class is thread-safe for that."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mailbus.context import Context
+from mailbus.demo import DemoSystem
+from mailbus.envelope import Response
+from mailbus.options import Options, load_options
+from mailbus.publisher import Publisher
+from mailbus.service import ServiceClient
+from mailbus.trace import TraceEvent
+from mailbus.waitset import WaitSet
+
+
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    service: str
+    request: str
+    response: Response
+    latency_s: float
+
+
+class EngineHost:
+    """Owns the context the workbench observes. `demo=True` runs the demo system in it."""
+
+    def __init__(
+        self,
+        options: Options | None = None,
+        *,
+        demo: bool = True,
+        seed: int | None = None,
+        speed: float = 1.0,
+    ) -> None:
+        self.options = options or Options()
+        self.context = Context(self.options)
+        self.demo: DemoSystem | None = (
+            DemoSystem(self.context, speed=speed, seed=seed) if demo else None
+        )
+        self._publishers: dict[str, Publisher] = {}
+        self._clients: dict[str, ServiceClient] = {}
+        self._lock = threading.Lock()
+        self._detach: list[Callable[[], None]] = []
+
+    @classmethod
+    def from_config(cls, path: str | Path | None) -> EngineHost:
+        """The embedded demo without a file; attach to the file's system with one."""
+        if path is None:
+            return cls(demo=True)
+        return cls(load_options(str(path)), demo=False)
+
+    @property
+    def description(self) -> str:
+        if self.demo is not None:
+            return "embedded demo (in-process)"
+        return f"{self.options.transport} as {self.options.address}"
+
+    def add_listener(self, listener: Callable[[TraceEvent], None]) -> None:
+        self._detach.append(self.context.tracer.add_listener(listener))
+
+    def start(self) -> None:
+        self.context.init()
+        if self.demo is not None:
+            self.demo.start()
+
+    def stop(self) -> None:
+        if self.demo is not None:
+            self.demo.stop()
+        for detach in self._detach:
+            detach()
+        self._detach.clear()
+        self.context.shutdown()
+
+    def wait_sets(self) -> list[WaitSet]:
+        return self.context.wait_sets
+
+    def publish(self, topic: str, body: str) -> str:
+        with self._lock:
+            publisher = self._publishers.get(topic)
+            if publisher is None:
+                publisher = self._publishers[topic] = self.context.publisher(topic)
+        return publisher.publish(body)
+
+    def call(self, service: str, body: str, timeout: float) -> CallResult:
+        with self._lock:
+            client = self._clients.get(service)
+            if client is None:
+                client = self._clients[service] = self.context.client(service)
+        started = time.perf_counter()
+        response = client.call(body, timeout)
+        return CallResult(service, body, response, time.perf_counter() - started)

@@ -1,0 +1,247 @@
+"""Fixed, deterministic data for snapshots, screenshots and tests: trace events as the
+demo would produce them, at fixed times, and wait sets that do not move.
+
+Nothing here runs the engine: the same input gives the same screens."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import dataclass, field
+
+from mailbus import headers as H
+from mailbus.trace import Kind, TraceEvent
+
+T0 = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC: the frozen clock starts here
+GID_PUB = "7f3c9a1e2b4d4c6f8a0b1c2d3e4f5a6b"
+GID_CLIENT = "c1c1c1c1d2d2d2d2e3e3e3e3f4f4f4f4"
+GID_SERVER = "5e5e5e5e6f6f6f6f7a7a7a7a8b8b8b8b"
+
+
+class FrozenClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self, now: float = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _ns(t: float) -> int:
+    return round(t * 1e9)
+
+
+def message_event(topic: str, body: str, t: float, n: int, gid: str = GID_PUB) -> TraceEvent:
+    return TraceEvent(
+        Kind.RECEIVED.value,
+        _ns(t),
+        name=topic,
+        source_gid=gid,
+        message_id=f"<{n:032x}@localhost>",
+        source_timestamp_ns=_ns(t) - 150_000,
+        reception_timestamp_ns=_ns(t),
+        body=body,
+        size=len(body),
+        headers={H.SOURCE_TIMESTAMP: str(_ns(t) - 150_000), H.PUBLISHER_GID: gid},
+        detail="message",
+    )
+
+
+def request_event(service: str, body: str, t: float, seq: int, mid: str) -> TraceEvent:
+    return TraceEvent(
+        Kind.RECEIVED.value,
+        _ns(t),
+        name=service,
+        source_gid=GID_CLIENT,
+        sequence_number=seq,
+        message_id=mid,
+        source_timestamp_ns=_ns(t),
+        reception_timestamp_ns=_ns(t),
+        body=body,
+        size=len(body),
+        headers={
+            H.SOURCE_TIMESTAMP: str(_ns(t)),
+            H.CLIENT_GID: GID_CLIENT,
+            H.REQUEST_SEQUENCE_NUMBER: str(seq),
+        },
+        detail="request",
+    )
+
+
+def response_event(
+    service: str, body: str, t: float, seq: int, mid: str, in_reply_to: str
+) -> TraceEvent:
+    return TraceEvent(
+        Kind.RECEIVED.value,
+        _ns(t),
+        name=service,
+        source_gid=GID_SERVER,
+        sequence_number=seq,
+        message_id=mid,
+        in_reply_to=in_reply_to,
+        source_timestamp_ns=_ns(t),
+        reception_timestamp_ns=_ns(t),
+        body=body,
+        size=len(body),
+        headers={
+            H.SOURCE_TIMESTAMP: str(_ns(t)),
+            H.CLIENT_GID: GID_CLIENT,
+            H.REQUEST_SEQUENCE_NUMBER: str(seq),
+            H.SERVER_GID: GID_SERVER,
+        },
+        detail="response",
+    )
+
+
+def sample_events(seconds: float = 12.0, seed: int = 7, t0: float = T0) -> list[TraceEvent]:
+    """About `seconds` of demo-like traffic ending at t0 + seconds, in time order: four
+    topics and a service whose traces cover every status (answered, pending, timed out,
+    orphaned, duplicate)."""
+    rng = random.Random(seed)
+    events: list[TraceEvent] = []
+    n = 0
+    t = 0.0
+    while t < seconds:
+        n += 1
+        reading = round(21 + 2 * math.sin(t / 5) + rng.gauss(0, 0.1), 3)
+        events.append(
+            message_event(
+                "sensors/temperature",
+                json.dumps({"sensor": "t1", "celsius": reading, "t": round(t, 1)}),
+                t0 + t,
+                n,
+            )
+        )
+        t += 0.25
+    t = 0.0
+    while t < seconds:
+        n += 1
+        pose = {
+            "x": round(math.cos(t), 4),
+            "y": round(math.sin(t), 4),
+            "theta": round(t % (2 * math.pi), 4),
+        }
+        events.append(message_event("robot/pose", json.dumps(pose), t0 + t + 0.01, n))
+        t += 0.1
+    for burst in range(int(seconds // 2)):
+        for k in range(rng.randint(3, 8)):
+            n += 1
+            level = rng.choice(("INFO", "INFO", "WARN", "ERROR"))
+            events.append(
+                message_event("robot/log", f"{level} event {n}", t0 + burst * 2 + 0.3 + k * 0.01, n)
+            )
+    for beat in range(int(seconds)):
+        n += 1
+        events.append(message_event("system/heartbeat", f"alive {beat + 1}", t0 + beat + 0.5, n))
+    seq = 0
+    t = 0.4
+    while t < seconds - 0.5:
+        seq += 1
+        numbers = [rng.randint(0, 99) for _ in range(3)]
+        mid = f"<req{seq:04d}@localhost>"
+        events.append(request_event("demo/add", json.dumps(numbers), t0 + t, seq, mid))
+        latency = rng.uniform(0.0005, 0.004) if seq % 7 else rng.uniform(0.2, 0.6)
+        if seq % 11 != 5:  # every eleventh request gets no answer: timed out
+            events.append(
+                response_event(
+                    "demo/add",
+                    json.dumps({"sum": sum(numbers)}),
+                    t0 + t + latency,
+                    seq,
+                    f"<rsp{seq:04d}@localhost>",
+                    mid,
+                )
+            )
+        if seq == 3:  # a second server answers too: duplicate
+            events.append(
+                response_event(
+                    "demo/add",
+                    json.dumps({"sum": sum(numbers)}),
+                    t0 + t + latency + 0.002,
+                    seq,
+                    f"<dup{seq:04d}@localhost>",
+                    mid,
+                )
+            )
+        t += 0.5
+    events.append(
+        response_event(
+            "demo/add", '{"sum": 0}', t0 + 6.2, 99, "<orphan@localhost>", "<never-sent@localhost>"
+        )
+    )
+    # One request still pending at the end.
+    seq += 1
+    events.append(
+        request_event("demo/add", "[1, 2, 3]", t0 + seconds - 0.2, seq, f"<req{seq:04d}@localhost>")
+    )
+    events.sort(key=lambda e: e.time_ns)
+    return events
+
+
+# -- fixed wait sets --------------------------------------------------------------------
+@dataclass
+class FixedStats:
+    waits: int = 0
+    timeouts: int = 0
+    waiting: bool = False
+    current_timeout: float | None = None
+    wait_started_ns: int = 0
+    last_ready: tuple[str, ...] = ()
+
+
+@dataclass
+class FixedEntity:
+    kind: str
+    label: str
+    ready: bool = False
+
+    @property
+    def topic(self) -> str | None:
+        return self.label if self.kind == "subscription" else None
+
+    @property
+    def service(self) -> str | None:
+        return self.label if self.kind in ("client", "server") else None
+
+    @property
+    def name(self) -> str:
+        return self.label
+
+    def is_ready(self) -> bool:
+        return self.ready
+
+
+@dataclass
+class FixedWaitSet:
+    name: str
+    stats: FixedStats
+    items: list[FixedEntity] = field(default_factory=list)
+
+    @property
+    def entities(self) -> tuple[object, ...]:
+        return tuple(self.items)
+
+
+def sample_wait_sets(t0: float = T0) -> list[FixedWaitSet]:
+    return [
+        FixedWaitSet(
+            "demo/server",
+            FixedStats(412, 37, True, 0.2, _ns(t0 - 0.05), ("demo/add",)),
+            [FixedEntity("server", "demo/add")],
+        ),
+        FixedWaitSet(
+            "controller",
+            FixedStats(1290, 3, False, None, 0, ("robot/pose",)),
+            [
+                FixedEntity("subscription", "robot/pose", True),
+                FixedEntity("subscription", "sensors/temperature"),
+                FixedEntity("client", "demo/add"),
+                FixedEntity("guard", "stop"),
+            ],
+        ),
+    ]

@@ -1,0 +1,68 @@
+"""The bounded hand-over between engine threads and the UI.
+
+The trace listener runs on engine threads at message rate; it only appends to a
+deque (atomic under the GIL, no lock) and the UI drains it at its refresh rate. When
+the UI falls behind by more than `capacity` events the oldest are dropped and counted,
+so memory stays bounded and the loss is visible, never silent."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+from mailbus.trace import Kind, TraceEvent
+
+# What the views need; everything else is ignored at the source.
+WANTED = frozenset(
+    {
+        Kind.RECEIVED.value,
+        Kind.RESPONSE_MATCHED.value,
+        Kind.DISCARDED.value,
+        Kind.SKIPPED.value,
+        Kind.WAIT_STARTED.value,
+        Kind.WAIT_COMPLETE.value,
+        Kind.WAIT_TIMED_OUT.value,
+        Kind.ERROR.value,
+    }
+)
+
+DEFAULT_CAPACITY = 200_000
+
+
+class EventFeed:
+    def __init__(self, capacity: int = DEFAULT_CAPACITY, wanted: frozenset[str] = WANTED):
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self.capacity = capacity
+        self._wanted = wanted
+        self._events: deque[TraceEvent] = deque(maxlen=capacity)
+        self.pushed = 0  # written by engine threads only (approximate under races)
+        self.drained = 0
+
+    def listener(self, event: TraceEvent) -> None:
+        """The trace listener: cheap, never blocks, never raises."""
+        if event.kind in self._wanted:
+            self._events.append(event)
+            self.pushed += 1
+
+    def attach(
+        self, add_listener: Callable[[Callable[[TraceEvent], None]], Callable[[], None]]
+    ) -> Callable[[], None]:
+        return add_listener(self.listener)
+
+    def drain(self, limit: int | None = None) -> list[TraceEvent]:
+        """Take up to `limit` events (all when None), oldest first."""
+        events = self._events
+        n = len(events) if limit is None else min(limit, len(events))
+        popleft = events.popleft
+        taken = [popleft() for _ in range(n)]
+        self.drained += n
+        return taken
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    @property
+    def dropped(self) -> int:
+        """Events lost because the UI fell more than `capacity` behind."""
+        return max(0, self.pushed - self.drained - len(self._events))

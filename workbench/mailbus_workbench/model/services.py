@@ -1,0 +1,162 @@
+"""Service traces: each request paired with its response through In-Reply-To.
+
+Built from the `email.received` events an observer sees, so it works for the demo and
+for a real system alike. Latency is measured between the two receptions (one clock)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from mailbus import headers as H
+from mailbus.trace import TraceEvent
+
+DEFAULT_MAX_TRACES = 5_000
+DEFAULT_TIMEOUT_S = 2.0
+
+
+class TraceStatus(StrEnum):
+    ANSWERED = "answered"
+    PENDING = "pending"
+    TIMED_OUT = "timed out"
+    ORPHANED = "orphaned"
+    DUPLICATE = "duplicate"
+
+
+def _seen_s(event: TraceEvent) -> float:
+    return (event.reception_timestamp_ns or event.time_ns) / 1e9
+
+
+@dataclass(slots=True)
+class Trace:
+    """One request and what answered it. Orphans have no request; a duplicate response
+    gets its own trace that points at the request it repeats."""
+
+    key: str
+    service: str
+    client_gid: str
+    sequence: int
+    request: TraceEvent | None = None
+    response: TraceEvent | None = None
+    duplicate: bool = False
+    duplicates: int = 0  # further responses seen for this request
+    server_gid: str = field(default="")
+
+    @property
+    def started_s(self) -> float:
+        first = self.request or self.response
+        assert first is not None
+        return _seen_s(first)
+
+    @property
+    def latency_s(self) -> float | None:
+        if self.request is None or self.response is None:
+            return None
+        return max(0.0, _seen_s(self.response) - _seen_s(self.request))
+
+    def status(self, now: float, timeout_s: float) -> TraceStatus:
+        if self.duplicate:
+            return TraceStatus.DUPLICATE
+        if self.request is None:
+            return TraceStatus.ORPHANED
+        if self.response is not None:
+            return TraceStatus.ANSWERED
+        if now - _seen_s(self.request) >= timeout_s:
+            return TraceStatus.TIMED_OUT
+        return TraceStatus.PENDING
+
+
+class ServiceStore:
+    """The last `max_traces` traces, oldest first; lookups by request Message-ID."""
+
+    def __init__(
+        self, max_traces: int = DEFAULT_MAX_TRACES, timeout_s: float = DEFAULT_TIMEOUT_S
+    ) -> None:
+        if max_traces < 1:
+            raise ValueError("max_traces must be at least 1")
+        if timeout_s <= 0:
+            raise ValueError("timeout must be positive")
+        self.max_traces = max_traces
+        self.timeout_s = timeout_s
+        self._traces: OrderedDict[str, Trace] = OrderedDict()
+        self.version = 0
+        self.requests = 0
+        self.responses = 0
+
+    def add(self, event: TraceEvent) -> None:
+        """Fold one received request or response in (other events are ignored)."""
+        if event.detail == "request":
+            self.requests += 1
+            key = event.message_id or f"request:{event.source_gid}:{event.sequence_number}"
+            if key in self._traces:  # redelivered request: keep the first sighting
+                return
+            self._put(
+                Trace(key, event.name, event.source_gid, event.sequence_number, request=event)
+            )
+        elif event.detail == "response":
+            self.responses += 1
+            server = event.headers.get(H.SERVER_GID, "")
+            client = event.headers.get(H.CLIENT_GID, "")
+            trace = self._traces.get(event.in_reply_to) if event.in_reply_to else None
+            if trace is not None and trace.request is not None and not trace.duplicate:
+                if trace.response is None:
+                    trace.response = event
+                    trace.server_gid = server
+                    self.version += 1
+                    return
+                trace.duplicates += 1
+                self._put(
+                    Trace(
+                        f"dup:{event.message_id}:{trace.duplicates}",
+                        event.name,
+                        trace.client_gid,
+                        event.sequence_number,
+                        request=trace.request,
+                        response=event,
+                        duplicate=True,
+                        server_gid=server,
+                    )
+                )
+                return
+            self._put(
+                Trace(
+                    f"orphan:{event.message_id}",
+                    event.name,
+                    client,
+                    event.sequence_number,
+                    response=event,
+                    server_gid=server,
+                )
+            )
+
+    def _put(self, trace: Trace) -> None:
+        self._traces[trace.key] = trace
+        while len(self._traces) > self.max_traces:
+            self._traces.popitem(last=False)
+        self.version += 1
+
+    def traces(self, service: str | None = None) -> list[Trace]:
+        items = list(self._traces.values())
+        if service:
+            items = [t for t in items if t.service == service]
+        return items
+
+    def get(self, key: str) -> Trace | None:
+        return self._traces.get(key)
+
+    def services(self) -> list[str]:
+        return sorted({t.service for t in self._traces.values()})
+
+    def counts(self, now: float) -> dict[TraceStatus, int]:
+        out = dict.fromkeys(TraceStatus, 0)
+        for trace in self._traces.values():
+            out[trace.status(now, self.timeout_s)] += 1
+        return out
+
+    def clear(self) -> None:
+        self._traces.clear()
+        self.version += 1
+
+    def __len__(self) -> int:
+        return len(self._traces)

@@ -1,0 +1,84 @@
+"""The whole model: the feed and the stores it folds into."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+
+from mailbus.trace import Kind, TraceEvent
+
+from mailbus_workbench.model.feed import EventFeed
+from mailbus_workbench.model.services import ServiceStore
+from mailbus_workbench.model.topics import TopicStore
+from mailbus_workbench.model.waitsets import WaitSetLike, WaitSetMonitor
+
+Clock = Callable[[], float]
+
+
+class WorkbenchModel:
+    """Everything the views show. `pump()` runs on the UI thread only."""
+
+    def __init__(
+        self,
+        *,
+        clock: Clock = time.time,
+        wait_sets: Callable[[], Iterable[WaitSetLike]] = tuple,
+        history_cap: int | None = None,
+        feed_capacity: int | None = None,
+        service_timeout_s: float | None = None,
+    ) -> None:
+        self.clock = clock
+        self.feed = EventFeed(feed_capacity) if feed_capacity else EventFeed()
+        self.topics = TopicStore(history_cap) if history_cap else TopicStore()
+        self.services = (
+            ServiceStore(timeout_s=service_timeout_s) if service_timeout_s else ServiceStore()
+        )
+        self.wait_sets = WaitSetMonitor(wait_sets)
+        self.notices: deque[TraceEvent] = deque(maxlen=200)  # skipped emails, errors
+        self.paused = False
+        self.missed_while_paused = 0
+        self.events_seen = 0
+        self.pumps = 0
+
+    def pump(self, limit: int | None = None) -> int:
+        """Fold the queued events in; return how many were taken."""
+        events = self.feed.drain(limit)
+        topics = self.topics
+        services = self.services
+        paused = self.paused
+        received = Kind.RECEIVED.value
+        for event in events:
+            kind = event.kind
+            if kind == received:
+                detail = event.detail
+                if detail == "message":
+                    # Paused: stats go on, the message lists stay as they are.
+                    topics.add(event, not paused)
+                    if paused:
+                        self.missed_while_paused += 1
+                elif detail in ("request", "response"):
+                    services.add(event)
+            elif kind in (Kind.SKIPPED.value, Kind.ERROR.value, Kind.DISCARDED.value):
+                self.notices.append(event)
+        self.events_seen += len(events)
+        now = self.clock()
+        topics.tick(now)
+        self.wait_sets.sample(int(now * 1e9))
+        self.pumps += 1
+        return len(events)
+
+    def feed_events(self, events: Iterable[TraceEvent]) -> None:
+        """Push events as if the engine had emitted them (fixtures, tests)."""
+        for event in events:
+            self.feed.listener(event)
+
+    def set_paused(self, paused: bool) -> None:
+        self.paused = paused
+        if not paused:
+            self.missed_while_paused = 0
+
+    def clear(self) -> None:
+        self.topics.clear()
+        self.services.clear()
+        self.notices.clear()

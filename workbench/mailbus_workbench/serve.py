@@ -1,0 +1,48 @@
+"""`mailbus serve`: the workbench in a browser through textual-serve.
+
+Each browser tab gets its own workbench process (`python -m mailbus_workbench`), so the
+embedded demo or the `--config` system is what that process attaches to."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+
+def serve_command(config: str | None) -> str:
+    """The shell command textual-serve runs for each browser session."""
+    parts = [sys.executable, "-m", "mailbus_workbench"]
+    if config:
+        parts += ["--config", str(Path(config).resolve())]
+    return shlex.join(parts)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from textual_serve.server import Server
+
+    if args.config and not Path(args.config).is_file():
+        print(f"mailbus serve: no such options file: {args.config}", file=sys.stderr)
+        return 2
+    if not 0 < args.port < 65536:
+        print(f"mailbus serve: port must be from 1 to 65535, not {args.port}", file=sys.stderr)
+        return 2
+    server = Server(
+        serve_command(args.config),
+        host=args.host,
+        port=args.port,
+        title="Mailbus workbench",
+        public_url=args.public_url,
+    )
+    print(f"serving the workbench on http://{args.host}:{args.port}", flush=True)
+    server.serve()
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("serve", help="serve the workbench in a web browser")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=8000, help="port to listen on")
+    parser.add_argument("--public-url", default=None, help="URL the browser uses, if proxied")
+    parser.set_defaults(handler=_serve)

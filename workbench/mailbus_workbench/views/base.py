@@ -1,0 +1,29 @@
+"""What every view offers the app: a refresh from the model and its help text."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual.containers import Container
+
+if TYPE_CHECKING:
+    from mailbus_workbench.app import WorkbenchApp
+
+
+class View(Container):
+    HELP = ""
+    # Seconds between refreshes of this view (the model itself pumps at the app's rate).
+    REFRESH_EVERY_S = 0.0
+
+    DEFAULT_CSS = "View { height: 1fr; }"
+
+    @property
+    def workbench(self) -> WorkbenchApp:
+        from mailbus_workbench.app import WorkbenchApp
+
+        app = self.app
+        assert isinstance(app, WorkbenchApp)
+        return app
+
+    def refresh_view(self, now: float) -> None:
+        """Show the model's current state; called on the UI thread while visible."""

@@ -1,0 +1,211 @@
+"""Call: a service (completed from seen services), a request body and a time-out; the
+response with its latency, and a history of calls that can be sent again."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mailbus.errors import MailbusError, ServiceTimeoutError
+from mailbus.names import check_name
+from rich.markup import escape
+from rich.syntax import Syntax
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.widgets import Button, DataTable, Input, Label, Static, TextArea
+
+from mailbus_workbench.model.inspect import pretty_body
+from mailbus_workbench.views.base import View
+from mailbus_workbench.widgets import format as fmt
+from mailbus_workbench.widgets.suggest import NameSuggester
+
+MAX_TIMEOUT_S = 3600.0
+HISTORY = 200
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    number: int
+    service: str
+    body: str
+    timeout_s: float
+    ok: bool
+    response: str
+    latency_s: float | None
+
+
+class CallerView(View):
+    HELP = """\
+## Call
+Pick a service (Tab or → accepts the completion from the services seen), write the
+request body and a time-out in seconds, and call (**F5**). The response, its latency and
+the outcome go to the history below; select a call there and press **r** to send the
+same request again.
+"""
+    BINDINGS = [
+        Binding("f5", "call", "Call", id="call.send"),
+        Binding("r", "resend", "Re-send", id="call.resend"),
+    ]
+    DEFAULT_CSS = """
+    CallerView Horizontal { height: auto; }
+    CallerView Label { padding: 1 1 0 0; }
+    #call-service { width: 1fr; }
+    #call-timeout { width: 12; }
+    #call-body { height: 6; }
+    #call-response-box { height: 1fr; border: round $panel; }
+    #call-history { height: 1fr; }
+    """
+
+    class Finished(Message):
+        def __init__(self, record: CallRecord) -> None:
+            super().__init__()
+            self.record = record
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.history: list[CallRecord] = []
+        self._numbers = 0
+
+    def compose(self) -> ComposeResult:
+        with Horizontal():
+            yield Label("service")
+            yield Input(
+                placeholder="demo/add",
+                id="call-service",
+                suggester=NameSuggester(self._service_names),
+            )
+            yield Label("timeout s")
+            yield Input("2", id="call-timeout", type="number")
+            yield Button("Call (F5)", id="call-send", variant="primary")
+        yield TextArea("[1, 2, 3]", id="call-body", soft_wrap=True)
+        with VerticalScroll(id="call-response-box") as box:
+            box.border_title = "response"
+            yield Static("No call yet.", id="call-response")
+        yield DataTable(id="call-history", cursor_type="row", zebra_stripes=True)
+
+    def _service_names(self) -> list[str]:
+        return self.workbench.model.services.services()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#call-history", DataTable)
+        for label, key in (
+            ("#", "n"),
+            ("service", "service"),
+            ("latency", "latency"),
+            ("outcome", "outcome"),
+            ("request", "request"),
+        ):
+            table.add_column(label, key=key)
+
+    @on(Button.Pressed, "#call-send")
+    def action_call(self) -> None:
+        service = self.query_one("#call-service", Input).value.strip()
+        body = self.query_one("#call-body", TextArea).text
+        try:
+            timeout = float(self.query_one("#call-timeout", Input).value)
+        except ValueError:
+            timeout = -1.0
+        self.call(service, body, timeout)
+
+    def call(self, service: str, body: str, timeout: float) -> bool:
+        """Validate and start a call in a worker; False (and a message) if invalid."""
+        response = self.query_one("#call-response", Static)
+        try:
+            check_name(service, "service")
+        except MailbusError as exc:
+            response.update(Text(str(exc), style="red"))
+            return False
+        if not 0 < timeout <= MAX_TIMEOUT_S:
+            response.update(
+                Text(f"timeout must be more than 0 and at most {MAX_TIMEOUT_S:g} s", style="red")
+            )
+            return False
+        if self.workbench.engine is None:
+            response.update(
+                Text("No engine: this workbench shows recorded data only.", style="red")
+            )
+            return False
+        self._numbers += 1
+        response.update(Text(f"calling {service} …", style="dim"))
+        self._call(self._numbers, service, body, timeout)
+        return True
+
+    @work(thread=True, group="call")
+    def _call(self, number: int, service: str, body: str, timeout: float) -> None:
+        engine = self.workbench.engine
+        assert engine is not None
+        try:
+            result = engine.call(service, body, timeout)
+            record = CallRecord(
+                number, service, body, timeout, True, result.response.body, result.latency_s
+            )
+        except ServiceTimeoutError:
+            record = CallRecord(
+                number, service, body, timeout, False, f"no response within {timeout:g} s", None
+            )
+        except MailbusError as exc:
+            record = CallRecord(number, service, body, timeout, False, str(exc), None)
+        self.app.call_from_thread(self._finished, record)
+
+    def _finished(self, record: CallRecord) -> None:
+        self.history.append(record)
+        del self.history[:-HISTORY]
+        table = self.query_one("#call-history", DataTable)
+        table.add_row(
+            str(record.number),
+            record.service,
+            fmt.latency(record.latency_s),
+            Text("ok", style="green") if record.ok else Text("failed", style="red"),
+            fmt.preview(record.body, 60),
+            key=str(record.number),
+        )
+        while table.row_count > HISTORY:
+            table.remove_row(next(iter(table.rows)))
+        table.move_cursor(row=table.row_count - 1, animate=False)
+        self._show(record)
+        self.post_message(self.Finished(record))
+
+    def _show(self, record: CallRecord) -> None:
+        box = self.query_one("#call-response-box")
+        box.border_title = (
+            f"response #{record.number}  {fmt.latency(record.latency_s)}"
+            if record.ok
+            else f"call #{record.number} failed"
+        )
+        widget = self.query_one("#call-response", Static)
+        if not record.ok:
+            widget.update(Text(record.response, style="red"))
+            return
+        is_json, text = pretty_body(record.response)
+        widget.update(Syntax(text, "json", background_color="default") if is_json else Text(text))
+
+    @on(DataTable.RowHighlighted, "#call-history")
+    def _history_row(self, event: DataTable.RowHighlighted) -> None:
+        record = self._record(event.row_key.value)
+        if record is not None:
+            self._show(record)
+
+    def _record(self, key: str | None) -> CallRecord | None:
+        for record in self.history:
+            if str(record.number) == key:
+                return record
+        return None
+
+    def action_resend(self) -> None:
+        table = self.query_one("#call-history", DataTable)
+        if not table.row_count:
+            self.notify("No call to send again yet.", severity="warning")
+            return
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        record = self._record(key)
+        if record is not None:
+            self.query_one("#call-service", Input).value = record.service
+            self.query_one("#call-body", TextArea).text = record.body
+            self.query_one("#call-timeout", Input).value = f"{record.timeout_s:g}"
+            self.call(record.service, record.body, record.timeout_s)
+
+    def status_markup(self) -> str:
+        return escape(f"{len(self.history)} calls")

@@ -1,0 +1,222 @@
+"""Publish: a topic (completed from seen topics), a body, sent once or at a rate;
+templates saved in a TOML file."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from mailbus.errors import ConfigError, MailbusError
+from mailbus.names import check_name
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.widgets import Button, Input, Label, Select, Static, TextArea
+from textual.worker import get_current_worker
+
+from mailbus_workbench.model.settings import Template, load_templates, save_templates
+from mailbus_workbench.views.base import View
+from mailbus_workbench.widgets.suggest import NameSuggester
+
+MAX_RATE = 100_000.0
+
+
+class PublishView(View):
+    HELP = """\
+## Publish
+Type a topic (Tab or → accepts the completion from the topics seen), a body, and send
+it once (**F5**) or at a rate in messages/s (**F6** starts and stops). Templates: pick
+one to fill the form; **Save template** stores the form under the name given, in the
+templates file (`[workbench] templates`, default `~/.config/mailbus/templates.toml`).
+"""
+    BINDINGS = [
+        Binding("f5", "send_once", "Send", id="publish.send"),
+        Binding("f6", "toggle_rate", "Start/stop rate", id="publish.rate"),
+    ]
+    DEFAULT_CSS = """
+    PublishView Horizontal { height: auto; }
+    PublishView Label { padding: 1 1 0 0; }
+    #publish-topic { width: 1fr; }
+    #publish-template { width: 30; }
+    #publish-body { height: 1fr; }
+    #publish-rate { width: 14; }
+    #publish-template-name { width: 24; }
+    #publish-status { height: 2; padding: 0 1; }
+    """
+
+    class Published(Message):
+        def __init__(self, topic: str, message_id: str) -> None:
+            super().__init__()
+            self.topic = topic
+            self.message_id = message_id
+
+    class Failed(Message):
+        def __init__(self, error: str) -> None:
+            super().__init__()
+            self.error = error
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.templates: list[Template] = []
+        self.sent_at_rate = 0
+        self._rate_stop: threading.Event | None = None
+        self._rate_target = 0.0
+
+    def compose(self) -> ComposeResult:
+        with Horizontal():
+            yield Label("topic")
+            yield Input(
+                placeholder="sensors/temperature",
+                id="publish-topic",
+                suggester=NameSuggester(lambda: self.workbench.model.topics.stats),
+            )
+            yield Select[str]([], prompt="template", id="publish-template")
+        yield TextArea("", id="publish-body", soft_wrap=True)
+        with Horizontal():
+            yield Button("Send once (F5)", id="publish-once", variant="primary")
+            yield Label("rate/s")
+            yield Input("10", id="publish-rate", type="number")
+            yield Button("Start at rate (F6)", id="publish-start")
+            yield Input(placeholder="template name", id="publish-template-name")
+            yield Button("Save template", id="publish-save")
+        yield Static("", id="publish-status")
+
+    def on_mount(self) -> None:
+        self.reload_templates()
+
+    def reload_templates(self) -> None:
+        try:
+            self.templates = load_templates(self.workbench.settings.templates_file)
+        except ConfigError as exc:
+            self.templates = []
+            self._status(f"[red]{exc}[/]")
+        select = self.query_one("#publish-template", Select)
+        select.set_options([(t.name, t.name) for t in self.templates])
+
+    def _status(self, text: str) -> None:
+        self.query_one("#publish-status", Static).update(text)
+
+    def _form(self) -> tuple[str, str] | None:
+        topic = self.query_one("#publish-topic", Input).value.strip()
+        body = self.query_one("#publish-body", TextArea).text
+        try:
+            check_name(topic, "topic")
+        except MailbusError as exc:
+            self._status(f"[red]{exc}[/]")
+            self.post_message(self.Failed(str(exc)))
+            return None
+        if self.workbench.engine is None:
+            self._status("[red]No engine: this workbench shows recorded data only.[/]")
+            self.post_message(self.Failed("no engine"))
+            return None
+        return topic, body
+
+    @on(Select.Changed, "#publish-template")
+    def _template_chosen(self, event: Select.Changed) -> None:
+        for template in self.templates:
+            if template.name == event.value:
+                self.query_one("#publish-topic", Input).value = template.topic
+                self.query_one("#publish-body", TextArea).text = template.body
+                self.query_one("#publish-template-name", Input).value = template.name
+
+    @on(Button.Pressed, "#publish-once")
+    def action_send_once(self) -> None:
+        form = self._form()
+        if form is not None:
+            self._publish(*form)
+
+    @work(thread=True, group="publish")
+    def _publish(self, topic: str, body: str) -> None:
+        engine = self.workbench.engine
+        assert engine is not None
+        try:
+            message_id = engine.publish(topic, body)
+        except MailbusError as exc:
+            self.app.call_from_thread(self._failed, str(exc))
+            return
+        self.app.call_from_thread(self._published, topic, message_id)
+
+    def _published(self, topic: str, message_id: str) -> None:
+        self._status(f"published on [b]{topic}[/b]  {message_id}")
+        self.post_message(self.Published(topic, message_id))
+
+    def _failed(self, error: str) -> None:
+        self._status(f"[red]{error}[/]")
+        self.post_message(self.Failed(error))
+
+    @on(Button.Pressed, "#publish-start")
+    def action_toggle_rate(self) -> None:
+        button = self.query_one("#publish-start", Button)
+        if self._rate_stop is not None:
+            self._rate_stop.set()
+            self._rate_stop = None
+            button.label = "Start at rate (F6)"
+            self._status(f"stopped after {self.sent_at_rate} messages")
+            return
+        try:
+            rate = float(self.query_one("#publish-rate", Input).value)
+        except ValueError:
+            rate = 0.0
+        if not 0 < rate <= MAX_RATE:
+            self._failed(f"rate must be more than 0 and at most {MAX_RATE:g} messages/s")
+            return
+        form = self._form()
+        if form is None:
+            return
+        self._rate_stop = threading.Event()
+        self._rate_target = rate
+        self.sent_at_rate = 0
+        button.label = "Stop (F6)"
+        self._publish_at_rate(form[0], form[1], rate, self._rate_stop)
+
+    @property
+    def publishing_at_rate(self) -> bool:
+        return self._rate_stop is not None
+
+    @work(thread=True, group="publish-rate")
+    def _publish_at_rate(self, topic: str, body: str, rate: float, stop: threading.Event) -> None:
+        engine = self.workbench.engine
+        assert engine is not None
+        worker = get_current_worker()
+        period = 1.0 / rate
+        next_at = time.monotonic()
+        while not stop.is_set() and not worker.is_cancelled:
+            try:
+                engine.publish(topic, body)
+            except MailbusError as exc:
+                self.app.call_from_thread(self._failed, str(exc))
+                return
+            self.sent_at_rate += 1
+            next_at += period
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                stop.wait(delay)  # the pace of the stream, interruptible by Stop
+
+    def refresh_view(self, now: float) -> None:
+        if self._rate_stop is not None:
+            self._status(f"publishing at {self._rate_target:g}/s: {self.sent_at_rate} sent")
+
+    @on(Button.Pressed, "#publish-save")
+    def save_template(self) -> None:
+        name = self.query_one("#publish-template-name", Input).value.strip()
+        topic = self.query_one("#publish-topic", Input).value.strip()
+        body = self.query_one("#publish-body", TextArea).text
+        if not name:
+            self._failed("give the template a name")
+            return
+        try:
+            check_name(topic, "topic")
+            template = Template(name, topic, body)
+            kept = [t for t in self.templates if t.name != name] + [template]
+            save_templates(self.workbench.settings.templates_file, kept)
+        except (MailbusError, OSError) as exc:
+            self._failed(f"cannot save the template: {exc}")
+            return
+        self.reload_templates()
+        self._status(f"template [b]{name}[/b] saved to {self.workbench.settings.templates_file}")
+
+    def on_unmount(self) -> None:
+        if self._rate_stop is not None:
+            self._rate_stop.set()

@@ -1,0 +1,166 @@
+"""Topics: the topic tree, the selected topic's messages and the inspector."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import Input
+
+from mailbus_workbench.model.topics import MessageRecord
+from mailbus_workbench.views.base import View
+from mailbus_workbench.widgets.divider import Divider
+from mailbus_workbench.widgets.inspector import Inspector
+from mailbus_workbench.widgets.message_list import MessageList
+from mailbus_workbench.widgets.topic_summary import TopicSummary
+from mailbus_workbench.widgets.topic_tree import TopicTree
+
+
+class TopicsView(View):
+    HELP = """\
+## Topics
+The tree groups topics by `/` and shows each topic's message count and rate.
+Type in the filter box to narrow it (fuzzy: `rbps` finds `robot/pose`).
+Select a topic to stream its messages; select a message to inspect its body (pretty
+JSON), its headers, its raw RFC 5322 source and its diff against the previous message.
+
+- **p** pause / resume the message lists (counts go on)
+- **x** clear what is shown
+- **/** filter topics
+- **h** change the history cap (messages kept per topic)
+- **[** / **]** narrow / widen the tree (or drag the divider)
+"""
+
+    BINDINGS = [
+        Binding("p", "pause", "Pause", id="topics.pause"),
+        Binding("x", "clear", "Clear", id="topics.clear"),
+        Binding("slash", "filter", "Filter", id="topics.filter"),
+        Binding("h", "history_cap", "History cap", id="topics.cap"),
+        Binding("left_square_bracket", "resize(-4)", "Narrower", show=False, id="topics.narrower"),
+        Binding("right_square_bracket", "resize(4)", "Wider", show=False, id="topics.wider"),
+    ]
+
+    DEFAULT_CSS = """
+    #topics-left { width: 34; }
+    #topics-right { width: 1fr; }
+    #topic-filter { margin: 0; }
+    #message-list { height: 1fr; }
+    #inspector { height: 1fr; }
+    """
+
+    class PauseChanged(Message):
+        def __init__(self, paused: bool) -> None:
+            super().__init__()
+            self.paused = paused
+
+    class Cleared(Message):
+        pass
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.topic: str | None = None
+
+    def compose(self) -> ComposeResult:
+        with Horizontal():
+            with Vertical(id="topics-left"):
+                yield Input(placeholder="filter topics (fuzzy)  /", id="topic-filter")
+                yield TopicTree(id="topic-tree")
+            yield Divider("topics-left", id="topics-divider")
+            with Vertical(id="topics-right"):
+                yield TopicSummary(id="topic-summary")
+                yield MessageList(id="message-list")
+                yield Inspector(id="inspector")
+
+    def refresh_view(self, now: float) -> None:
+        model = self.workbench.model
+        tree = self.query_one(TopicTree)
+        tree.sync(model.topics)
+        if self.topic is None and model.topics.stats:  # a new user sees traffic at once
+            first = sorted(model.topics.stats)[0]
+            tree.select_topic(first)
+            self.topic = first
+        self._show_topic(now)
+
+    def _show_topic(self, now: float) -> None:
+        model = self.workbench.model
+        stats = model.topics.stats.get(self.topic) if self.topic else None
+        self.query_one(TopicSummary).show(
+            stats,
+            now,
+            paused=model.paused,
+            cap=model.topics.history_cap,
+            missed=model.missed_while_paused,
+        )
+        if not model.paused:
+            history = model.topics.history(self.topic) if self.topic else []
+            self.query_one(MessageList).show(self.topic, history)
+
+    @on(TopicTree.TopicSelected)
+    def _topic_selected(self, event: TopicTree.TopicSelected) -> None:
+        if event.topic != self.topic:
+            self.topic = event.topic
+            self.query_one(Inspector).show(None, None)
+            model = self.workbench.model
+            self.query_one(MessageList).show(self.topic, model.topics.history(self.topic))
+            self._show_topic(model.clock())
+
+    @on(MessageList.MessageChosen)
+    def _message_chosen(self, event: MessageList.MessageChosen) -> None:
+        self.inspect(event.record)
+
+    def inspect(self, record: MessageRecord) -> None:
+        previous = self.workbench.model.topics.previous(record.event.name, record.number)
+        self.query_one(Inspector).show(record, previous, self.workbench.raw_date)
+
+    @on(Input.Changed, "#topic-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        tree = self.query_one(TopicTree)
+        tree.filter_text = event.value.strip()
+        tree.sync(self.workbench.model.topics)
+
+    @on(Input.Submitted, "#topic-filter")
+    def _filter_done(self) -> None:
+        self.query_one(TopicTree).focus()
+
+    def action_pause(self) -> None:
+        model = self.workbench.model
+        model.set_paused(not model.paused)
+        self.post_message(self.PauseChanged(model.paused))
+        self._show_topic(model.clock())
+        self.notify(
+            "Paused: message lists frozen, counts go on" if model.paused else "Resumed", timeout=2
+        )
+
+    def action_clear(self) -> None:
+        model = self.workbench.model
+        model.topics.clear()
+        self.topic = None
+        self.query_one(MessageList).show(None, [])
+        self.query_one(Inspector).show(None, None)
+        self.query_one(TopicTree).sync(model.topics, force=True)
+        self._show_topic(model.clock())
+        self.post_message(self.Cleared())
+
+    def action_filter(self) -> None:
+        self.query_one("#topic-filter", Input).focus()
+
+    def action_history_cap(self) -> None:
+        from mailbus_workbench.screens import NumberPrompt
+
+        model = self.workbench.model
+
+        def done(value: int | None) -> None:
+            if value is not None:
+                self.workbench.set_history_cap(value)
+
+        self.app.push_screen(
+            NumberPrompt("Messages kept per topic", model.topics.history_cap, 1, 100_000),
+            done,
+        )
+
+    def action_resize(self, delta: int) -> None:
+        left = self.query_one("#topics-left")
+        width = left.size.width or 34
+        left.styles.width = max(12, min(width + delta, self.size.width - 20))

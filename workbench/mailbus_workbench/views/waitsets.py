@@ -1,0 +1,119 @@
+"""Wait sets: each wait set of the observed process, its entities and a state timeline."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import DataTable, Static
+
+from mailbus_workbench.model.waitsets import WaitSetRow
+from mailbus_workbench.views.base import View
+
+TIMELINE_STYLE = {"w": ("▆", "yellow"), "r": ("█", "green"), "t": ("█", "red"), ".": ("▁", "dim")}
+
+
+def timeline_text(row: WaitSetRow) -> Text:
+    text = Text()
+    for state in row.timeline:
+        char, style = TIMELINE_STYLE.get(state, ("?", ""))
+        text.append(char, style=style)
+    return text
+
+
+class WaitSetsView(View):
+    HELP = """\
+## Wait sets
+Each wait set in this process (`context.wait_sets`): its entities and which are ready,
+whether it is waiting now and with which time-out, how many waits and time-outs it has
+had. The timeline samples the state at each refresh: green a completed wait, yellow
+waiting, red a time-out, grey idle.
+"""
+    REFRESH_EVERY_S = 0.25
+
+    DEFAULT_CSS = """
+    #waitset-table { height: 1fr; }
+    #waitset-detail { height: 2fr; border-top: solid $panel; padding: 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield DataTable(id="waitset-table", cursor_type="row", zebra_stripes=True)
+        yield Static("Select a wait set.", id="waitset-detail")
+
+    def on_mount(self) -> None:
+        table = self.query_one("#waitset-table", DataTable)
+        for label, key in (
+            ("wait set", "name"),
+            ("entities", "entities"),
+            ("ready", "ready"),
+            ("state", "state"),
+            ("timeout", "timeout"),
+            ("waits", "waits"),
+            ("time-outs", "timeouts"),
+        ):
+            table.add_column(label, key=key)
+
+    def refresh_view(self, now: float) -> None:
+        table = self.query_one("#waitset-table", DataTable)
+        rows = self.workbench.model.wait_sets.ordered()
+        keys = [str(r.key) for r in rows]
+        if keys != [k.value for k in table.rows]:
+            cursor = table.cursor_row
+            table.clear()
+            for row in rows:
+                table.add_row(*self._cells(row), key=str(row.key))
+            if rows:
+                table.move_cursor(row=min(cursor, len(rows) - 1), animate=False)
+        else:
+            for row in rows:
+                for column, value in zip(
+                    ("name", "entities", "ready", "state", "timeout", "waits", "timeouts"),
+                    self._cells(row),
+                    strict=True,
+                ):
+                    table.update_cell(str(row.key), column, value)
+        self._detail(rows[table.cursor_row] if rows and table.cursor_row < len(rows) else None)
+
+    @staticmethod
+    def _cells(row: WaitSetRow) -> tuple[str, ...]:
+        ready = sum(1 for e in row.entities if e.ready)
+        state = f"waiting {row.waiting_for_s:.1f} s" if row.waiting else "idle"
+        timeout = (
+            "forever"
+            if row.current_timeout is None and row.waiting
+            else f"{row.current_timeout:g} s"
+            if row.current_timeout is not None
+            else "-"
+        )
+        return (
+            row.name,
+            str(len(row.entities)),
+            str(ready),
+            state,
+            timeout,
+            str(row.waits),
+            str(row.timeouts),
+        )
+
+    def _detail(self, row: WaitSetRow | None) -> None:
+        detail = self.query_one("#waitset-detail", Static)
+        if row is None:
+            detail.update("No wait sets in this process yet.")
+            return
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold")
+        grid.add_column()
+        grid.add_column()
+        for entity in row.entities:
+            grid.add_row(
+                entity.kind,
+                entity.name,
+                Text("ready", style="green") if entity.ready else Text("-", style="dim"),
+            )
+        out = Table.grid()
+        out.add_row(Text(f"{row.name}", style="bold underline"))
+        out.add_row(grid)
+        out.add_row(Text(f"last ready: {', '.join(row.last_ready) or '-'}"))
+        out.add_row(Text("timeline (newest right):", style="dim"))
+        out.add_row(timeline_text(row))
+        detail.update(out)

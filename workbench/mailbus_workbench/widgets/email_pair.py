@@ -1,0 +1,49 @@
+"""A request and its response side by side, as RFC 5322 source."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Static
+
+from mailbus_workbench.model.inspect import raw_source
+from mailbus_workbench.model.services import Trace
+from mailbus_workbench.widgets import format as fmt
+
+
+class EmailPair(Horizontal):
+    DEFAULT_CSS = """
+    EmailPair { height: 1fr; }
+    EmailPair VerticalScroll { width: 1fr; border: round $panel; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="pair-request") as left:
+            left.border_title = "request"
+            yield Static("Select a call.", id="pair-request-text", markup=False)
+        with VerticalScroll(id="pair-response") as right:
+            right.border_title = "response"
+            yield Static("", id="pair-response-text", markup=False)
+
+    def show(self, trace: Trace | None, date: str | None = None) -> None:
+        left = self.query_one("#pair-request-text", Static)
+        right = self.query_one("#pair-response-text", Static)
+        if trace is None:
+            left.update("Select a call.")
+            right.update("")
+            return
+        left.update(
+            Text(raw_source(trace.request, date))
+            if trace.request is not None
+            else Text("(request not seen: orphaned response)", style="magenta")
+        )
+        right.update(
+            Text(raw_source(trace.response, date))
+            if trace.response is not None
+            else Text("(no response yet)", style="yellow")
+        )
+        self.query_one("#pair-response", VerticalScroll).border_title = (
+            f"response  {fmt.latency(trace.latency_s)}"
+            + ("  (duplicate)" if trace.duplicate else "")
+        )

@@ -1,0 +1,52 @@
+"""Short human formats shared by the widgets (times are UTC so screens are reproducible)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def clock_time(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S.%f")[:-3]
+
+
+def rate(value: float) -> str:
+    if value >= 10_000:
+        return f"{value / 1000:.0f}k/s"
+    if value >= 1000:
+        return f"{value / 1000:.1f}k/s"
+    return f"{value:.1f}/s" if value < 100 else f"{value:.0f}/s"
+
+
+def size(value: float) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} GB"
+
+
+def age(seconds: float) -> str:
+    if seconds < 0:
+        seconds = 0
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms ago"
+    if seconds < 60:
+        return f"{seconds:.1f} s ago"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min ago"
+    return f"{seconds / 3600:.1f} h ago"
+
+
+def latency(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 0.001:
+        return f"{seconds * 1e6:.0f} µs"
+    if seconds < 1:
+        return f"{seconds * 1000:.1f} ms"
+    return f"{seconds:.2f} s"
+
+
+def preview(text: str, width: int = 60) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"

@@ -1,0 +1,69 @@
+"""The message inspector: body (pretty JSON), headers, raw RFC 5322 source, diff."""
+
+from __future__ import annotations
+
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import Static, TabbedContent, TabPane
+
+from mailbus_workbench.model.inspect import body_diff, header_rows, pretty_body, raw_source
+from mailbus_workbench.model.topics import MessageRecord
+
+
+class Inspector(Vertical):
+    DEFAULT_CSS = """
+    Inspector { height: 1fr; }
+    Inspector TabbedContent { height: 1fr; }
+    Inspector TabPane { height: 1fr; padding: 0 1; }
+    Inspector VerticalScroll { height: 1fr; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.record: MessageRecord | None = None
+
+    def compose(self) -> ComposeResult:
+        with TabbedContent(id="inspector-tabs"):
+            for tab, title in (
+                ("body", "Body"),
+                ("headers", "Headers"),
+                ("raw", "Raw"),
+                ("diff", "Diff"),
+            ):
+                with TabPane(title, id=f"inspector-{tab}"), VerticalScroll():
+                    yield Static("Select a message.", id=f"inspector-{tab}-text", markup=False)
+
+    def show_tab(self, tab: str) -> None:
+        self.query_one("#inspector-tabs", TabbedContent).active = f"inspector-{tab}"
+
+    def show(
+        self, record: MessageRecord | None, previous: MessageRecord | None, date: str | None = None
+    ) -> None:
+        self.record = record
+        if record is None:
+            for tab in ("body", "headers", "raw", "diff"):
+                self.query_one(f"#inspector-{tab}-text", Static).update("Select a message.")
+            return
+        event = record.event
+        is_json, body = pretty_body(record.body)
+        self.query_one("#inspector-body-text", Static).update(
+            Syntax(body, "json", background_color="default", word_wrap=True)
+            if is_json
+            else Text(body)
+        )
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold")
+        table.add_column()
+        for name, value in header_rows(event):
+            table.add_row(name, value)
+        self.query_one("#inspector-headers-text", Static).update(table)
+        self.query_one("#inspector-raw-text", Static).update(Text(raw_source(event, date)))
+        diff = body_diff(previous.body if previous else None, record.body)
+        self.query_one("#inspector-diff-text", Static).update(
+            Syntax(diff, "diff", background_color="default")
+            if diff.startswith("---")
+            else Text(diff)
+        )

@@ -1,0 +1,69 @@
+"""The messages of the selected topic, newest at the bottom, following new ones."""
+
+from __future__ import annotations
+
+from textual.message import Message
+from textual.widgets import DataTable
+
+from mailbus_workbench.model.topics import MessageRecord
+from mailbus_workbench.widgets import format as fmt
+
+
+class MessageList(DataTable[str]):
+    class MessageChosen(Message):
+        def __init__(self, record: MessageRecord) -> None:
+            super().__init__()
+            self.record = record
+
+    DEFAULT_CSS = "MessageList { height: 1fr; }"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self.topic: str | None = None
+        self._records: dict[str, MessageRecord] = {}
+        self._last = 0
+
+    def on_mount(self) -> None:
+        self.add_column("#", key="n", width=7)
+        self.add_column("time (UTC)", key="time", width=12)
+        self.add_column("size", key="size", width=8)
+        self.add_column("body", key="body")
+
+    def show(self, topic: str | None, history: list[MessageRecord]) -> None:
+        """Show `history` of `topic`: incremental while the topic stays the same."""
+        if topic != self.topic:
+            self.topic = topic
+            self.clear()
+            self._records = {}
+            self._last = 0
+        following = self.row_count == 0 or self.cursor_row >= self.row_count - 1
+        keep = {str(r.number) for r in history}
+        for key in [k for k in self._records if k not in keep]:  # fell out of the cap
+            self.remove_row(key)
+            del self._records[key]
+        for record in history:
+            if record.number <= self._last:
+                continue
+            key = str(record.number)
+            self._records[key] = record
+            self.add_row(
+                str(record.number),
+                fmt.clock_time(record.time_s),
+                fmt.size(record.event.size),
+                fmt.preview(record.body, 200),
+                key=key,
+            )
+            self._last = record.number
+        if following and self.row_count:
+            self.move_cursor(row=self.row_count - 1, animate=False)
+
+    def selected(self) -> MessageRecord | None:
+        if not self.row_count:
+            return None
+        key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        return self._records.get(key or "")
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        record = self._records.get(event.row_key.value or "")
+        if record is not None:
+            self.post_message(self.MessageChosen(record))

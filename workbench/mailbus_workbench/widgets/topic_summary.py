@@ -1,0 +1,41 @@
+"""Stats of the selected topic with a sparkline of its rate."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.widgets import Sparkline, Static
+
+from mailbus_workbench.model.topics import TopicStats
+from mailbus_workbench.widgets import format as fmt
+
+
+class TopicSummary(Horizontal):
+    DEFAULT_CSS = """
+    TopicSummary { height: 3; border-bottom: solid $panel; }
+    TopicSummary #summary-text { width: 1fr; height: 2; }
+    TopicSummary Sparkline { width: 30; height: 2; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static("No topic selected.", id="summary-text")
+        yield Sparkline([], id="summary-sparkline")
+
+    def show(
+        self, stats: TopicStats | None, now: float, *, paused: bool, cap: int, missed: int
+    ) -> None:
+        text = self.query_one("#summary-text", Static)
+        spark = self.query_one("#summary-sparkline", Sparkline)
+        state = f"[b reverse] PAUSED [/] {missed} not kept  " if paused else ""
+        if stats is None:
+            text.update(f"{state}No topic selected.  history cap {cap}")
+            spark.data = []
+            return
+        text.update(
+            f"{state}[b]{escape(stats.name)}[/b]  {stats.count} msgs  {fmt.rate(stats.rate)}  "
+            f"{fmt.size(stats.bytes_rate)}/s\n"
+            f"last seen {fmt.age(now - stats.last_seen)}  total {fmt.size(stats.bytes)}  "
+            f"history cap {cap}"
+        )
+        spark.data = list(stats.rate_history) or [0.0]

@@ -1,0 +1,89 @@
+"""Service traces as a table: time, service, client, sequence, latency, status."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.message import Message
+from textual.widgets import DataTable
+
+from mailbus_workbench.model.services import ServiceStore, Trace, TraceStatus
+from mailbus_workbench.widgets import format as fmt
+
+SHOWN = 300  # newest traces listed; the store holds more
+STATUS_STYLE = {
+    TraceStatus.ANSWERED: "green",
+    TraceStatus.PENDING: "yellow",
+    TraceStatus.TIMED_OUT: "bold red",
+    TraceStatus.ORPHANED: "magenta",
+    TraceStatus.DUPLICATE: "bold magenta",
+}
+
+
+class TraceList(DataTable[str | Text]):
+    class TraceChosen(Message):
+        def __init__(self, trace: Trace) -> None:
+            super().__init__()
+            self.trace = trace
+
+    DEFAULT_CSS = "TraceList { height: 1fr; }"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self._traces: dict[str, Trace] = {}
+        self._status: dict[str, TraceStatus] = {}
+        self._version = -1
+
+    def on_mount(self) -> None:
+        self.add_column("time (UTC)", key="time", width=12)
+        self.add_column("service", key="service", width=14)
+        self.add_column("client", key="client", width=8)
+        self.add_column("seq", key="seq", width=5)
+        self.add_column("latency", key="latency", width=9)
+        self.add_column("status", key="status", width=10)
+
+    def show(self, store: ServiceStore, now: float) -> None:
+        traces = store.traces()[-SHOWN:]
+        following = self.row_count == 0 or self.cursor_row >= self.row_count - 1
+        wanted = {t.key for t in traces}
+        for key in [k for k in self._traces if k not in wanted]:
+            self.remove_row(key)
+            del self._traces[key]
+            self._status.pop(key, None)
+        for trace in traces:
+            status = trace.status(now, store.timeout_s)
+            if trace.key not in self._traces:
+                self._traces[trace.key] = trace
+                self._status[trace.key] = status
+                self.add_row(
+                    fmt.clock_time(trace.started_s),
+                    trace.service,
+                    trace.client_gid[:8],
+                    str(trace.sequence),
+                    fmt.latency(trace.latency_s),
+                    Text(status.value, style=STATUS_STYLE[status]),
+                    key=trace.key,
+                )
+            elif self._status[trace.key] != status:  # pending -> answered / timed out
+                self._status[trace.key] = status
+                self.update_cell(trace.key, "latency", fmt.latency(trace.latency_s))
+                self.update_cell(
+                    trace.key, "status", Text(status.value, style=STATUS_STYLE[status])
+                )
+        if following and self.row_count:
+            self.move_cursor(row=self.row_count - 1, animate=False)
+
+    def reset(self) -> None:
+        self.clear()
+        self._traces.clear()
+        self._status.clear()
+
+    def selected(self) -> Trace | None:
+        if not self.row_count:
+            return None
+        key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        return self._traces.get(key or "")
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        trace = self._traces.get(event.row_key.value or "")
+        if trace is not None:
+            self.post_message(self.TraceChosen(trace))
