@@ -231,7 +231,7 @@ def sample_wait_sets(t0: float = T0) -> list[FixedWaitSet]:
     return [
         FixedWaitSet(
             "demo/server",
-            FixedStats(412, 37, True, 0.2, _ns(t0 - 0.05), ("demo/add",)),
+            FixedStats(412, 37, True, 0.2, _ns(t0 + 11.95), ("demo/add",)),
             [FixedEntity("server", "demo/add")],
         ),
         FixedWaitSet(
@@ -245,3 +245,59 @@ def sample_wait_sets(t0: float = T0) -> list[FixedWaitSet]:
             ],
         ),
     ]
+
+
+RAW_DATE = "Fri, 15 Jan 2027 08:00:12 GMT"
+
+
+def fixed_model(clock: FrozenClock | None = None, seconds: float = 12.0):  # type: ignore[no-untyped-def]
+    """A model holding `sample_events`, with fixed wait sets, pumped at a frozen clock."""
+    from mailbus_workbench.model.state import WorkbenchModel
+
+    clock = clock or FrozenClock(T0 + seconds)
+    wait_sets = sample_wait_sets(T0)
+    model = WorkbenchModel(clock=clock, wait_sets=lambda: wait_sets)
+    # Walk the clock through the data so that rates, sparklines and timelines fill in.
+    events = sample_events(seconds)
+    end = clock.now
+    clock.now = T0
+    i = 0
+    step = 0
+    while clock.now < end:
+        clock.advance(0.25)
+        step += 1
+        limit = clock.now * 1e9
+        batch = []
+        while i < len(events) and events[i].time_ns <= limit:
+            batch.append(events[i])
+            i += 1
+        model.feed_events(batch)
+        # Fixed wait sets move a little so their timelines show every state.
+        wait_sets[0].stats.waits += 1
+        if step % 5 == 0:
+            wait_sets[0].stats.timeouts += 1
+        if step % 3 == 0:
+            wait_sets[1].stats.waits += 1
+        model.pump()
+    model.feed_events(events[i:])
+    model.pump()
+    return model
+
+
+def fixed_app(**kwargs):  # type: ignore[no-untyped-def]
+    """The workbench on fixed data: no engine, no timer, a frozen clock."""
+    from mailbus_workbench.app import WorkbenchApp
+    from mailbus_workbench.model.settings import Settings
+
+    model = kwargs.pop("model", None) or fixed_model()
+    settings = kwargs.pop("settings", None) or Settings(
+        keymap_file=kwargs.pop("keymap_file", None) or _nowhere("keymap.toml"),
+        templates_file=kwargs.pop("templates_file", None) or _nowhere("templates.toml"),
+    )
+    return WorkbenchApp(model=model, settings=settings, live=False, raw_date=RAW_DATE, **kwargs)
+
+
+def _nowhere(name: str):  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    return Path("/nonexistent/mailbus-workbench") / name

@@ -5,7 +5,6 @@ publish templates live in files of their own so that the workbench can write the
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tomllib
@@ -101,7 +100,7 @@ def load_keymap(path: Path, known_ids: set[str]) -> dict[str, str]:
                 f"{path}: keys.{binding_id}",
                 f"no such binding; known: {', '.join(sorted(known_ids))}",
             )
-        if not isinstance(value, str) or not _KEY.match(value.replace(" ", "")):
+        if not isinstance(value, str) or not _KEY.fullmatch(value.replace(" ", "")):
             raise ConfigError(f"{path}: keys.{binding_id}", f"not a key list: {value!r}")
         keymap[binding_id] = value.replace(" ", "")
     return keymap
@@ -162,6 +161,26 @@ def save_templates(path: Path, templates: list[Template]) -> None:
     os.replace(tmp, path)
 
 
+_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\t": "\\t",
+    "\n": "\\n",
+    "\f": "\\f",
+    "\r": "\\r",
+}
+
+
 def _toml_str(value: str) -> str:
-    # A JSON string with ASCII escapes is a valid TOML basic string.
-    return json.dumps(value, ensure_ascii=True).replace("\x7f", "\\u007f")
+    """A TOML basic string: escapes for quotes, backslashes and control characters."""
+    out = []
+    for ch in value:
+        escaped = _ESCAPES.get(ch)
+        if escaped is not None:
+            out.append(escaped)
+        elif ch < " " or ch == "\x7f":
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'

@@ -85,7 +85,10 @@ class WaitSetMonitor:
             row = self.rows.get(key)
             if row is None:
                 row = self.rows[key] = WaitSetRow(
-                    key, wait_set.name or f"wait set {len(self.rows) + 1}"
+                    key,
+                    wait_set.name or f"wait set {len(self.rows) + 1}",
+                    waits=stats.waits,
+                    timeouts=stats.timeouts,
                 )
             # A state letter per sample: w waiting, r completed waits, t a time-out, . idle.
             if stats.timeouts > row.timeouts:

@@ -41,7 +41,7 @@ Select a call to see the request and the response side by side.
 
     DEFAULT_CSS = """
     #services-top { height: 1fr; }
-    #services-left { width: 62; }
+    #services-left { width: 78; }
     #services-right { width: 1fr; }
     #services-counts { height: 1; }
     #email-pair { height: 1fr; }
@@ -79,4 +79,4 @@ Select a call to see the request and the response side by side.
 
     def action_resize(self, delta: int) -> None:
         left = self.query_one("#services-left")
-        left.styles.width = max(20, min((left.size.width or 62) + delta, self.size.width - 20))
+        left.styles.width = max(20, min((left.size.width or 78) + delta, self.size.width - 20))

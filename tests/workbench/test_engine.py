@@ -1,0 +1,78 @@
+"""The engine host: demo or attached by options file; publish and call from any thread."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from mailbus.errors import ConfigError, InvalidNameError, ServiceTimeoutError
+from mailbus_workbench.engine import EngineHost
+from mailbus_workbench.model.state import WorkbenchModel
+
+
+def test_publish_and_call_from_many_threads(engine: EngineHost) -> None:
+    model = WorkbenchModel(wait_sets=engine.wait_sets)
+    engine.add_listener(model.feed.listener)
+    results: list[str] = []
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            engine.publish("load/t", str(i))
+            results.append(engine.call("echo", f"abc{i}", 2.0).response.body)
+        except BaseException as exc:  # collected for the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert not errors
+    assert sorted(results) == sorted(f"{i}cba" for i in range(8))
+    model.pump()
+    assert model.topics.stats["load/t"].count == 8
+    assert len(model.services) == 8
+
+
+def test_call_without_server_times_out_and_bad_names_are_refused(engine: EngineHost) -> None:
+    with pytest.raises(ServiceTimeoutError):
+        engine.call("silent", "x", 0.05)
+    with pytest.raises(InvalidNameError):
+        engine.publish("bad\ntopic", "x")
+
+
+def test_from_config(tmp_path: Path) -> None:
+    assert EngineHost.from_config(None).demo is not None
+    path = tmp_path / "o.toml"
+    path.write_text('transport = "inprocess"\n[workbench]\nhistory-cap = 7\n')
+    host = EngineHost.from_config(path)
+    assert host.demo is None
+    assert host.options.sections["workbench"]["history-cap"] == 7
+    assert "inprocess" in host.description
+    path.write_text('transport = "pigeon"\n')
+    with pytest.raises(ConfigError):
+        EngineHost.from_config(path)
+
+
+def test_demo_engine_runs_and_stops() -> None:
+    host = EngineHost(seed=1)
+    model = WorkbenchModel(wait_sets=host.wait_sets)
+    host.add_listener(model.feed.listener)
+    host.start()
+    try:
+        import time
+
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and (
+            len(model.topics.stats) < 3 or len(model.services) < 1
+        ):
+            model.pump()
+            time.sleep(0.05)  # polling a condition with a deadline
+        assert {"robot/pose", "sensors/temperature"} <= set(model.topics.stats)
+        assert len(model.services) >= 1
+        assert [r.name for r in model.wait_sets.ordered()] == ["demo/server"]
+    finally:
+        host.stop()
+    assert not host.context.is_initialized

@@ -1,0 +1,285 @@
+"""The model without Textual: feed, topic stats and history, service traces, wait sets."""
+
+from __future__ import annotations
+
+import json
+
+import mailbus
+import pytest
+from mailbus.email_message import from_bytes
+from mailbus.trace import Kind, TraceEvent
+from mailbus_workbench.fixtures import (
+    T0,
+    FrozenClock,
+    message_event,
+    request_event,
+    response_event,
+    sample_events,
+    sample_wait_sets,
+)
+from mailbus_workbench.model import EventFeed, ServiceStore, TopicStore, TraceStatus
+from mailbus_workbench.model.fuzzy import fuzzy_filter, fuzzy_score
+from mailbus_workbench.model.inspect import body_diff, header_rows, pretty_body, raw_source
+from mailbus_workbench.model.state import WorkbenchModel
+from mailbus_workbench.model.topics import RATE_HISTORY, topic_tree
+from mailbus_workbench.model.waitsets import WaitSetMonitor
+
+
+def msg(topic: str, t: float, n: int = 1, body: str = "x") -> TraceEvent:
+    return message_event(topic, body, t, n)
+
+
+# -- feed ------------------------------------------------------------------------------
+def test_feed_keeps_only_wanted_kinds_in_order() -> None:
+    feed = EventFeed(10)
+    feed.listener(TraceEvent(Kind.PUBLISHED.value, 1, name="a"))
+    feed.listener(msg("a", T0, 1))
+    feed.listener(msg("b", T0, 2))
+    assert [e.name for e in feed.drain()] == ["a", "b"]
+    assert feed.drain() == []
+
+
+def test_feed_bounded_and_counts_what_it_drops() -> None:
+    feed = EventFeed(3)
+    for i in range(5):
+        feed.listener(msg("a", T0 + i, i))
+    assert len(feed) == 3
+    assert feed.dropped == 2
+    taken = feed.drain(2)
+    assert [e.message_id for e in taken] == [msg("a", 0, 2).message_id, msg("a", 0, 3).message_id]
+    assert feed.dropped == 2
+    with pytest.raises(ValueError):
+        EventFeed(0)
+
+
+# -- topics ----------------------------------------------------------------------------
+def test_topic_stats_count_bytes_and_rates() -> None:
+    store = TopicStore()
+    for i in range(10):
+        store.add(message_event("a/b", "12345", T0 + i * 0.1, i))
+    stats = store.stats["a/b"]
+    assert (stats.count, stats.bytes, stats.last_seen) == (10, 50, pytest.approx(T0 + 0.9))
+    store.tick(T0 + 1.0)
+    assert stats.rate == 10 and stats.bytes_rate == 50
+    store.tick(T0 + 3.5)  # two silent windows
+    assert list(stats.rate_history) == [10, 0, 0]
+    assert stats.rate == 0
+
+
+def test_rate_history_is_bounded() -> None:
+    store = TopicStore()
+    store.add(msg("a", T0))
+    store.tick(T0 + 10 * RATE_HISTORY)
+    assert len(store.stats["a"].rate_history) == RATE_HISTORY
+
+
+def test_history_cap_per_topic_and_changing_it() -> None:
+    store = TopicStore(history_cap=3)
+    for i in range(1, 6):
+        store.add(msg("a", T0 + i, i))
+    store.add(msg("b", T0, 9))
+    assert [r.number for r in store.history("a")] == [3, 4, 5]
+    assert store.stats["a"].count == 5
+    store.history_cap = 2
+    assert [r.number for r in store.history("a")] == [4, 5]
+    assert store.held() == 3
+    for bad in (0, -1, 10**9):
+        with pytest.raises(ValueError):
+            store.history_cap = bad
+    assert store.history_cap == 2
+
+
+def test_previous_message_and_clear() -> None:
+    store = TopicStore()
+    for i in range(3):
+        store.add(msg("a", T0 + i, i, body=str(i)))
+    assert store.previous("a", 3) is not None and store.previous("a", 3).body == "1"
+    assert store.previous("a", 1) is None
+    store.clear("a")
+    assert "a" not in store.stats and store.history("a") == []
+    store.add(msg("b", T0))
+    store.clear()
+    assert store.total == 0 and not store.stats
+
+
+def test_max_topics_bounds_memory() -> None:
+    store = TopicStore(max_topics=2)
+    for i, name in enumerate(["a", "b", "c", "c"]):
+        store.add(msg(name, T0 + i, i))
+    assert sorted(store.stats) == ["a", "b"]
+    assert store.untracked == 2
+
+
+def test_topic_tree_groups_by_slash() -> None:
+    tree = topic_tree(["robot/pose", "robot/log", "robot", "/abs/x", "single"])
+    labels = [n.label for n in tree]
+    assert labels == ["abs", "robot", "single"]
+    robot = tree[1]
+    assert robot.topic == "robot"  # a prefix that is also a topic
+    assert [(c.label, c.topic) for c in robot.children] == [
+        ("log", "robot/log"),
+        ("pose", "robot/pose"),
+    ]
+    assert tree[0].children[0].topic == "/abs/x"  # the real name, leading slash kept
+
+
+def test_fuzzy_filter() -> None:
+    names = ["robot/pose", "robot/log", "sensors/temperature", "system/heartbeat"]
+    assert fuzzy_filter("rbps", names) == ["robot/pose"]
+    assert fuzzy_filter("temp", names) == ["sensors/temperature"]
+    assert fuzzy_filter("", names) == sorted(names)
+    assert fuzzy_filter("zzz", names) == []
+    assert fuzzy_score("log", "robot/log") > fuzzy_score("log", "lxoxgx")  # type: ignore[operator]
+
+
+# -- services --------------------------------------------------------------------------
+def test_service_pairing_statuses_and_latency() -> None:
+    store = ServiceStore(timeout_s=1.0)
+    store.add(request_event("s", "[1]", T0, 1, "<r1@x>"))
+    store.add(response_event("s", "1", T0 + 0.25, 1, "<p1@x>", "<r1@x>"))
+    store.add(request_event("s", "[2]", T0 + 1, 2, "<r2@x>"))
+    store.add(response_event("s", "0", T0 + 1.1, 7, "<p7@x>", "<unknown@x>"))
+    store.add(response_event("s", "1", T0 + 0.3, 1, "<p1b@x>", "<r1@x>"))
+    traces = store.traces()
+    by_key = {t.key: t for t in traces}
+    answered = by_key["<r1@x>"]
+    assert answered.status(T0 + 5, 1.0) is TraceStatus.ANSWERED
+    assert answered.latency_s == pytest.approx(0.25)
+    assert answered.duplicates == 1
+    assert by_key["<r2@x>"].status(T0 + 1.5, 1.0) is TraceStatus.PENDING
+    assert by_key["<r2@x>"].status(T0 + 2.0, 1.0) is TraceStatus.TIMED_OUT
+    statuses = [t.status(T0 + 5, 1.0) for t in traces]
+    assert statuses.count(TraceStatus.ORPHANED) == 1
+    assert statuses.count(TraceStatus.DUPLICATE) == 1
+    assert store.counts(T0 + 5)[TraceStatus.TIMED_OUT] == 1
+
+
+def test_late_response_turns_timed_out_into_answered() -> None:
+    store = ServiceStore(timeout_s=0.5)
+    store.add(request_event("s", "", T0, 1, "<r@x>"))
+    assert store.traces()[0].status(T0 + 1, 0.5) is TraceStatus.TIMED_OUT
+    store.add(response_event("s", "", T0 + 2, 1, "<p@x>", "<r@x>"))
+    assert store.traces()[0].status(T0 + 3, 0.5) is TraceStatus.ANSWERED
+
+
+def test_redelivered_request_is_kept_once_and_store_is_bounded() -> None:
+    store = ServiceStore(max_traces=3)
+    store.add(request_event("s", "", T0, 1, "<r1@x>"))
+    store.add(request_event("s", "", T0 + 0.1, 1, "<r1@x>"))
+    assert len(store) == 1
+    for i in range(2, 7):
+        store.add(request_event("s", "", T0 + i, i, f"<r{i}@x>"))
+    assert [t.sequence for t in store.traces()] == [4, 5, 6]
+    # A response to an evicted request is an orphan now: visible, not lost.
+    store.add(response_event("s", "", T0 + 9, 1, "<p1@x>", "<r1@x>"))
+    assert store.traces()[-1].status(T0 + 9, 2.0) is TraceStatus.ORPHANED
+    with pytest.raises(ValueError):
+        ServiceStore(max_traces=0)
+    with pytest.raises(ValueError):
+        ServiceStore(timeout_s=0)
+
+
+def test_sample_events_cover_every_status() -> None:
+    model = WorkbenchModel(clock=FrozenClock(T0 + 12))
+    model.feed_events(sample_events())
+    model.pump()
+    counts = model.services.counts(T0 + 12)
+    assert all(counts[s] > 0 for s in TraceStatus), counts
+    assert sorted(model.topics.stats) == [
+        "robot/log",
+        "robot/pose",
+        "sensors/temperature",
+        "system/heartbeat",
+    ]
+
+
+# -- inspector helpers -----------------------------------------------------------------
+def test_pretty_body() -> None:
+    assert pretty_body('{"a":1,"b":[1,2]}') == (
+        True,
+        '{\n  "a": 1,\n  "b": [\n    1,\n    2\n  ]\n}',
+    )
+    assert pretty_body("INFO hello") == (False, "INFO hello")
+    assert pretty_body("{not json") == (False, "{not json")
+    assert pretty_body("42")[0] is True
+
+
+def test_raw_source_is_an_email_mailbus_can_read_back() -> None:
+    event = response_event("demo/add", '{"sum": 6}', T0, 3, "<p3@x>", "<r3@x>")
+    raw = raw_source(event, "Fri, 15 Jan 2027 08:00:12 GMT")
+    assert "In-Reply-To: <r3@x>" in raw and "Request-Sequence-Number: 3" in raw
+    email = from_bytes(raw.replace("\n", "\r\n").encode())
+    assert (email.subject, email.body, email.in_reply_to) == ("demo/add", '{"sum": 6}', "<r3@x>")
+    names = [name for name, _ in header_rows(event)]
+    assert names[:4] == ["Subject", "Message-ID", "In-Reply-To", "References"]
+
+
+def test_raw_source_reports_what_cannot_be_built() -> None:
+    bad = TraceEvent(Kind.RECEIVED.value, 1, name="a\r\nBcc: x", body="", detail="message")
+    assert raw_source(bad).startswith("(cannot build the RFC 5322 source")
+
+
+def test_body_diff() -> None:
+    diff = body_diff('{"a": 1, "b": 2}', '{"a": 1, "b": 3}')
+    assert '-  "b": 2' in diff and '+  "b": 3' in diff
+    assert body_diff("same", "same") == "(identical to the previous message)"
+    assert body_diff(None, "x").startswith("(no previous")
+
+
+# -- wait sets -------------------------------------------------------------------------
+def test_wait_set_monitor_on_a_real_wait_set() -> None:
+    with mailbus.Context() as ctx:
+        sub = ctx.subscription("t")
+        wait_set = ctx.wait_set("main")
+        wait_set.add_subscription(sub)
+        monitor = WaitSetMonitor(lambda: ctx.wait_sets)
+        monitor.sample(0)
+        assert not wait_set.wait(0)  # a time-out
+        monitor.sample(0)
+        ctx.publisher("t").publish("x")
+        assert mailbus.wait_for_message(ctx.subscription("u"), 0) is None
+        assert wait_set.wait(2.0).subscriptions == (sub,)
+        monitor.sample(0)
+        (row,) = monitor.ordered()
+        assert row.name == "main"
+        assert [(e.kind, e.name) for e in row.entities] == [("subscription", "t")]
+        assert (row.waits, row.timeouts) == (2, 1)
+        assert "".join(row.timeline) == ".tr"
+        wait_set.close()
+        monitor.sample(0)
+        assert monitor.ordered() == []
+
+
+def test_wait_set_monitor_on_fixed_wait_sets() -> None:
+    sets = sample_wait_sets()
+    monitor = WaitSetMonitor(lambda: sets)
+    monitor.sample(int((T0 + 12) * 1e9))
+    rows = {r.name: r for r in monitor.ordered()}
+    assert rows["demo/server"].waiting and rows["demo/server"].waiting_for_s == pytest.approx(
+        0.05, abs=1e-3
+    )
+    assert sum(e.ready for e in rows["controller"].entities) == 1
+
+
+# -- the whole model against the real engine ------------------------------------------
+def test_model_follows_a_real_context_and_pause_keeps_counting() -> None:
+    model = WorkbenchModel()
+    with mailbus.Context() as ctx:
+        ctx.tracer.add_listener(model.feed.listener)
+        publisher = ctx.publisher("sensors/x")
+        sub = ctx.subscription("sensors/x")
+        for i in range(5):
+            publisher.publish(json.dumps({"i": i}))
+        for _ in range(5):  # delivered means the polling thread traced them already
+            assert mailbus.wait_for_message(sub, 2.0) is not None
+        model.pump()
+        assert model.topics.stats["sensors/x"].count == 5
+        model.set_paused(True)
+        publisher.publish("{}")
+        assert mailbus.wait_for_message(sub, 2.0) is not None
+        model.pump()
+        assert model.topics.stats["sensors/x"].count == 6
+        assert len(model.topics.history("sensors/x")) == 5
+        assert model.missed_while_paused == 1
+        model.set_paused(False)
+        assert model.missed_while_paused == 0
