@@ -114,7 +114,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(name=st.text(min_size=1).filter(str.strip), body=st.text())
 def test_any_template_text_survives_the_file(name: str, body: str) -> None:
     import tempfile
