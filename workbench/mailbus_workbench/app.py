@@ -11,9 +11,11 @@ from mailbus.errors import ConfigError, MailbusError
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
+from textual.widgets._tabbed_content import ContentTabs
 
 from mailbus_workbench.commands import workbench_commands
 from mailbus_workbench.engine import EngineHost
@@ -107,6 +109,7 @@ class WorkbenchApp(App[int]):
         self.raw_date = raw_date  # a fixed Date for raw sources (snapshots)
         self.screenshot_dir = screenshot_dir or Path.cwd()
         self.engine_error = ""
+        self.status_text = ""
         self._last_refresh: dict[str, float] = {}
         self._rate_mark = (0.0, 0)
         self.events_per_s = 0.0
@@ -126,18 +129,27 @@ class WorkbenchApp(App[int]):
     def view_titles(self) -> list[tuple[str, str]]:
         return [(view_id, title) for view_id, title, _ in self.VIEWS]
 
+    @property
+    def main_screen(self) -> Screen[object]:
+        # The views live on the first screen; queries must not look at a modal on top.
+        return self.screen_stack[0]
+
     def view(self, view_id: str) -> View:
-        return self.query_one(f"#{view_id}-view", View)
+        return self.main_screen.query_one(f"#{view_id}-view", View)
 
     @property
     def active_view_id(self) -> str:
-        return self.query_one("#views", TabbedContent).active
+        return self.main_screen.query_one("#views", TabbedContent).active
 
     def on_mount(self) -> None:
         self.sub_title = self.engine.description if self.engine else "recorded data"
         if self.settings.theme in self.available_themes:
             self.theme = self.settings.theme
         self.load_keymap()
+        # Keys go to the view under the tabs: the tab bar itself never holds the focus
+        # (it is still clickable, and 1-5 switch views).
+        self.query_one(ContentTabs).can_focus = False
+        self.call_after_refresh(self.view("topics").focus_default)
         if self.engine is not None:
             self._start_engine()
         if self.live:
@@ -165,6 +177,12 @@ class WorkbenchApp(App[int]):
     # -- refresh ----------------------------------------------------------------------
     def refresh_now(self) -> None:
         """Fold queued events into the model and repaint the visible view."""
+        try:
+            self._refresh()
+        except NoMatches:  # the views are gone: the app is shutting down
+            pass
+
+    def _refresh(self) -> None:
         model = self.model
         model.pump(PUMP_LIMIT)
         now = model.clock()
@@ -197,11 +215,13 @@ class WorkbenchApp(App[int]):
             parts.append(f"{model.topics.untracked} msgs on untracked topics")
         if self.engine_error:
             parts.append(f"engine: {self.engine_error}")
-        self.query_one("#status", Static).update("  ·  ".join(parts))
+        self.status_text = "  ·  ".join(parts)
+        self.main_screen.query_one("#status", Static).update(self.status_text)
 
     # -- actions ----------------------------------------------------------------------
     def action_show(self, view_id: str) -> None:
-        self.query_one("#views", TabbedContent).active = view_id
+        self.main_screen.query_one("#views", TabbedContent).active = view_id
+        self.view(view_id).focus_default()
         self.refresh_now()
 
     def run_view_action(self, view_id: str, action: str) -> None:

@@ -25,5 +25,11 @@ class View(Container):
         assert isinstance(app, WorkbenchApp)
         return app
 
+    DEFAULT_FOCUS = ""  # selector of the widget that gets the focus when shown
+
+    def focus_default(self) -> None:
+        if self.DEFAULT_FOCUS:
+            self.query_one(self.DEFAULT_FOCUS).focus()
+
     def refresh_view(self, now: float) -> None:
         """Show the model's current state; called on the UI thread while visible."""

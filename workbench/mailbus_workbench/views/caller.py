@@ -38,6 +38,7 @@ class CallRecord:
 
 
 class CallerView(View):
+    DEFAULT_FOCUS = "#call-service"
     HELP = """\
 ## Call
 Pick a service (Tab or → accepts the completion from the services seen), write the

@@ -17,6 +17,7 @@ from mailbus_workbench.widgets.waterfall import Waterfall
 
 
 class ServicesView(View):
+    DEFAULT_FOCUS = "#trace-list"
     HELP = """\
 ## Services
 Every request is paired with its response through `In-Reply-To`/`References`.

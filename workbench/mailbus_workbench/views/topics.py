@@ -19,6 +19,7 @@ from mailbus_workbench.widgets.topic_tree import TopicTree
 
 
 class TopicsView(View):
+    DEFAULT_FOCUS = "#topic-tree"
     HELP = """\
 ## Topics
 The tree groups topics by `/` and shows each topic's message count and rate.

@@ -22,6 +22,7 @@ def timeline_text(row: WaitSetRow) -> Text:
 
 
 class WaitSetsView(View):
+    DEFAULT_FOCUS = "#waitset-table"
     HELP = """\
 ## Wait sets
 Each wait set in this process (`context.wait_sets`): its entities and which are ready,
@@ -95,11 +96,21 @@ waiting, red a time-out, grey idle.
             str(row.timeouts),
         )
 
+    detail_text = ""  # the detail pane as plain text
+
     def _detail(self, row: WaitSetRow | None) -> None:
         detail = self.query_one("#waitset-detail", Static)
         if row is None:
-            detail.update("No wait sets in this process yet.")
+            self.detail_text = "No wait sets in this process yet."
+            detail.update(self.detail_text)
             return
+        self.detail_text = "\n".join(
+            [
+                row.name,
+                *(f"{e.kind} {e.name} {'ready' if e.ready else '-'}" for e in row.entities),
+                "".join(row.timeline),
+            ]
+        )
         grid = Table.grid(padding=(0, 2))
         grid.add_column(style="bold")
         grid.add_column()

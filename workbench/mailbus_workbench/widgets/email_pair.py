@@ -26,23 +26,28 @@ class EmailPair(Horizontal):
             right.border_title = "response"
             yield Static("", id="pair-response-text", markup=False)
 
+    shown: Trace | None = None
+    texts: dict[str, str] = {}
+
     def show(self, trace: Trace | None, date: str | None = None) -> None:
+        self.shown = trace
+        self.texts = {}
         left = self.query_one("#pair-request-text", Static)
         right = self.query_one("#pair-response-text", Static)
         if trace is None:
             left.update("Select a call.")
             right.update("")
             return
-        left.update(
-            Text(raw_source(trace.request, date))
-            if trace.request is not None
-            else Text("(request not seen: orphaned response)", style="magenta")
-        )
-        right.update(
-            Text(raw_source(trace.response, date))
-            if trace.response is not None
-            else Text("(no response yet)", style="yellow")
-        )
+        if trace.request is not None:
+            self.texts["request"] = raw_source(trace.request, date)
+            left.update(Text(self.texts["request"]))
+        else:
+            left.update(Text("(request not seen: orphaned response)", style="magenta"))
+        if trace.response is not None:
+            self.texts["response"] = raw_source(trace.response, date)
+            right.update(Text(self.texts["response"]))
+        else:
+            right.update(Text("(no response yet)", style="yellow"))
         self.query_one("#pair-response", VerticalScroll).border_title = (
             f"response  {fmt.latency(trace.latency_s)}"
             + ("  (duplicate)" if trace.duplicate else "")

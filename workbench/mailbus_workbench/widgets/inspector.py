@@ -24,6 +24,7 @@ class Inspector(Vertical):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.record: MessageRecord | None = None
+        self.texts: dict[str, str] = {}  # what each tab shows, as plain text
 
     def compose(self) -> ComposeResult:
         with TabbedContent(id="inspector-tabs"):
@@ -44,6 +45,7 @@ class Inspector(Vertical):
     ) -> None:
         self.record = record
         if record is None:
+            self.texts = {}
             for tab in ("body", "headers", "raw", "diff"):
                 self.query_one(f"#inspector-{tab}-text", Static).update("Select a message.")
             return
@@ -60,8 +62,15 @@ class Inspector(Vertical):
         for name, value in header_rows(event):
             table.add_row(name, value)
         self.query_one("#inspector-headers-text", Static).update(table)
-        self.query_one("#inspector-raw-text", Static).update(Text(raw_source(event, date)))
+        raw = raw_source(event, date)
+        self.query_one("#inspector-raw-text", Static).update(Text(raw))
         diff = body_diff(previous.body if previous else None, record.body)
+        self.texts = {
+            "body": body,
+            "headers": "\n".join(f"{name}: {value}" for name, value in header_rows(event)),
+            "raw": raw,
+            "diff": diff,
+        }
         self.query_one("#inspector-diff-text", Static).update(
             Syntax(diff, "diff", background_color="default")
             if diff.startswith("---")

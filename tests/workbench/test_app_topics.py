@@ -1,0 +1,166 @@
+"""Pilot tests of the start-up and the Topics view."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mailbus_workbench.app import WorkbenchApp
+from mailbus_workbench.engine import EngineHost
+from mailbus_workbench.fixtures import fixed_app
+from mailbus_workbench.screens import NumberPrompt
+from mailbus_workbench.views.topics import TopicsView
+from mailbus_workbench.widgets.inspector import Inspector
+from mailbus_workbench.widgets.message_list import MessageList
+from mailbus_workbench.widgets.topic_tree import TopicTree
+from textual.widgets import Input, Static, TabbedContent
+from wb_helpers import Posted, until
+
+SIZE = (140, 42)
+
+
+async def test_new_user_sees_live_demo_topics_at_once() -> None:
+    app = WorkbenchApp(engine=EngineHost(seed=3))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: len(app.model.topics.stats) >= 3, "demo topics")
+        view = app.query_one(TopicsView)
+        await until(pilot, lambda: view.topic is not None, "a topic to be selected")
+        messages = app.query_one(MessageList)
+        await until(pilot, lambda: messages.row_count > 0, "messages of the topic")
+        tree = app.query_one(TopicTree)
+        assert {"robot/pose", "sensors/temperature"} <= set(tree._topic_nodes)
+        status = str(app.query_one("#status", Static).render())
+        assert "msgs" in status and "topics" in status
+    assert not app.engine.context.is_initialized  # type: ignore[union-attr]
+
+
+async def test_select_topic_and_inspect_message() -> None:
+    app = fixed_app()
+    posted = Posted()
+    async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
+        await pilot.pause()
+        tree = app.query_one(TopicTree)
+        assert tree.select_topic("sensors/temperature")
+        await pilot.pause()
+        view = app.query_one(TopicsView)
+        assert view.topic == "sensors/temperature"
+        assert [m.topic for m in posted.of(TopicTree.TopicSelected)][-1] == "sensors/temperature"
+        messages = app.query_one(MessageList)
+        assert messages.row_count == app.model.topics.stats["sensors/temperature"].count
+        messages.focus()
+        await pilot.press("up")
+        chosen = posted.of(MessageList.MessageChosen)[-1].record  # type: ignore[attr-defined]
+        inspector = app.query_one(Inspector)
+        assert inspector.record is chosen
+        texts = inspector.texts
+        assert '"celsius"' in texts["body"] and "\n" in texts["body"]  # pretty JSON
+        assert "Subject: sensors/temperature" in texts["raw"]
+        assert "Publisher-GID:" in texts["raw"]
+        assert texts["diff"].startswith("--- previous")
+        assert "Source-Timestamp" in texts["headers"]
+        inspector.show_tab("raw")
+        await pilot.pause()
+        assert app.query_one("#inspector-tabs", TabbedContent).active == "inspector-raw"
+
+
+async def test_fuzzy_filter_narrows_the_tree() -> None:
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("slash")
+        assert app.focused is app.query_one("#topic-filter", Input)
+        await pilot.press(*"rbps")
+        tree = app.query_one(TopicTree)
+        assert list(tree._topic_nodes) == ["robot/pose"]
+        await pilot.press("enter")
+        assert app.focused is tree
+        app.query_one("#topic-filter", Input).value = ""
+        await pilot.pause()
+        assert len(tree._topic_nodes) == 4
+
+
+async def test_pause_freezes_lists_and_clear_forgets() -> None:
+    app = fixed_app()
+    posted = Posted()
+    async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
+        await pilot.pause()
+        app.query_one(TopicTree).focus()
+        await pilot.press("p")
+        assert app.model.paused
+        assert posted.of(TopicsView.PauseChanged)[-1].paused is True  # type: ignore[attr-defined]
+        summary = str(app.query_one("#summary-text", Static).render())
+        assert "PAUSED" in summary
+        await pilot.press("p")
+        assert not app.model.paused
+        await pilot.press("x")
+        assert posted.of(TopicsView.Cleared)
+        assert app.model.topics.total == 0
+        assert app.query_one(MessageList).row_count == 0
+        assert app.query_one(TopicTree)._topic_nodes == {}
+
+
+async def test_history_cap_prompt_validates_and_applies() -> None:
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        app.query_one(TopicTree).focus()
+        await pilot.press("h")
+        await until(pilot, lambda: isinstance(app.screen, NumberPrompt), "the prompt")
+        prompt_input = app.screen.query_one("#prompt-input", Input)
+        prompt_input.value = "0"
+        await pilot.press("enter")
+        assert isinstance(app.screen, NumberPrompt)
+        assert "whole number" in str(app.screen.query_one("#prompt-error", Static).render())
+        prompt_input.value = "5"
+        await pilot.press("enter")
+        await until(pilot, lambda: not isinstance(app.screen, NumberPrompt), "the prompt to close")
+        assert app.model.topics.history_cap == 5
+        assert len(app.model.topics.history("robot/pose")) == 5
+        await pilot.pause()
+        assert app.query_one(MessageList).row_count <= 5
+        await pilot.press("h")
+        await until(pilot, lambda: isinstance(app.screen, NumberPrompt), "the prompt")
+        await pilot.press("escape")
+        assert app.model.topics.history_cap == 5
+
+
+async def test_panes_resize_by_key_and_mouse() -> None:
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        left = app.query_one("#topics-left")
+        before = left.size.width
+        app.query_one(TopicTree).focus()
+        await pilot.press("right_square_bracket")
+        await pilot.pause()
+        assert left.size.width == before + 4
+        divider = app.query_one("#topics-divider")
+        x = divider.region.x
+        await pilot.mouse_down("#topics-divider")
+        await pilot.hover("#topics-divider", offset=(-10, 0))
+        await pilot.mouse_up("#topics-divider")
+        await pilot.pause()
+        assert left.size.width < before + 4
+        assert divider.region.x < x
+
+
+async def test_keymap_file_overrides_bindings(tmp_path: Path) -> None:
+    keymap = tmp_path / "keymap.toml"
+    keymap.write_text('[keys]\n"topics.pause" = "z"\n')
+    app = fixed_app(keymap_file=keymap)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        app.query_one(TopicTree).focus()
+        await pilot.press("z")
+        assert app.model.paused
+
+
+async def test_bad_keymap_file_is_reported_not_fatal(tmp_path: Path) -> None:
+    keymap = tmp_path / "keymap.toml"
+    keymap.write_text('[keys]\n"no.such" = "z"\n')
+    app = fixed_app(keymap_file=keymap)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await pilot.pause()
+        assert any("no such binding" in n.message for n in app._notifications)
+        app.query_one(TopicTree).focus()
+        await pilot.press("p")
+        assert app.model.paused
