@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Iterable
@@ -177,10 +178,8 @@ class WorkbenchApp(App[int]):
     # -- refresh ----------------------------------------------------------------------
     def refresh_now(self) -> None:
         """Fold queued events into the model and repaint the visible view."""
-        try:
+        with contextlib.suppress(NoMatches):  # views gone: the app is shutting down
             self._refresh()
-        except NoMatches:  # the views are gone: the app is shutting down
-            pass
 
     def _refresh(self) -> None:
         model = self.model
