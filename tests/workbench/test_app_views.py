@@ -15,6 +15,7 @@ from mailbus_workbench.views.publish import PublishView
 from mailbus_workbench.views.waitsets import WaitSetsView
 from mailbus_workbench.widgets.email_pair import EmailPair
 from mailbus_workbench.widgets.trace_list import TraceList
+from mailbus_workbench.widgets.waterfall import Waterfall
 from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Input, Select, Static, TabbedContent, TextArea
 from wb_helpers import Posted, until
@@ -50,7 +51,7 @@ async def test_services_pair_requests_and_show_both_emails() -> None:
         assert pair.shown is chosen
         assert "In-Reply-To: " + chosen.request.message_id in pair.texts["response"]
         assert "Request-Sequence-Number: 1" in pair.texts["request"]
-        waterfall = str(app.query_one("#waterfall", Static).render())
+        waterfall = str(app.query_one(Waterfall).render())
         assert "demo/add#" in waterfall
         await pilot.press("x")
         assert len(app.model.services) == 0 and traces.row_count == 0

@@ -44,7 +44,7 @@ Select a call to see the request and the response side by side.
     #services-top { height: 1fr; }
     #services-left { width: 78; }
     #services-right { width: 1fr; }
-    #services-counts { height: 1; }
+    #services-counts { height: auto; }
     #email-pair { height: 1fr; }
     """
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Static
+from textual.widget import Widget
 
 from mailbus_workbench.model.services import ServiceStore, TraceStatus
 from mailbus_workbench.widgets.trace_list import STATUS_STYLE
@@ -44,10 +44,25 @@ def render_waterfall(
     return text
 
 
-class Waterfall(Static):
+class Waterfall(Widget):
+    """Renders at its own size on every repaint, so bars never wrap."""
+
     DEFAULT_CSS = "Waterfall { height: 1fr; }"
 
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._store: ServiceStore | None = None
+        self._now = 0.0
+
     def show(self, store: ServiceStore, now: float) -> None:
-        width = self.size.width or 60
-        height = self.size.height or 10
-        self.update(render_waterfall(store, now, width, height))
+        self._store = store
+        self._now = now
+        self.refresh()
+
+    def render(self) -> Text:
+        if self._store is None:
+            return Text("")
+        text = render_waterfall(self._store, self._now, self.size.width, self.size.height)
+        text.no_wrap = True
+        text.overflow = "crop"
+        return text

@@ -1,0 +1,169 @@
+"""SVG screenshots of every screen on fixed data: `python -m mailbus_workbench.screenshots
+[DIRECTORY]` (default `screenshots/`). The snapshot tests use the same scenes."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from textual.pilot import Pilot
+from textual.widgets import Input, TextArea
+
+from mailbus_workbench.fixtures import fixed_app
+
+SIZE = (130, 38)
+Scene = Callable[[Pilot[object]], Awaitable[None]]
+
+
+async def _topics(pilot: Pilot[object], tab: str = "body") -> None:
+    from mailbus_workbench.views.topics import TopicsView
+    from mailbus_workbench.widgets.inspector import Inspector
+    from mailbus_workbench.widgets.message_list import MessageList
+    from mailbus_workbench.widgets.topic_tree import TopicTree
+
+    await pilot.pause()
+    app = pilot.app
+    app.query_one(TopicTree).select_topic("sensors/temperature")
+    await pilot.pause()
+    messages = app.query_one(MessageList)
+    messages.focus()
+    messages.move_cursor(row=messages.row_count - 2, animate=False)
+    await pilot.pause()
+    record = messages.selected()
+    assert record is not None
+    app.query_one(TopicsView).inspect(record)
+    app.query_one(Inspector).show_tab(tab)
+    await pilot.pause()
+
+
+async def topics(pilot: Pilot[object]) -> None:
+    await _topics(pilot)
+
+
+async def topics_raw(pilot: Pilot[object]) -> None:
+    await _topics(pilot, "raw")
+
+
+async def topics_diff(pilot: Pilot[object]) -> None:
+    await _topics(pilot, "diff")
+
+
+async def topics_filter(pilot: Pilot[object]) -> None:
+    await pilot.pause()
+    await pilot.press("slash", *"rbt")
+    await pilot.pause()
+
+
+async def services(pilot: Pilot[object]) -> None:
+    from mailbus_workbench.widgets.trace_list import TraceList
+
+    await pilot.pause()
+    await pilot.press("2")
+    traces = pilot.app.query_one(TraceList)
+    traces.move_cursor(row=3, animate=False)  # the request answered twice
+    await pilot.pause()
+
+
+async def wait_sets(pilot: Pilot[object]) -> None:
+    await pilot.pause()
+    await pilot.press("3")
+    await pilot.pause()
+
+
+async def publish(pilot: Pilot[object]) -> None:
+    await pilot.pause()
+    await pilot.press("4")
+    app = pilot.app
+    app.query_one("#publish-topic", Input).value = "sensors/temperature"
+    app.query_one("#publish-body", TextArea).text = '{"sensor": "t1", "celsius": 22.5}'
+    app.query_one("#publish-rate", Input).value = "5"
+    app.query_one("#publish-once").focus()  # no blinking cursor in the picture
+    await pilot.pause()
+
+
+async def call(pilot: Pilot[object]) -> None:
+    from mailbus_workbench.views.caller import CallerView, CallRecord
+
+    await pilot.pause()
+    await pilot.press("5")
+    app = pilot.app
+    view = app.query_one(CallerView)
+    app.query_one("#call-service", Input).value = "demo/add"
+    view._finished(CallRecord(1, "demo/add", "[1, 2, 3]", 2.0, True, '{"sum": 6}', 0.00042))
+    view._finished(
+        CallRecord(2, "demo/add", "[40, 2]", 0.5, False, "no response within 0.5 s", None)
+    )
+    view._finished(CallRecord(3, "demo/add", "[4, 51, 33]", 2.0, True, '{"sum": 88}', 0.0031))
+    app.query_one("#call-history").focus()  # no blinking cursor in the picture
+    await pilot.pause()
+
+
+async def help_screen(pilot: Pilot[object]) -> None:
+    await pilot.pause()
+    await pilot.press("f1")
+    await pilot.pause()
+
+
+async def history_cap(pilot: Pilot[object]) -> None:
+    await pilot.pause()
+    await pilot.press("h")
+    await pilot.pause()
+
+
+def still(scene: Scene) -> Scene:
+    """Run `scene`, then stop cursors blinking so that the picture is reproducible."""
+
+    async def run(pilot: Pilot[object]) -> None:
+        await scene(pilot)
+        for widget in pilot.app.screen.query("Input, TextArea"):
+            widget.cursor_blink = False  # type: ignore[attr-defined]
+        await pilot.pause()
+
+    return run
+
+
+SCENES: dict[str, Scene] = {
+    name: still(scene)
+    for name, scene in {
+        "topics": topics,
+        "topics-raw": topics_raw,
+        "topics-diff": topics_diff,
+        "topics-filter": topics_filter,
+        "services": services,
+        "wait-sets": wait_sets,
+        "publish": publish,
+        "call": call,
+        "help": help_screen,
+        "history-cap": history_cap,
+    }.items()
+}
+
+
+async def _shoot(name: str, scene: Scene, directory: Path) -> Path:
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await scene(pilot)  # type: ignore[arg-type]
+        await pilot.pause()
+        path = app.save_screenshot(f"{name}.svg", str(directory))
+    return Path(path)
+
+
+async def shoot_all(directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    return [await _shoot(name, scene, directory) for name, scene in SCENES.items()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("directory", nargs="?", default="screenshots")
+    args = parser.parse_args(argv)
+    for path in asyncio.run(shoot_all(Path(args.directory))):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
