@@ -17,6 +17,8 @@ from mailbus_workbench.widgets.message_list import MessageList
 from mailbus_workbench.widgets.topic_summary import TopicSummary
 from mailbus_workbench.widgets.topic_tree import TopicTree
 
+LIVE_ROWS = 100
+
 
 class TopicsView(View):
     DEFAULT_FOCUS = "#topic-tree"
@@ -27,7 +29,8 @@ Type in the filter box to narrow it (fuzzy: `rbps` finds `robot/pose`).
 Select a topic to stream its messages; select a message to inspect its body (pretty
 JSON), its headers, its raw RFC 5322 source and its diff against the previous message.
 
-- **p** pause / resume the message lists (counts go on)
+- **p** pause / resume the message lists (counts go on); while live the list shows
+  the newest 100 messages, paused it shows all the history cap keeps
 - **x** clear what is shown
 - **/** filter topics
 - **h** change the history cap (messages kept per topic)
@@ -95,8 +98,14 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
             missed=model.missed_while_paused,
         )
         if not model.paused:
-            history = model.topics.history(self.topic) if self.topic else []
-            self.query_one(MessageList).show(self.topic, history)
+            self.query_one(MessageList).show(self.topic, self._listed())
+
+    def _listed(self) -> list[MessageRecord]:
+        """Live, the newest LIVE_ROWS messages (a flood would churn the table); paused,
+        everything the history cap keeps."""
+        model = self.workbench.model
+        history = model.topics.history(self.topic) if self.topic else []
+        return history if model.paused else history[-LIVE_ROWS:]
 
     @on(TopicTree.TopicSelected)
     def _topic_selected(self, event: TopicTree.TopicSelected) -> None:
@@ -104,7 +113,7 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
             self.topic = event.topic
             self.query_one(Inspector).show(None, None)
             model = self.workbench.model
-            self.query_one(MessageList).show(self.topic, model.topics.history(self.topic))
+            self.query_one(MessageList).show(self.topic, self._listed())
             self._show_topic(model.clock())
 
     @on(MessageList.MessageChosen)
@@ -128,6 +137,8 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
     def action_pause(self) -> None:
         model = self.workbench.model
         model.set_paused(not model.paused)
+        if model.paused:  # browse the whole history while paused
+            self.query_one(MessageList).show(self.topic, self._listed())
         self.post_message(self.PauseChanged(model.paused))
         self._show_topic(model.clock())
         self.notify(

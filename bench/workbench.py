@@ -1,0 +1,223 @@
+"""Workbench benchmark: the TUI headless (Textual's pilot) while the demo system is
+driven at 10,000 messages/s in the same process.
+
+Figures (last stdout line, JSON):
+- input_msgs_per_s: messages folded into the model per second during the flood;
+- repaints_per_s: screen updates (compositor frames) per second during the flood;
+- key_latency_p95_ms: from a key press to its action running, 95th percentile;
+- rss_mb_after_1m_msgs: resident memory once a million messages went through the app.
+Baselines measured in the same run: the model alone folding the same events
+(baseline_model_msgs_per_s) and the idle repaint rate. The memory bound is stated in
+`memory_bound`: history_cap x topics x message size + the feed's capacity.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from mailbus.trace import Kind, TraceEvent
+from mailbus_workbench.app import WorkbenchApp
+from mailbus_workbench.engine import EngineHost
+from mailbus_workbench.model.settings import Settings
+from mailbus_workbench.model.state import WorkbenchModel
+from mailbus_workbench.views.topics import TopicsView
+from textual import events
+
+TARGET_RATE = 10_000
+FLOOD_TOPICS = ("bench/pose", "bench/imu", "bench/lidar", "bench/status")
+
+
+def log(*args: object) -> None:
+    print(*args, file=sys.stderr, flush=True)
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class Flood:
+    """Publishes on FLOOD_TOPICS at `rate` msgs/s in 5 ms batches (on top of the demo)."""
+
+    def __init__(self, engine: EngineHost, rate: int) -> None:
+        self.engine = engine
+        self.rate = rate
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-flood", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        publishers = [self.engine.context.publisher(t) for t in FLOOD_TOPICS]
+        started = time.perf_counter()
+        n = 0
+        while not self._stop.is_set():
+            due = int((time.perf_counter() - started) * self.rate)
+            while n < due:
+                publishers[n % len(publishers)].publish(
+                    '{"seq": %d, "x": 1.25, "y": -0.5, "ok": true}' % n
+                )
+                n += 1
+            self.sent = n
+            self._stop.wait(0.005)  # pacing of the generator
+
+
+def synthetic(n: int, start: int) -> list[TraceEvent]:
+    body = '{"seq": 0, "x": 1.25, "y": -0.5, "ok": true}'
+    now = time.time_ns()
+    return [
+        TraceEvent(
+            Kind.RECEIVED.value,
+            now,
+            name=FLOOD_TOPICS[i % 4],
+            message_id=f"<{i}@b>",
+            reception_timestamp_ns=now,
+            body=body,
+            size=len(body),
+            detail="message",
+        )
+        for i in range(start, start + n)
+    ]
+
+
+def baseline_model(n: int) -> float:
+    model = WorkbenchModel()
+    events = synthetic(n, 0)
+    started = time.perf_counter()
+    model.feed_events(events)
+    model.pump()
+    return n / (time.perf_counter() - started)
+
+
+async def run(seconds: float, total: int) -> dict[str, Any]:
+    settings = Settings(
+        keymap_file=Path("/nonexistent/k.toml"), templates_file=Path("/nonexistent/t.toml")
+    )
+    engine = EngineHost(seed=1)
+    app = WorkbenchApp(engine=engine, settings=settings)
+    frames = 0
+    original = app._display
+
+    def counting(screen: Any, renderable: Any) -> None:
+        nonlocal frames
+        if renderable is not None:
+            frames += 1
+        original(screen, renderable)
+
+    app._display = counting  # type: ignore[method-assign]
+    tick_ms: list[float] = []
+    original_refresh = app.refresh_now
+
+    def timed_refresh() -> None:
+        started = time.perf_counter()
+        original_refresh()
+        tick_ms.append((time.perf_counter() - started) * 1000)
+
+    app.refresh_now = timed_refresh  # type: ignore[method-assign]
+    handled: list[float] = []
+    view_action = TopicsView.action_pause
+
+    def timed_pause(self: TopicsView) -> None:
+        handled.append(time.perf_counter())
+        view_action(self)
+
+    TopicsView.action_pause = timed_pause  # type: ignore[method-assign]
+    out: dict[str, Any] = {}
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause(1.0)
+        log("idle repaint rate ...")
+        f0, t0 = frames, time.perf_counter()
+        await pilot.pause(2.0)
+        out["baseline_idle_repaints_per_s"] = (frames - f0) / (time.perf_counter() - t0)
+
+        log(f"flood at {TARGET_RATE} msg/s for {seconds} s ...")
+        flood = Flood(engine, TARGET_RATE)
+        flood.start()
+        await pilot.pause(1.0)  # warm up
+        m0, f0, t0 = app.model.topics.total, frames, time.perf_counter()
+        latencies = []
+        tick_ms.clear()
+        app.query_one("#topic-tree").focus()
+        while time.perf_counter() - t0 < seconds:
+            await asyncio.sleep(0.2)
+            before = time.perf_counter()
+            count = len(handled)
+            app.post_message(events.Key("p", "p"))  # as the terminal driver delivers keys
+            deadline = before + 5.0
+            while len(handled) == count and time.perf_counter() < deadline:
+                await asyncio.sleep(0.001)
+            if len(handled) > count:
+                latencies.append((handled[-1] - before) * 1000)
+        elapsed = time.perf_counter() - t0
+        out["refresh_p50_ms"] = statistics.median(tick_ms)
+        out["refresh_max_ms"] = max(tick_ms)
+        out["refreshes_per_s"] = len(tick_ms) / elapsed
+        out["input_msgs_per_s"] = (app.model.topics.total - m0) / elapsed
+        out["repaints_per_s"] = (frames - f0) / elapsed
+        out["published_msgs_per_s"] = flood.sent / (elapsed + 1.0)
+        out["key_presses"] = len(latencies)
+        out["key_latency_p50_ms"] = statistics.median(latencies)
+        out["key_latency_p95_ms"] = statistics.quantiles(latencies, n=20)[18]
+        flood.stop()
+        app.model.set_paused(False)
+
+        log(f"pushing the total to {total} messages ...")
+        seen = app.model.topics.total
+        i = 0
+        while app.model.topics.total + len(app.model.feed) < total:
+            batch = min(20_000, total - app.model.topics.total - len(app.model.feed))
+            app.model.feed_events(synthetic(batch, 10_000_000 + i))
+            i += batch
+            await pilot.pause(0.05)
+        while len(app.model.feed):
+            await pilot.pause(0.05)
+        out["messages_total"] = app.model.topics.total
+        out["messages_from_engine"] = seen
+        out["rss_mb_after_1m_msgs"] = rss_mb()
+        out["history_held"] = app.model.topics.held()
+        out["feed_dropped"] = app.model.feed.dropped
+        topics = len(app.model.topics.stats)
+        cap = app.model.topics.history_cap
+        out["memory_bound"] = (
+            f"history {cap} msgs x {topics} topics (max {app.model.topics.max_topics}) + "
+            f"feed {app.model.feed.capacity} events + {app.model.services.max_traces} traces"
+        )
+    TopicsView.action_pause = view_action  # type: ignore[method-assign]
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="shorter run (fewer messages)")
+    args = parser.parse_args()
+    seconds, total = (5.0, 200_000) if args.quick else (20.0, 1_000_000)
+    log("baseline: the model alone ...")
+    baseline = baseline_model(200_000)
+    result = asyncio.run(run(seconds, total))
+    result["baseline_model_msgs_per_s"] = baseline
+    result["input_ratio_to_model"] = result["input_msgs_per_s"] / baseline
+    result["rss_mb_start"] = None
+    result["quick"] = args.quick
+    print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in result.items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
