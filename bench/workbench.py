@@ -72,7 +72,7 @@ class Flood:
             due = int((time.perf_counter() - started) * self.rate)
             while n < due:
                 publishers[n % len(publishers)].publish(
-                    '{"seq": %d, "x": 1.25, "y": -0.5, "ok": true}' % n
+                    f'{{"seq": {n}, "x": 1.25, "y": -0.5, "ok": true}}'
                 )
                 n += 1
             self.sent = n
