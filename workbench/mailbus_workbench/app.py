@@ -37,7 +37,8 @@ GLOBAL_HELP = """\
 # Mailbus workbench
 
 ## Everywhere
-- **1** to **{n}** switch views ({views})
+- **1** to **{n}** switch views ({views}); **alt+1** to **alt+{n}** also inside a
+  form, where digits are typed; or click a tab
 - **ctrl+p** or **:** command palette (themes, screenshot, every command)
 - **F1** or **?** this help
 - **F12** save an SVG screenshot
@@ -62,6 +63,11 @@ class WorkbenchApp(App[int]):
         Binding("3", "show('waitsets')", "Wait sets", id="view.waitsets"),
         Binding("4", "show('publish')", "Publish", id="view.publish"),
         Binding("5", "show('call')", "Call", id="view.call"),
+        # The same from inside a form, where digits are typed.
+        *(
+            Binding(f"alt+{n}", f"show('{v}')", show=False, priority=True, id=f"view.{v}.alt")
+            for n, v in enumerate(("topics", "services", "waitsets", "publish", "call"), 1)
+        ),
         Binding("f1,question_mark", "help", "Help", id="help"),
         Binding("colon", "command_palette", "Commands", show=False, id="palette"),
         Binding("f12", "save_svg", "Screenshot", show=False, id="screenshot"),
