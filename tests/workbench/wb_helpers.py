@@ -25,9 +25,13 @@ class Posted:
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
+        self._seen: set[int] = set()  # ids of kept messages (kept alive, so unique)
 
     def hook(self, message: Message) -> None:
-        self.messages.append(message)
+        # The hook sees a bubbling message at each node it reaches: keep it once.
+        if id(message) not in self._seen:
+            self._seen.add(id(message))
+            self.messages.append(message)
 
     def of(self, kind: type[Message]) -> list[Message]:
         return [m for m in self.messages if isinstance(m, kind)]

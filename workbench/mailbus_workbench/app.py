@@ -20,12 +20,14 @@ from textual.widgets._tabbed_content import ContentTabs
 
 from mailbus_workbench.commands import workbench_commands
 from mailbus_workbench.engine import EngineHost
+from mailbus_workbench.model import queues
 from mailbus_workbench.model.settings import Settings, load_keymap, settings_from
 from mailbus_workbench.model.state import Clock, WorkbenchModel
 from mailbus_workbench.screens import HelpScreen
 from mailbus_workbench.views.base import View
 from mailbus_workbench.views.caller import CallerView
 from mailbus_workbench.views.publish import PublishView
+from mailbus_workbench.views.queues import QueuesView
 from mailbus_workbench.views.services import ServicesView
 from mailbus_workbench.views.topics import TopicsView
 from mailbus_workbench.views.waitsets import WaitSetsView
@@ -49,6 +51,16 @@ Keys can be changed in `{keymap}`: a `[keys]` table of binding id = "key", for e
 """
 
 
+VIEW_KEYS = (
+    ("topics", "Topics"),
+    ("services", "Services"),
+    ("waitsets", "Wait sets"),
+    ("publish", "Publish"),
+    ("call", "Call"),
+    ("queues", "Queues"),
+)
+
+
 class WorkbenchApp(App[int]):
     TITLE = "Mailbus workbench"
     CSS = """
@@ -58,15 +70,14 @@ class WorkbenchApp(App[int]):
     #status { height: 1; background: $panel; color: $text-muted; padding: 0 1; }
     """
     BINDINGS = [
-        Binding("1", "show('topics')", "Topics", id="view.topics"),
-        Binding("2", "show('services')", "Services", id="view.services"),
-        Binding("3", "show('waitsets')", "Wait sets", id="view.waitsets"),
-        Binding("4", "show('publish')", "Publish", id="view.publish"),
-        Binding("5", "show('call')", "Call", id="view.call"),
+        *(
+            Binding(str(n), f"show('{v}')", title, id=f"view.{v}")
+            for n, (v, title) in enumerate(VIEW_KEYS, 1)
+        ),
         # The same from inside a form, where digits are typed.
         *(
             Binding(f"alt+{n}", f"show('{v}')", show=False, priority=True, id=f"view.{v}.alt")
-            for n, v in enumerate(("topics", "services", "waitsets", "publish", "call"), 1)
+            for n, (v, _) in enumerate(VIEW_KEYS, 1)
         ),
         Binding("f1,question_mark", "help", "Help", id="help"),
         Binding("colon", "command_palette", "Commands", show=False, id="palette"),
@@ -90,6 +101,7 @@ class WorkbenchApp(App[int]):
         ("waitsets", "Wait sets", WaitSetsView),
         ("publish", "Publish", PublishView),
         ("call", "Call", CallerView),
+        ("queues", "Queues", QueuesView),
     )
 
     def __init__(
@@ -102,6 +114,7 @@ class WorkbenchApp(App[int]):
         live: bool = True,
         raw_date: str | None = None,
         screenshot_dir: Path | None = None,
+        outbox_dir: Path | None = None,
     ) -> None:
         super().__init__()
         self.settings = settings or Settings()
@@ -115,6 +128,9 @@ class WorkbenchApp(App[int]):
         self.live = live  # False: no timer; tests and snapshots call refresh_now()
         self.raw_date = raw_date  # a fixed Date for raw sources (snapshots)
         self.screenshot_dir = screenshot_dir or Path.cwd()
+        self.outbox_dir = outbox_dir or (
+            queues.outbox_dir(engine.options.sections) if engine is not None else None
+        )
         self.engine_error = ""
         self.status_text = ""
         self._last_refresh: dict[str, float] = {}

@@ -142,8 +142,51 @@ SCENES: dict[str, Scene] = {
 }
 
 
-async def _shoot(name: str, scene: Scene, directory: Path) -> Path:
-    app = fixed_app()
+def sample_outbox(directory: Path) -> Path:
+    """An outbox with a queued, a retried and a dead mail, at the fixed clock's times."""
+    from mailbus.outbox.fs_storage import FsStorage
+    from mailbus.outbox.storage import Destination, Metadata, Schedule
+
+    from mailbus_workbench.fixtures import T0
+
+    storage = FsStorage(directory)
+    rows = [
+        ("sensors/temperature", "ops@example.org", 0, 0, ""),
+        ("demo/add", "lab@example.org", 3, 45, "SMTP 451 try again later"),
+        ("robot/log", "archive@example.net", 30, 0, "SMTP 550 mailbox unavailable"),
+    ]
+    entries = []
+    for n, (subject, to, attempts, due_s, error) in enumerate(rows):
+        data = f"Message-ID: <out{n}@localhost>\r\nSubject: {subject}\r\n\r\nbody\r\n".encode()
+        enqueuer = storage.enqueue()
+        enqueuer.write(data)
+        created = int((T0 - 3600 * n - 42) * 1e9)
+        meta = Metadata(
+            f"<out{n}@localhost>", "mailbus@localhost", (to,), subject, len(data), created
+        )
+        due = int((T0 + 12 + due_s) * 1e9)
+        (entry,) = enqueuer.commit([Destination(meta, Schedule(attempts, due, 0, error))])
+        entries.append(entry)
+    storage.dead_letter(storage.send_start(entries[2]))
+    return directory
+
+
+async def queues_scene(pilot: Pilot[object]) -> None:
+    from mailbus_workbench.views.queues import QueuesView
+
+    await pilot.pause()
+    await pilot.press("6")
+    view = pilot.app.query_one(QueuesView)
+    for _ in range(200):  # the listing runs in a worker; bounded wait
+        if view.loads:
+            break
+        await pilot.pause(0.02)
+    pilot.app.query_one("#queue-table").focus()
+    await pilot.pause()
+
+
+async def _shoot(name: str, scene: Scene, directory: Path, **kwargs: object) -> Path:
+    app = fixed_app(**kwargs)
     async with app.run_test(size=SIZE) as pilot:
         await scene(pilot)  # type: ignore[arg-type]
         await pilot.pause()
@@ -152,8 +195,15 @@ async def _shoot(name: str, scene: Scene, directory: Path) -> Path:
 
 
 async def shoot_all(directory: Path) -> list[Path]:
+    import tempfile
+
     directory.mkdir(parents=True, exist_ok=True)
-    return [await _shoot(name, scene, directory) for name, scene in SCENES.items()]
+    paths = [await _shoot(name, scene, directory) for name, scene in SCENES.items()]
+    # Outbox entries get random ids: a screenshot, not a snapshot.
+    with tempfile.TemporaryDirectory() as scratch:
+        outbox = sample_outbox(Path(scratch) / "outbox")
+        paths.append(await _shoot("queues", still(queues_scene), directory, outbox_dir=outbox))
+    return paths
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,135 @@
+"""The Queues view on a real outbox directory: listing, retry and purge with confirmation,
+and refusal while another holder has the outbox lock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mailbus.outbox.fs_storage import FsStorage
+from mailbus.outbox.listing import list_outbox
+from mailbus.outbox.scheduler import OutboxLock
+from mailbus.outbox.storage import Destination, Entry, Metadata, Schedule
+from mailbus_workbench.fixtures import fixed_app
+from mailbus_workbench.model import queues
+from mailbus_workbench.screens import Confirm
+from mailbus_workbench.views.queues import QueuesView
+from textual.widgets import DataTable
+from wb_helpers import Posted, until
+
+SIZE = (140, 36)
+
+
+def add(storage: FsStorage, n: int, attempts: int = 0) -> Entry:
+    data = f"Message-ID: <q{n}@x>\r\nSubject: job {n}\r\n\r\nbody {n}\r\n".encode()
+    enqueuer = storage.enqueue()
+    enqueuer.write(data)
+    meta = Metadata(f"<q{n}@x>", "s@x.org", (f"r{n}@y.org",), f"job {n}", len(data), 1)
+    (entry,) = enqueuer.commit(
+        [Destination(meta, Schedule(attempts, 2**62, 0, "refused" * bool(attempts)))]
+    )
+    return entry
+
+
+@pytest.fixture
+def outbox(tmp_path: Path) -> tuple[Path, Entry, Entry]:
+    directory = tmp_path / "outbox"
+    storage = FsStorage(directory)
+    queued = add(storage, 1)
+    dead = storage.dead_letter(storage.send_start(add(storage, 2, attempts=3)))
+    return directory, queued, dead
+
+
+def test_outbox_dir_from_environment_or_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MAILBUS_OUTBOX_DIR", raising=False)
+    assert queues.outbox_dir({}) is None
+    assert queues.outbox_dir({"outbox": {"dir": "/a/b"}}) == Path("/a/b")
+    monkeypatch.setenv("MAILBUS_OUTBOX_DIR", "/c")
+    assert queues.outbox_dir({"outbox": {"dir": "/a/b"}}) == Path("/c")
+
+
+def test_retry_and_purge_functions(outbox: tuple[Path, Entry, Entry]) -> None:
+    directory, queued, dead = outbox
+    assert queues.retry(directory, [dead.id]) == [dead.id]
+    states = {i.id: i.state for i in list_outbox(directory)}
+    assert states[dead.id] == "queued"
+    assert queues.purge(directory, [queued.id]) == [queued.id]
+    assert queued.id not in {i.id for i in list_outbox(directory)}
+
+
+async def test_queue_view_lists_retries_and_purges(outbox: tuple[Path, Entry, Entry]) -> None:
+    directory, queued, dead = outbox
+    app = fixed_app(outbox_dir=directory)
+    posted = Posted()
+    async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
+        await pilot.pause()
+        await pilot.press("6")
+        view = app.query_one(QueuesView)
+        await until(pilot, lambda: view.loads > 0, "the listing")
+        assert {(i.id, i.state) for i in view.items} == {(queued.id, "queued"), (dead.id, "dead")}
+        table = app.query_one("#queue-table", DataTable)
+        row = [i.id for i in view.items].index(dead.id)
+        table.move_cursor(row=row)
+        await pilot.pause()
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, Confirm), "the confirmation")
+        await pilot.press("n")  # nothing happens when the user says no
+        await pilot.pause()
+        assert not posted.of(QueuesView.Changed)
+        assert {i.state for i in list_outbox(directory) if i.id == dead.id} == {"dead"}
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, Confirm), "the confirmation")
+        await pilot.press("y")
+        await until(pilot, lambda: posted.of(QueuesView.Changed), "the retry")
+        change = posted.of(QueuesView.Changed)[-1]
+        assert (change.verb, change.ids, change.error) == ("retry", [dead.id], "")  # type: ignore[attr-defined]
+        await until(pilot, lambda: {i.state for i in view.items} == {"queued"}, "the reload")
+        table.move_cursor(row=[i.id for i in view.items].index(queued.id))
+        await pilot.pause()
+        await pilot.press("d")
+        await until(pilot, lambda: isinstance(app.screen, Confirm), "the confirmation")
+        await until(
+            pilot,
+            lambda: app.screen.query_one("#confirm-yes").region.width > 0,
+            "the button to be laid out",
+        )
+        assert await pilot.click("#confirm-yes")
+        await until(pilot, lambda: len(posted.of(QueuesView.Changed)) == 2, "the purge")
+        await until(pilot, lambda: [i.id for i in view.items] == [dead.id], "the reload")
+
+
+async def test_changes_refused_while_the_outbox_is_locked(
+    outbox: tuple[Path, Entry, Entry],
+) -> None:
+    directory, queued, _ = outbox
+    lock = OutboxLock(FsStorage(directory, create=False).lock_path)
+    lock.acquire(0.0)
+    try:
+        app = fixed_app(outbox_dir=directory)
+        posted = Posted()
+        async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
+            await pilot.pause()
+            await pilot.press("6")
+            view = app.query_one(QueuesView)
+            await until(pilot, lambda: view.loads > 0, "the listing")
+            table = app.query_one("#queue-table", DataTable)
+            table.move_cursor(row=[i.id for i in view.items].index(queued.id))
+            await pilot.pause()
+            await pilot.press("d")
+            await until(pilot, lambda: isinstance(app.screen, Confirm), "the confirmation")
+            await pilot.press("y")
+            await until(pilot, lambda: posted.of(QueuesView.Changed), "the refusal")
+            assert posted.of(QueuesView.Changed)[-1].error  # type: ignore[attr-defined]
+    finally:
+        lock.release()
+    assert queued.id in {i.id for i in list_outbox(directory)}
+
+
+async def test_queue_view_says_when_there_is_no_outbox(tmp_path: Path) -> None:
+    app = fixed_app(outbox_dir=tmp_path / "not-an-outbox")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("6")
+        view = app.query_one(QueuesView)
+        await until(pilot, lambda: view.loads > 0, "the listing")
+        assert view.error and view.items == []
