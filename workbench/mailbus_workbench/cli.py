@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from mailbus.cli import build_parser, run
+from mailbus_workbench import serve
 
 
 def _workbench(args: argparse.Namespace) -> int:
@@ -21,10 +22,8 @@ def _workbench(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser, _ = build_parser()
+    parser, sub = build_parser()
     parser.set_defaults(handler=_workbench)
-    from mailbus_workbench import serve
-
     serve.register(sub)
     args = parser.parse_args(argv)
     return run(args, parser)
