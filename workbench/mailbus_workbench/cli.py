@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from mailbus.cli import build_parser, run
+
 from mailbus_workbench import serve
 
 
