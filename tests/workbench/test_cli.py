@@ -41,7 +41,6 @@ def test_core_and_model_import_without_textual() -> None:
         "import mailbus_workbench.engine, mailbus_workbench.fixtures\n"
         "print('ok')\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"

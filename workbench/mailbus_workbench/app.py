@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from mailbus.broker import Broker
 from mailbus.errors import ConfigError, MailbusError
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
@@ -25,6 +26,7 @@ from mailbus_workbench.model.settings import Settings, load_keymap, settings_fro
 from mailbus_workbench.model.state import Clock, WorkbenchModel
 from mailbus_workbench.screens import HelpScreen
 from mailbus_workbench.views.base import View
+from mailbus_workbench.views.broker import BrokerView
 from mailbus_workbench.views.caller import CallerView
 from mailbus_workbench.views.publish import PublishView
 from mailbus_workbench.views.queues import QueuesView
@@ -58,6 +60,7 @@ VIEW_KEYS = (
     ("publish", "Publish"),
     ("call", "Call"),
     ("queues", "Queues"),
+    ("broker", "Broker"),
 )
 
 
@@ -102,6 +105,7 @@ class WorkbenchApp(App[int]):
         ("publish", "Publish", PublishView),
         ("call", "Call", CallerView),
         ("queues", "Queues", QueuesView),
+        ("broker", "Broker", BrokerView),
     )
 
     def __init__(
@@ -115,6 +119,7 @@ class WorkbenchApp(App[int]):
         raw_date: str | None = None,
         screenshot_dir: Path | None = None,
         outbox_dir: Path | None = None,
+        brokers: dict[str, Broker] | None = None,
     ) -> None:
         super().__init__()
         self.settings = settings or Settings()
@@ -131,6 +136,7 @@ class WorkbenchApp(App[int]):
         self.outbox_dir = outbox_dir or (
             queues.outbox_dir(engine.options.sections) if engine is not None else None
         )
+        self._brokers = brokers or {}
         self.engine_error = ""
         self.status_text = ""
         self._last_refresh: dict[str, float] = {}
@@ -148,6 +154,11 @@ class WorkbenchApp(App[int]):
                     yield cls(id=f"{view_id}-view")
         yield Static("", id="status")
         yield Footer()
+
+    @property
+    def brokers(self) -> dict[str, Broker]:
+        """The brokers the Broker screen shows: the engine's, else those given."""
+        return self.engine.brokers if self.engine is not None else self._brokers
 
     def view_titles(self) -> list[tuple[str, str]]:
         return [(view_id, title) for view_id, title, _ in self.VIEWS]

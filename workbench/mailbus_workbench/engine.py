@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mailbus.broker import Broker
 from mailbus.context import Context
 from mailbus.demo import DemoSystem
 from mailbus.envelope import Response
@@ -50,6 +51,9 @@ class EngineHost:
         self._clients: dict[str, ServiceClient] = {}
         self._lock = threading.Lock()
         self._detach: list[Callable[[], None]] = []
+        # Brokers shown on the Broker screen, by name (the demo adds one).
+        self.brokers: dict[str, Broker] = {}
+        self._own_brokers: list[Broker] = []
 
     @classmethod
     def from_config(cls, path: str | Path | None) -> EngineHost:
@@ -71,10 +75,20 @@ class EngineHost:
         self.context.init()
         if self.demo is not None:
             self.demo.start()
+            from mailbus_workbench.demo_broker import start_demo_broker
+
+            broker = start_demo_broker(self.context)
+            self._own_brokers.append(broker)
+            self.brokers["demo"] = broker
 
     def stop(self) -> None:
         if self.demo is not None:
             self.demo.stop()
+        from mailbus_workbench.demo_broker import stop_demo_broker
+
+        for broker in self._own_brokers:
+            stop_demo_broker(broker)
+        self._own_brokers.clear()
         for detach in self._detach:
             detach()
         self._detach.clear()

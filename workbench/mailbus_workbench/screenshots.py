@@ -185,6 +185,51 @@ async def queues_scene(pilot: Pilot[object]) -> None:
     await pilot.pause()
 
 
+async def broker_scene(pilot: Pilot[object]) -> None:
+    await pilot.pause()
+    await pilot.press("7")
+    await pilot.pause()
+
+
+def sample_broker():  # type: ignore[no-untyped-def]
+    """A broker whose slow sink holds its queue, so that depths show."""
+    import threading
+
+    from mailbus.broker import Broker, Message
+
+    class Held:
+        def __init__(self) -> None:
+            self.release = threading.Event()
+            self.entered = threading.Event()
+
+        def receive(self, message: Message) -> None:
+            self.entered.set()
+            self.release.wait(30)
+
+        def destroy(self) -> None:
+            self.release.set()
+
+    class Quiet:
+        def receive(self, message: Message) -> None:
+            pass
+
+        def destroy(self) -> None:
+            pass
+
+    broker = Broker.create()
+    sensor, held = Quiet(), Held()
+    broker.add_module("from robot/pose", sensor)
+    broker.add_module("archive", held, capacity=100)
+    broker.add_module("tally", Quiet(), capacity=1000)
+    broker.add_link("*", "tally")
+    broker.add_link("from robot/pose", "archive")
+    for i in range(38):
+        broker.publish(sensor, Message(f"pose {i}"))
+        if i == 0:
+            held.entered.wait(10)
+    return broker, held
+
+
 async def _shoot(name: str, scene: Scene, directory: Path, **kwargs: object) -> Path:
     app = fixed_app(**kwargs)
     async with app.run_test(size=SIZE) as pilot:
@@ -203,6 +248,16 @@ async def shoot_all(directory: Path) -> list[Path]:
     with tempfile.TemporaryDirectory() as scratch:
         outbox = sample_outbox(Path(scratch) / "outbox")
         paths.append(await _shoot("queues", still(queues_scene), directory, outbox_dir=outbox))
+    broker, held = sample_broker()
+    try:
+        paths.append(
+            await _shoot("broker", still(broker_scene), directory, brokers={"gateway": broker})
+        )
+    finally:
+        held.release.set()
+        for name in ("from robot/pose", "archive", "tally"):
+            broker.remove_module(name, timeout=5)
+        broker.dec_ref()
     return paths
 
 
