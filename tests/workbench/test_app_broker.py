@@ -82,11 +82,3 @@ async def test_demo_runs_a_broker_fed_by_topics(tmp_path) -> None:  # type: igno
         summary = str(app.query_one("#broker-summary", Static).render())
         assert "demo: 3 modules, 1 links" in summary
     assert broker.snapshot().destroyed
-
-
-async def test_broker_screen_without_brokers() -> None:
-    app = fixed_app()
-    async with app.run_test(size=(120, 30)) as pilot:
-        await pilot.pause()
-        await pilot.press("7")
-        assert "No broker" in str(app.query_one("#broker-summary", Static).render())

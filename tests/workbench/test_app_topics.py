@@ -7,6 +7,7 @@ from pathlib import Path
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.fixtures import fixed_app
+from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.screens import NumberPrompt
 from mailbus_workbench.views.topics import TopicsView
 from mailbus_workbench.widgets.inspector import Inspector
@@ -143,12 +144,16 @@ async def test_panes_resize_by_key_and_mouse() -> None:
         assert divider.region.x < x
 
 
-async def test_keymap_file_overrides_bindings(tmp_path: Path) -> None:
+async def test_keymap_file_and_theme_from_settings(tmp_path: Path) -> None:
     keymap = tmp_path / "keymap.toml"
     keymap.write_text('[keys]\n"topics.pause" = "z"\n')
-    app = fixed_app(keymap_file=keymap)
+    settings = Settings(
+        theme="gruvbox", keymap_file=keymap, templates_file=tmp_path / "templates.toml"
+    )
+    app = fixed_app(settings=settings)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
+        assert app.theme == "gruvbox"
         app.query_one(TopicTree).focus()
         await pilot.press("z")
         assert app.model.paused

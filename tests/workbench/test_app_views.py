@@ -200,6 +200,8 @@ async def test_forms_without_engine_say_so() -> None:
         assert posted.of(PublishView.Failed)[-1].error == "no engine"  # type: ignore[attr-defined]
         await pilot.press("5")
         assert not app.query_one(CallerView).call("demo/add", "[1]", 1.0)
+        await pilot.press("alt+7")  # from inside the form: no engine, no broker
+        assert "No broker" in str(app.query_one("#broker-summary", Static).render())
 
 
 async def test_palette_help_screenshot_and_theme(tmp_path: Path) -> None:
@@ -225,15 +227,6 @@ async def test_palette_help_screenshot_and_theme(tmp_path: Path) -> None:
         await pilot.pause()
         assert app.current_theme.name == "nord"
         assert app.query_one("#views", TabbedContent).active == "waitsets"
-
-
-async def test_theme_from_settings() -> None:
-    from mailbus_workbench.fixtures import fixed_model
-
-    app = WorkbenchApp(model=fixed_model(), settings=Settings(theme="gruvbox"), live=False)
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        assert app.theme == "gruvbox"
 
 
 def test_run_app_refuses_a_bad_options_file(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

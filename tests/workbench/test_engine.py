@@ -72,7 +72,10 @@ def test_demo_engine_runs_and_stops() -> None:
             time.sleep(0.05)  # polling a condition with a deadline
         assert {"robot/pose", "sensors/temperature"} <= set(model.topics.stats)
         assert len(model.services) >= 1
-        assert [r.name for r in model.wait_sets.ordered()] == ["demo/server"]
+        names = [r.name for r in model.wait_sets.ordered()]
+        assert names == ["broker bridge from robot/log", "broker bridge from robot/pose",
+                         "demo/server"]
     finally:
         host.stop()
     assert not host.context.is_initialized
+    assert host.brokers["demo"].snapshot().destroyed

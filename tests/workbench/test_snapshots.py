@@ -10,7 +10,11 @@ import pytest
 from mailbus_workbench.fixtures import fixed_app
 from mailbus_workbench.screenshots import SCENES, SIZE
 
+# topics-raw and topics-filter are in screenshots/ only: the Raw tab and the filter are
+# covered by Pilot tests, and each snapshot costs seconds of the test budget.
+SNAPSHOTS = sorted(set(SCENES) - {"topics-raw", "topics-filter"})
 
-@pytest.mark.parametrize("scene", sorted(SCENES))
+
+@pytest.mark.parametrize("scene", SNAPSHOTS)
 def test_screen(scene: str, snap_compare) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(fixed_app(), run_before=SCENES[scene], terminal_size=SIZE)
