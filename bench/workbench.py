@@ -139,7 +139,7 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
         view_action(self)
 
     TopicsView.action_pause = timed_pause  # type: ignore[method-assign]
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"rss_mb_start": rss_mb()}
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.pause(1.0)
         log("idle repaint rate ...")
@@ -213,7 +213,6 @@ def main() -> int:
     result = asyncio.run(run(seconds, total))
     result["baseline_model_msgs_per_s"] = baseline
     result["input_ratio_to_model"] = result["input_msgs_per_s"] / baseline
-    result["rss_mb_start"] = None
     result["quick"] = args.quick
     print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in result.items()}))
     return 0
