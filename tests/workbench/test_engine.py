@@ -73,8 +73,11 @@ def test_demo_engine_runs_and_stops() -> None:
         assert {"robot/pose", "sensors/temperature"} <= set(model.topics.stats)
         assert len(model.services) >= 1
         names = [r.name for r in model.wait_sets.ordered()]
-        assert names == ["broker bridge from robot/log", "broker bridge from robot/pose",
-                         "demo/server"]
+        assert names == [
+            "broker bridge from robot/log",
+            "broker bridge from robot/pose",
+            "demo/server",
+        ]
     finally:
         host.stop()
     assert not host.context.is_initialized

@@ -28,6 +28,7 @@ from mailbus_workbench.screens import HelpScreen
 from mailbus_workbench.views.base import View
 from mailbus_workbench.views.broker import BrokerView
 from mailbus_workbench.views.caller import CallerView
+from mailbus_workbench.views.mailboxes import MailboxesView
 from mailbus_workbench.views.publish import PublishView
 from mailbus_workbench.views.queues import QueuesView
 from mailbus_workbench.views.services import ServicesView
@@ -61,6 +62,7 @@ VIEW_KEYS = (
     ("call", "Call"),
     ("queues", "Queues"),
     ("broker", "Broker"),
+    ("mailboxes", "Mailboxes"),
 )
 
 
@@ -106,6 +108,7 @@ class WorkbenchApp(App[int]):
         ("call", "Call", CallerView),
         ("queues", "Queues", QueuesView),
         ("broker", "Broker", BrokerView),
+        ("mailboxes", "Mailboxes", MailboxesView),
     )
 
     def __init__(

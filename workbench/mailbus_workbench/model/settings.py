@@ -39,13 +39,22 @@ class Settings:
     theme: str = "textual-dark"
     keymap_file: Path = field(default_factory=lambda: config_dir() / "keymap.toml")
     templates_file: Path = field(default_factory=lambda: config_dir() / "templates.toml")
+    postoffice_store: Path | None = None  # None: the daemon's default store file
 
 
 def settings_from(section: Mapping[str, Any] | None) -> Settings:
     """Settings from an options file's `[workbench]` table; ConfigError on bad values."""
     section = dict(section or {})
     base = Settings()
-    known = {"history-cap", "refresh-hz", "service-timeout", "theme", "keymap", "templates"}
+    known = {
+        "history-cap",
+        "refresh-hz",
+        "service-timeout",
+        "theme",
+        "keymap",
+        "templates",
+        "postoffice-store",
+    }
     unknown = sorted(set(section) - known)
     if unknown:
         raise ConfigError("workbench", f"unknown keys {', '.join(unknown)}")
@@ -78,6 +87,7 @@ def settings_from(section: Mapping[str, Any] | None) -> Settings:
         theme=theme,
         keymap_file=path("keymap", base.keymap_file),
         templates_file=path("templates", base.templates_file),
+        postoffice_store=path("postoffice-store", None),  # type: ignore[arg-type]
     )
 
 
