@@ -198,9 +198,13 @@ async def test_forms_without_engine_say_so() -> None:
         app.query_one("#publish-topic", Input).value = "a/b"
         await pilot.press("f5")
         assert posted.of(PublishView.Failed)[-1].error == "no engine"  # type: ignore[attr-defined]
-        await pilot.press("5")
+        await pilot.press("escape", "5")
+        assert app.active_view_id == "call"
         assert not app.query_one(CallerView).call("demo/add", "[1]", 1.0)
-        await pilot.press("alt+7")  # from inside the form: no engine, no broker
+        assert isinstance(app.focused, Input)
+        await pilot.press("7")  # typed into the field
+        assert app.active_view_id == "call"
+        await pilot.press("escape", "7")  # leave the field, then switch: no broker
         assert "No broker" in str(app.query_one("#broker-summary", Static).render())
 
 

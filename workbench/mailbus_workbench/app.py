@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
+from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane, TextArea
 from textual.widgets._tabbed_content import ContentTabs
 
 from mailbus_workbench.commands import workbench_commands
@@ -42,8 +42,8 @@ GLOBAL_HELP = """\
 # Mailbus workbench
 
 ## Everywhere
-- **1** to **{n}** switch views ({views}); **alt+1** to **alt+{n}** also inside a
-  form, where digits are typed; or click a tab
+- **1** to **{n}** switch views ({views}); in a text field, where digits are typed,
+  press **escape** first; or click a tab
 - **ctrl+p** or **:** command palette (themes, screenshot, every command)
 - **F1** or **?** this help
 - **F12** save an SVG screenshot
@@ -79,11 +79,8 @@ class WorkbenchApp(App[int]):
             Binding(str(n), f"show('{v}')", title, id=f"view.{v}")
             for n, (v, title) in enumerate(VIEW_KEYS, 1)
         ),
-        # The same from inside a form, where digits are typed.
-        *(
-            Binding(f"alt+{n}", f"show('{v}')", show=False, priority=True, id=f"view.{v}.alt")
-            for n, (v, _) in enumerate(VIEW_KEYS, 1)
-        ),
+        # In a text field digits are typed: escape leaves the field, then they switch.
+        Binding("escape", "leave_field", "Leave field", show=False, id="leave"),
         Binding("f1,question_mark", "help", "Help", id="help"),
         Binding("colon", "command_palette", "Commands", show=False, id="palette"),
         Binding("f12", "save_svg", "Screenshot", show=False, id="screenshot"),
@@ -258,6 +255,11 @@ class WorkbenchApp(App[int]):
         self.main_screen.query_one("#views", TabbedContent).active = view_id
         self.view(view_id).focus_default()
         self.refresh_now()
+
+    def action_leave_field(self) -> None:
+        """From a text field to the view's main non-text widget, so keys act again."""
+        if isinstance(self.focused, Input | TextArea):
+            self.view(self.active_view_id).focus_home()
 
     def run_view_action(self, view_id: str, action: str) -> None:
         self.action_show(view_id)

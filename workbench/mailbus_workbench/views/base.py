@@ -27,9 +27,16 @@ class View(Container):
 
     DEFAULT_FOCUS = ""  # selector of the widget that gets the focus when shown
 
+    HOME_FOCUS = ""  # a widget that is no text field (escape from a field goes there)
+
     def focus_default(self) -> None:
         if self.DEFAULT_FOCUS:
             self.query_one(self.DEFAULT_FOCUS).focus()
+
+    def focus_home(self) -> None:
+        selector = self.HOME_FOCUS or self.DEFAULT_FOCUS
+        if selector:
+            self.query_one(selector).focus()
 
     def refresh_view(self, now: float) -> None:
         """Show the model's current state; called on the UI thread while visible."""

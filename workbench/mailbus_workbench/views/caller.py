@@ -39,6 +39,7 @@ class CallRecord:
 
 class CallerView(View):
     DEFAULT_FOCUS = "#call-service"
+    HOME_FOCUS = "#call-history"
     HELP = """\
 ## Call
 Pick a service (Tab or → accepts the completion from the services seen), write the

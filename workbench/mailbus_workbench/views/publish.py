@@ -25,6 +25,7 @@ MAX_RATE = 100_000.0
 
 class PublishView(View):
     DEFAULT_FOCUS = "#publish-topic"
+    HOME_FOCUS = "#publish-once"
     HELP = """\
 ## Publish
 Type a topic (Tab or → accepts the completion from the topics seen), a body, and send
