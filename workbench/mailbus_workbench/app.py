@@ -32,6 +32,7 @@ from mailbus_workbench.views.mailboxes import MailboxesView
 from mailbus_workbench.views.publish import PublishView
 from mailbus_workbench.views.queues import QueuesView
 from mailbus_workbench.views.services import ServicesView
+from mailbus_workbench.views.sessions import SessionsView
 from mailbus_workbench.views.topics import TopicsView
 from mailbus_workbench.views.waitsets import WaitSetsView
 from mailbus_workbench.widgets import format as fmt
@@ -63,6 +64,7 @@ VIEW_KEYS = (
     ("queues", "Queues"),
     ("broker", "Broker"),
     ("mailboxes", "Mailboxes"),
+    ("sessions", "Sessions"),
 )
 
 
@@ -106,6 +108,7 @@ class WorkbenchApp(App[int]):
         ("queues", "Queues", QueuesView),
         ("broker", "Broker", BrokerView),
         ("mailboxes", "Mailboxes", MailboxesView),
+        ("sessions", "Sessions", SessionsView),
     )
 
     def __init__(
@@ -120,6 +123,7 @@ class WorkbenchApp(App[int]):
         screenshot_dir: Path | None = None,
         outbox_dir: Path | None = None,
         brokers: dict[str, Broker] | None = None,
+        session: str | None = None,
     ) -> None:
         super().__init__()
         self.settings = settings or Settings()
@@ -137,6 +141,7 @@ class WorkbenchApp(App[int]):
             queues.outbox_dir(engine.options.sections) if engine is not None else None
         )
         self._brokers = brokers or {}
+        self.initial_session = session  # `mailbus open SESSION`
         self.engine_error = ""
         self.status_text = ""
         self._last_refresh: dict[str, float] = {}
@@ -184,12 +189,20 @@ class WorkbenchApp(App[int]):
         # (it is still clickable, and 1-5 switch views).
         self.query_one(ContentTabs).can_focus = False
         self.call_after_refresh(self.view("topics").focus_default)
+        if self.initial_session is not None:
+            self.call_after_refresh(self._open_initial_session, self.initial_session)
         if self.engine is not None:
             self._start_engine()
         if self.live:
             self.set_interval(1.0 / self.settings.refresh_hz, self.refresh_now)
         else:
             self.call_after_refresh(self.refresh_now)
+
+    def _open_initial_session(self, path: str) -> None:
+        self.action_show("sessions")
+        view = self.view("sessions")
+        assert isinstance(view, SessionsView)
+        view.open_path(path)
 
     @work(thread=True, group="engine", exit_on_error=False)
     def _start_engine(self) -> None:
@@ -312,14 +325,17 @@ class WorkbenchApp(App[int]):
         self.set_keymap(keymap)
 
 
-def run_app(config: str | None = None) -> int:
-    """`mailbus`: the workbench on the embedded demo, or attached to `config`'s system."""
+def run_app(config: str | None = None, session: str | None = None) -> int:
+    """`mailbus`: the workbench on the embedded demo, or attached to `config`'s system;
+    with `session` (`mailbus open SESSION`), no demo and that session open for playback."""
     try:
         engine = EngineHost.from_config(config)
+        if session is not None and engine.demo is not None:
+            engine = EngineHost(engine.options, demo=False)
         settings = settings_from(engine.options.sections.get("workbench"))
     except (ConfigError, OSError) as exc:
         print(f"mailbus: {exc}", file=sys.stderr)
         return 2
-    app = WorkbenchApp(engine=engine, settings=settings)
+    app = WorkbenchApp(engine=engine, settings=settings, session=session)
     app.run()
     return app.return_code or 0

@@ -22,10 +22,19 @@ def _workbench(args: argparse.Namespace) -> int:
     return run_app(config=args.config)
 
 
+def _open(args: argparse.Namespace) -> int:
+    from mailbus_workbench.app import run_app
+
+    return run_app(config=args.config, session=args.session)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser, sub = build_parser()
     parser.set_defaults(handler=_workbench)
     serve.register(sub)
+    opener = sub.add_parser("open", help="open a recorded session in the workbench")
+    opener.add_argument("session", help="session directory (see `mailbus record`)")
+    opener.set_defaults(handler=_open)
     args = parser.parse_args(argv)
     return run(args, parser)
 

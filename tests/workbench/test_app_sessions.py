@@ -1,0 +1,105 @@
+"""The Sessions screen against the real recorder, player and analysis: record what the
+engine carries, open it, play it back into the same views, step, seek, analyse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mailbus_workbench.app import WorkbenchApp
+from mailbus_workbench.engine import EngineHost
+from mailbus_workbench.model.settings import Settings
+from mailbus_workbench.views.sessions import AnalysisScreen, SessionsView
+from textual.widgets import DataTable, Input
+from wb_helpers import Posted, until
+
+pytest.importorskip("mailbus.sessions.recorder")
+
+SIZE = (140, 40)
+
+
+async def test_record_open_play_step_seek_and_analyze(engine: EngineHost, tmp_path: Path) -> None:
+    settings = Settings(keymap_file=tmp_path / "k.toml", templates_file=tmp_path / "t.toml")
+    app = WorkbenchApp(engine=engine, settings=settings)
+    posted = Posted()
+    directory = tmp_path / "run1"
+    async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
+        await pilot.pause()
+        await pilot.press("9")
+        view = app.query_one(SessionsView)
+        app.query_one("#rec-dir", Input).value = str(directory)
+        await pilot.press("f5")
+        await until(pilot, lambda: view.recorder is not None, "the recorder")
+        for i in range(5):
+            engine.publish("lab/rec", f'{{"i": {i}}}')
+        await until(pilot, lambda: view.recorder.status()["written"] >= 5, "5 events written")
+        assert "recording to" in str(app.query_one("#rec-status").render())
+        await pilot.press("f5")
+        await until(pilot, lambda: view.recorder is None and view.last_manifest, "the stop")
+        assert view.last_manifest["status"] == "complete"
+        assert app.query_one("#play-path", Input).value == str(directory)
+
+        await pilot.press("f6")
+        await until(pilot, lambda: posted.of(SessionsView.SessionOpened), "the session")
+        opened = posted.of(SessionsView.SessionOpened)[-1]
+        assert opened.error == "" and opened.events >= 5  # type: ignore[attr-defined]
+
+        before = app.model.topics.stats["lab/rec"].count
+        app.query_one("#play-rate", Input).value = "50"
+        await pilot.press("f7")
+        await until(
+            pilot,
+            lambda: view.player is not None and view.player.state == "finished",
+            "the replay to finish",
+        )
+        await until(
+            pilot,
+            lambda: app.model.topics.stats["lab/rec"].count == before + 5,
+            "the replayed messages in the Topics model",
+        )
+
+        # Step: a new paused player sends exactly one email per step.
+        view.player = None
+        await pilot.press("f8")
+        await until(pilot, lambda: view.player is not None and view.player.sent == 1, "a step")
+        assert view.player.state == "paused"
+        seek = app.query_one("#play-seek", Input)
+        seek.value = "-1"
+        seek.focus()
+        await pilot.press("enter")
+        assert "0 or more" in str(app.query_one("#play-status").render())
+        seek.value = "0"
+        await pilot.press("enter")
+        assert view.player.position_s == 0.0
+
+        await pilot.press("f9")
+        await until(pilot, lambda: isinstance(app.screen, AnalysisScreen), "the analysis")
+        await pilot.press("f5")
+        await until(pilot, lambda: app.screen.tables, "the tables", timeout=60)
+        topics = app.screen.tables["topics"]
+        assert "lab/rec" in topics["topic"].to_list()
+        table = app.screen.query_one("#analysis-table-topics", DataTable)
+        assert table.row_count == len(topics)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, AnalysisScreen)
+        view.player.stop()
+
+
+async def test_open_refuses_what_is_not_a_session(engine: EngineHost, tmp_path: Path) -> None:
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "manifest.json").write_text("{not json")
+    app = WorkbenchApp(
+        engine=engine,
+        session=str(tmp_path / "junk"),
+        settings=Settings(keymap_file=tmp_path / "k", templates_file=tmp_path / "t"),
+    )
+    posted = Posted()
+    async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
+        await until(pilot, lambda: posted.of(SessionsView.SessionOpened), "the open")
+        assert app.active_view_id == "sessions"
+        assert posted.of(SessionsView.SessionOpened)[-1].error  # type: ignore[attr-defined]
+        assert app.query_one(SessionsView).session is None
+        app.query_one("#rec-dir", Input).value = str(tmp_path / "junk")
+        await pilot.press("f5")
+        await until(pilot, lambda: posted.of(SessionsView.RecordingChanged), "the refusal")
+        assert "already holds a session" in posted.of(SessionsView.RecordingChanged)[-1].error  # type: ignore[attr-defined]

@@ -1,0 +1,461 @@
+"""Sessions: record the observed context to Parquet (with the live count), open a
+recorded session and play it back into the same context (so the Topics and Services
+screens show it like live traffic) with pause, step, seek, rate and loop; and an
+analysis screen that runs the sessions pipeline on the engine the user picks."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import (
+    Button,
+    DataTable,
+    Footer,
+    Input,
+    Label,
+    ProgressBar,
+    Select,
+    Static,
+    Switch,
+    TabbedContent,
+    TabPane,
+)
+
+from mailbus_workbench.views.base import View
+
+MAX_RATE = 1000.0
+TABLE_ROWS = 500  # rows shown per analysis table
+
+
+def sessions_available() -> bool:
+    """Whether the sessions part (mailbus.sessions) is installed."""
+    import importlib.util
+
+    return importlib.util.find_spec("mailbus.sessions") is not None
+
+
+def default_directory(now: float | None = None) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
+    return f"sessions/run-{stamp}"
+
+
+class SessionsView(View):
+    DEFAULT_FOCUS = "#rec-dir"
+    HELP = """\
+## Sessions
+**Record** the traffic this workbench observes into a session directory (Parquet parts
+and a manifest, see docs/sessions.md): **F5** starts and stops; the count of events
+written, queued and dropped is live.
+
+**Open** a session (**F6**) and play it back into the observed context: its emails are
+sent again with their recorded timing (new Message-IDs and GIDs), so the Topics and
+Services screens show them like live traffic. **F7** play / pause, **F8** one email
+while paused, seek to a second of the session with the seek field (Enter), rate
+(Enter) and loop switch apply to the next play.
+
+**F9** opens the analysis of the open session (topics, services, calls, orphans,
+sequences) on the engine you pick: polars, or Spark (slow to start, for big sessions).
+Opening, playing and analysing run in workers: the screen never freezes.
+"""
+    BINDINGS = [
+        Binding("f5", "toggle_record", "Record", id="sessions.record"),
+        Binding("f6", "open_session", "Open", id="sessions.open"),
+        Binding("f7", "play_pause", "Play/pause", id="sessions.play"),
+        Binding("f8", "step", "Step", id="sessions.step"),
+        Binding("f9", "analyze", "Analyze", id="sessions.analyze"),
+    ]
+    REFRESH_EVERY_S = 0.25
+    DEFAULT_CSS = """
+    SessionsView Horizontal { height: auto; }
+    SessionsView Label { padding: 1 1 0 0; }
+    #rec-dir, #play-path { width: 1fr; }
+    #play-rate, #play-seek { width: 12; }
+    .status { height: auto; padding: 0 1 1 1; }
+    #play-progress { padding: 0 1; }
+    """
+
+    class RecordingChanged(Message):
+        def __init__(self, recording: bool, directory: str, error: str = "") -> None:
+            super().__init__()
+            self.recording = recording
+            self.directory = directory
+            self.error = error
+
+    class SessionOpened(Message):
+        def __init__(self, path: str, events: int, error: str = "") -> None:
+            super().__init__()
+            self.path = path
+            self.events = events
+            self.error = error
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.available = sessions_available()
+        self.recorder: Any = None
+        self.session: Any = None
+        self.player: Any = None
+        self.last_manifest: dict[str, Any] = {}
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            with Horizontal():
+                yield Label("record to")
+                yield Input(default_directory(), id="rec-dir")
+                yield Button("Record (F5)", id="rec-toggle", variant="error")
+            yield Static("Not recording.", id="rec-status", classes="status")
+            with Horizontal():
+                yield Label("session")
+                yield Input(placeholder="path of a session directory", id="play-path")
+                yield Button("Open (F6)", id="play-open")
+                yield Button("Analyze (F9)", id="play-analyze")
+            with Horizontal():
+                yield Button("Play (F7)", id="play-toggle", variant="primary")
+                yield Button("Step (F8)", id="play-step")
+                yield Label("seek s")
+                yield Input("0", id="play-seek", type="number")
+                yield Label("rate")
+                yield Input("1", id="play-rate", type="number")
+                yield Label("loop")
+                yield Switch(False, id="play-loop")
+            yield ProgressBar(total=1, id="play-progress", show_eta=False)
+            yield Static("No session open.", id="play-status", classes="status")
+
+    def on_mount(self) -> None:
+        if not self.available:
+            for button in self.query(Button):
+                button.disabled = True
+            self._rec_status(
+                Text("The sessions part (mailbus.sessions) is not installed.", style="red")
+            )
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Without the sessions part the keys are shown disabled.
+        return self.available or None
+
+    # -- recording ------------------------------------------------------------------------
+    @on(Button.Pressed, "#rec-toggle")
+    def action_toggle_record(self) -> None:
+        engine = self.workbench.engine
+        if engine is None:
+            self._rec_status(Text("No engine: nothing to record.", style="red"))
+            return
+        if self.recorder is None:
+            directory = self.query_one("#rec-dir", Input).value.strip()
+            if not directory:
+                self._rec_status(Text("Name a directory for the session.", style="red"))
+                return
+            self._start_recording(directory)
+        else:
+            self._stop_recording()
+
+    @work(thread=True, exclusive=True, group="recorder")
+    def _start_recording(self, directory: str) -> None:
+        from mailbus.sessions.recorder import Recorder
+
+        engine = self.workbench.engine
+        assert engine is not None
+        try:
+            recorder = Recorder(directory, context=engine.context)
+        except Exception as exc:  # RecorderError, OSError, ValueError: shown, not fatal
+            self.app.call_from_thread(self._recording, None, directory, str(exc))
+            return
+        self.app.call_from_thread(self._recording, recorder, directory, "")
+
+    def _recording(self, recorder: Any, directory: str, error: str) -> None:
+        self.recorder = recorder
+        self.query_one("#rec-toggle", Button).label = "Stop (F5)" if recorder else "Record (F5)"
+        if error:
+            self._rec_status(Text(f"Cannot record: {error}", style="red"))
+        self.post_message(self.RecordingChanged(recorder is not None, directory, error))
+
+    @work(thread=True, exclusive=True, group="recorder")
+    def _stop_recording(self) -> None:
+        recorder = self.recorder
+        try:
+            manifest = recorder.stop()
+            error = ""
+        except Exception as exc:  # the writer's own error, shown
+            manifest, error = {}, str(exc)
+        self.app.call_from_thread(self._stopped, str(recorder.directory), manifest, error)
+
+    def _stopped(self, directory: str, manifest: dict[str, Any], error: str) -> None:
+        self.recorder = None
+        self.last_manifest = manifest
+        self.query_one("#rec-toggle", Button).label = "Record (F5)"
+        counts = manifest.get("counts", {})
+        self._rec_status(
+            Text(f"Stopped: {error}", style="red")
+            if error
+            else f"Recorded {counts.get('events', 0)} events to {directory} "
+            f"({len(manifest.get('parts', []))} parts, {counts.get('dropped', 0)} dropped)."
+        )
+        self.query_one("#play-path", Input).value = directory
+        self.query_one("#rec-dir", Input).value = default_directory()
+        self.post_message(self.RecordingChanged(False, directory, error))
+
+    def _rec_status(self, text: str | Text) -> None:
+        self.query_one("#rec-status", Static).update(text)
+
+    # -- playback -------------------------------------------------------------------------
+    @on(Button.Pressed, "#play-open")
+    def action_open_session(self) -> None:
+        path = self.query_one("#play-path", Input).value.strip()
+        if not path:
+            self._play_status(Text("Name a session directory.", style="red"))
+            return
+        self.open_path(path)
+
+    def open_path(self, path: str) -> None:
+        self._play_status(Text(f"opening {path} …", style="dim"))
+        self._open(path)
+
+    @work(thread=True, exclusive=True, group="session-open")
+    def _open(self, path: str) -> None:
+        from mailbus.sessions.reader import open_session
+
+        try:
+            session = open_session(path)
+            rows = session.rows  # reads each part's footer: off the UI thread
+            error = ""
+        except Exception as exc:  # SessionError and OSError name the file
+            session, rows, error = None, 0, str(exc)
+        self.app.call_from_thread(self._opened, path, session, rows, error)
+
+    def _opened(self, path: str, session: Any, rows: int, error: str) -> None:
+        if self.player is not None:
+            self.player.stop()
+            self.player = None
+        self.session = session
+        if error:
+            self._play_status(Text(f"Cannot open {path}: {error}", style="red"))
+            self.post_message(self.SessionOpened(path, 0, error))
+            return
+        self.query_one("#play-path", Input).value = path
+        manifest = session.manifest
+        self._play_status(
+            f"{session.name}: {rows} events, {len(session.parts)} parts, "
+            f"status {manifest.get('status', '?')}"
+        )
+        self.post_message(self.SessionOpened(path, rows))
+
+    def _player_options(self) -> tuple[float, bool] | None:
+        try:
+            rate = float(self.query_one("#play-rate", Input).value)
+        except ValueError:
+            rate = 0.0
+        if not 0 < rate <= MAX_RATE:
+            self._play_status(
+                Text(f"rate must be more than 0 and at most {MAX_RATE:g}", style="red")
+            )
+            return None
+        return rate, self.query_one("#play-loop", Switch).value
+
+    @on(Button.Pressed, "#play-toggle")
+    def action_play_pause(self) -> None:
+        player = self.player
+        if player is not None and player.state in ("playing", "paused"):
+            player.pause() if player.state == "playing" else player.resume()
+            return
+        self._new_player(paused=False)
+
+    def _ensure_player(self) -> bool:
+        """A started player (a new paused one if none is playing or paused)."""
+        if self.player is not None and self.player.state in ("playing", "paused"):
+            return True
+        return self._new_player(paused=True)
+
+    def _new_player(self, *, paused: bool) -> bool:
+        from mailbus.sessions.player import Player
+
+        engine = self.workbench.engine
+        if self.session is None or engine is None:
+            self._play_status(
+                Text("Open a session first." if engine else "No engine to play into.", style="red")
+            )
+            return False
+        options = self._player_options()
+        if options is None:
+            return False
+        rate, loop = options
+        try:
+            self.player = Player(self.session, engine.context, rate=rate, loop=loop)
+        except Exception as exc:  # ValueError of the options, shown
+            self._play_status(Text(f"Cannot play: {exc}", style="red"))
+            return False
+        self.player.start(paused=paused)
+        return True
+
+    @on(Button.Pressed, "#play-step")
+    def action_step(self) -> None:
+        if not self._ensure_player():
+            return
+        if self.player.state == "playing":
+            self.player.pause()
+        self.player.step()
+
+    @on(Input.Submitted, "#play-seek")
+    def _seek(self, event: Input.Submitted) -> None:
+        try:
+            offset = float(event.value)
+        except ValueError:
+            offset = -1.0
+        if offset < 0:
+            self._play_status(Text("seek to a second of the session, 0 or more", style="red"))
+            return
+        if not self._ensure_player():
+            return
+        self.player.seek(offset)
+
+    @on(Input.Submitted, "#play-rate")
+    def _rate(self) -> None:
+        options = self._player_options()
+        player = self.player
+        if options is not None and player is not None and player.state in ("playing", "paused"):
+            player.rate = options[0]
+            player.seek(player.position_s)  # re-anchor the schedule at the new rate
+
+    def _play_status(self, text: str | Text) -> None:
+        self.query_one("#play-status", Static).update(text)
+
+    def refresh_view(self, now: float) -> None:
+        recorder = self.recorder
+        if recorder is not None:
+            s = recorder.status()
+            self._rec_status(
+                f"● recording to {recorder.directory}: {s['written']} written, "
+                f"{s['queued']} queued, {s['dropped']} dropped, {s['parts']} parts"
+            )
+        player = self.player
+        if player is not None:
+            duration = player.events[-1].offset_ns / 1e9 if player.events else 0.0
+            bar = self.query_one("#play-progress", ProgressBar)
+            done = duration if player.state == "finished" else player.position_s
+            bar.update(total=max(duration, 0.001), progress=min(done, duration))
+            self.query_one("#play-toggle", Button).label = (
+                "Pause (F7)" if player.state == "playing" else "Play (F7)"
+            )
+            self._play_status(
+                f"{player.state}  at {player.position_s:.2f} s  sent {player.sent} of "
+                f"{player.total}  loops {player.loops}  rate {player.rate:g}"
+            )
+
+    @on(Button.Pressed, "#play-analyze")
+    def action_analyze(self) -> None:
+        if self.session is None:
+            self._play_status(Text("Open a session first.", style="red"))
+            return
+        self.app.push_screen(AnalysisScreen(str(self.session.path)))
+
+    def on_unmount(self) -> None:
+        if self.player is not None:
+            self.player.stop()
+        if self.recorder is not None:
+            self.recorder.stop()
+
+
+class AnalysisScreen(Screen[None]):
+    """The pipeline's tables for one session, on the engine the user picks."""
+
+    BINDINGS = [Binding("escape", "close", "Back"), Binding("f5", "run", "Run")]
+    DEFAULT_CSS = """
+    AnalysisScreen Horizontal { height: auto; }
+    AnalysisScreen Label { padding: 1 1 0 1; }
+    #analysis-engine { width: 24; }
+    #analysis-status { height: auto; padding: 0 1; }
+    #analysis-tables { height: 1fr; }
+    """
+
+    class Done(Message):
+        def __init__(self, tables: dict[str, Any], error: str) -> None:
+            super().__init__()
+            self.tables = tables
+            self.error = error
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+        self.tables: dict[str, Any] = {}
+
+    def compose(self) -> ComposeResult:
+        from mailbus.sessions.analysis import TABLES
+
+        with Horizontal():
+            yield Label(f"analysis of {self.path}   engine")
+            yield Select(
+                [("polars", "polars"), ("spark", "spark")],
+                value="polars",
+                allow_blank=False,
+                id="analysis-engine",
+            )
+            yield Button("Run (F5)", id="analysis-run", variant="primary")
+        yield ProgressBar(total=len(TABLES), id="analysis-progress", show_eta=False)
+        yield Static("Pick the engine and run.", id="analysis-status")
+        with TabbedContent(id="analysis-tables"):
+            for name in TABLES:
+                with TabPane(name, id=f"analysis-{name}"):
+                    yield DataTable(id=f"analysis-table-{name}", zebra_stripes=True)
+        yield Footer()
+
+    @on(Button.Pressed, "#analysis-run")
+    def action_run(self) -> None:
+        engine = str(self.query_one("#analysis-engine", Select).value)
+        self.query_one("#analysis-status", Static).update(f"running on {engine} …")
+        self.query_one("#analysis-run", Button).disabled = True
+        self._run(engine)
+
+    @work(thread=True, exclusive=True, group="analysis")
+    def _run(self, engine: str) -> None:
+        from mailbus.sessions import analysis
+
+        def progress(table: str, done: int, total: int) -> None:
+            self.app.call_from_thread(self._progress, table, done, total)
+
+        try:
+            tables = analysis.analyze([self.path], engine=engine, progress=progress)  # type: ignore[arg-type]
+            error = ""
+        except Exception as exc:  # a session or engine error is shown, never raised
+            tables, error = {}, str(exc)
+        self.app.call_from_thread(self._done, tables, error)
+
+    def _progress(self, table: str, done: int, total: int) -> None:
+        self.query_one("#analysis-progress", ProgressBar).update(total=total, progress=done)
+        if done < total:
+            self.query_one("#analysis-status", Static).update(f"computing {table} …")
+
+    def _done(self, tables: dict[str, Any], error: str) -> None:
+        self.tables = tables
+        self.query_one("#analysis-run", Button).disabled = False
+        status = self.query_one("#analysis-status", Static)
+        if error:
+            status.update(Text(f"analysis failed: {error}", style="red"))
+        else:
+            status.update(", ".join(f"{n}: {len(t)} rows" for n, t in tables.items()))
+        for name, frame in tables.items():
+            table = self.query_one(f"#analysis-table-{name}", DataTable)
+            table.clear(columns=True)
+            for column in frame.columns:
+                table.add_column(column, key=column)
+            for row in frame.head(TABLE_ROWS).iter_rows():
+                table.add_row(*(_cell(v) for v in row))
+        self.post_message(self.Done(tables, error))
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, bytes):
+        return value[:40].decode("utf-8", "replace")
+    return str(value)[:60]
