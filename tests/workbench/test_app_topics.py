@@ -90,7 +90,16 @@ async def test_pause_freezes_lists_and_clear_forgets() -> None:
         assert posted.of(TopicsView.PauseChanged)[-1].paused is True  # type: ignore[attr-defined]
         summary = str(app.query_one("#summary-text", Static).render())
         assert "PAUSED" in summary
+        # Paused, the list holds the whole history kept, older than the live window.
+        tree = app.query_one(TopicTree)
+        tree.select_topic("robot/pose")
+        await pilot.pause()
+        messages = app.query_one(MessageList)
+        assert messages.row_count == app.model.topics.stats["robot/pose"].count == 121
         await pilot.press("p")
+        assert messages.row_count == 100  # live again: the newest 100
+        assert messages.get_row_at(99)[0] == "121"
+        tree.focus()
         assert not app.model.paused
         await pilot.press("x")
         assert posted.of(TopicsView.Cleared)

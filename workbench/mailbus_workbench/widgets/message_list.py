@@ -9,6 +9,9 @@ from mailbus_workbench.model.topics import MessageRecord
 from mailbus_workbench.widgets import format as fmt
 
 
+REBUILD_AFTER = 20  # rows to drop beyond which a rebuild is cheaper
+
+
 class MessageList(DataTable[str]):
     class MessageChosen(Message):
         def __init__(self, record: MessageRecord) -> None:
@@ -22,6 +25,7 @@ class MessageList(DataTable[str]):
         self.topic: str | None = None
         self._records: dict[str, MessageRecord] = {}
         self._last = 0
+        self._first = 0
 
     def on_mount(self) -> None:
         self.add_column("#", key="n", width=7)
@@ -30,15 +34,20 @@ class MessageList(DataTable[str]):
         self.add_column("body", key="body")
 
     def show(self, topic: str | None, history: list[MessageRecord]) -> None:
-        """Show `history` of `topic`: incremental while the topic stays the same."""
-        if topic != self.topic:
+        """Show `history` of `topic`: rows are added and dropped incrementally; when
+        older messages appear (pause shows the whole history) or many rows go (a flood),
+        the table is rebuilt, which is cheaper than removing rows one by one."""
+        following = self.row_count == 0 or self.cursor_row >= self.row_count - 1
+        keep = {str(r.number) for r in history}
+        gone = [k for k in self._records if k not in keep]
+        older = bool(history) and bool(self._records) and history[0].number < self._first
+        if topic != self.topic or older or len(gone) > REBUILD_AFTER:
             self.topic = topic
             self.clear()
             self._records = {}
             self._last = 0
-        following = self.row_count == 0 or self.cursor_row >= self.row_count - 1
-        keep = {str(r.number) for r in history}
-        for key in [k for k in self._records if k not in keep]:  # fell out of the cap
+            gone = []
+        for key in gone:  # fell out of the cap or the live window
             self.remove_row(key)
             del self._records[key]
         for record in history:
@@ -54,6 +63,7 @@ class MessageList(DataTable[str]):
                 key=key,
             )
             self._last = record.number
+        self._first = history[0].number if history else 0
         if following and self.row_count:
             self.move_cursor(row=self.row_count - 1, animate=False)
 
