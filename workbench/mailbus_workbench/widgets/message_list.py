@@ -8,7 +8,6 @@ from textual.widgets import DataTable
 from mailbus_workbench.model.topics import MessageRecord
 from mailbus_workbench.widgets import format as fmt
 
-
 REBUILD_AFTER = 20  # rows to drop beyond which a rebuild is cheaper
 
 
