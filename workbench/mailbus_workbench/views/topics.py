@@ -17,7 +17,7 @@ from mailbus_workbench.widgets.message_list import MessageList
 from mailbus_workbench.widgets.topic_summary import TopicSummary
 from mailbus_workbench.widgets.topic_tree import TopicTree
 
-LIVE_ROWS = 100
+LIVE_ROWS = 50
 
 
 class TopicsView(View):
@@ -30,7 +30,7 @@ Select a topic to stream its messages; select a message to inspect its body (pre
 JSON), its headers, its raw RFC 5322 source and its diff against the previous message.
 
 - **p** pause / resume the message lists (counts go on); while live the list shows
-  the newest 100 messages, paused it shows all the history cap keeps
+  the newest 50 messages, paused it shows all the history cap keeps
 - **x** clear what is shown
 - **/** filter topics
 - **h** change the history cap (messages kept per topic)

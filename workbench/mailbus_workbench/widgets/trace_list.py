@@ -9,7 +9,7 @@ from textual.widgets import DataTable
 from mailbus_workbench.model.services import ServiceStore, Trace, TraceStatus
 from mailbus_workbench.widgets import format as fmt
 
-SHOWN = 300  # newest traces listed; the store holds more
+SHOWN = 100  # newest traces listed (the store holds more): each row costs a render
 STATUS_STYLE = {
     TraceStatus.ANSWERED: "green",
     TraceStatus.PENDING: "yellow",
