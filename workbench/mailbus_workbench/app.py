@@ -188,9 +188,11 @@ class WorkbenchApp(App[int]):
         # Keys go to the view under the tabs: the tab bar itself never holds the focus
         # (it is still clickable, and 1-5 switch views).
         self.query_one(ContentTabs).can_focus = False
-        self.call_after_refresh(self.view("topics").focus_default)
+        # Focusing a widget shows its tab: one initial focus, after the first refresh.
         if self.initial_session is not None:
             self.call_after_refresh(self._open_initial_session, self.initial_session)
+        else:
+            self.call_after_refresh(self.view("topics").focus_default)
         if self.engine is not None:
             self._start_engine()
         if self.live:

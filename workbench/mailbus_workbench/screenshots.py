@@ -230,6 +230,45 @@ def sample_broker():  # type: ignore[no-untyped-def]
     return broker, held
 
 
+def sample_session(directory: Path) -> Path:
+    """A short real recording: the demo's topics and service for about a second."""
+    import time
+
+    import mailbus
+    from mailbus.demo import DemoSystem
+    from mailbus.sessions.recorder import Recorder
+
+    with mailbus.Context(mailbus.Options()) as context:
+        recorder = Recorder(directory, context=context)
+        demo = DemoSystem(context, seed=5)
+        demo.start()
+        time.sleep(1.5)  # what is recorded: the demo's own pace
+        demo.stop()
+        recorder.stop()
+    return directory
+
+
+async def sessions_scene(pilot: Pilot[object], analyse: bool = False) -> None:
+    from mailbus_workbench.views.sessions import AnalysisScreen, SessionsView
+
+    await pilot.pause()
+    if pilot.app.active_view_id != "sessions":  # type: ignore[attr-defined]
+        await pilot.press("9")
+    view = pilot.app.query_one(SessionsView)
+    for _ in range(500):  # opening runs in a worker; bounded wait
+        if view.session is not None:
+            break
+        await pilot.pause(0.02)
+    if analyse:
+        await pilot.press("f9", "f5")
+        for _ in range(1500):
+            screen = pilot.app.screen
+            if isinstance(screen, AnalysisScreen) and screen.tables:
+                break
+            await pilot.pause(0.02)
+    await pilot.pause()
+
+
 async def _shoot(name: str, scene: Scene, directory: Path, **kwargs: object) -> Path:
     app = fixed_app(**kwargs)
     async with app.run_test(size=SIZE) as pilot:
@@ -248,6 +287,25 @@ async def shoot_all(directory: Path) -> list[Path]:
     with tempfile.TemporaryDirectory() as scratch:
         outbox = sample_outbox(Path(scratch) / "outbox")
         paths.append(await _shoot("queues", still(queues_scene), directory, outbox_dir=outbox))
+    from mailbus_workbench.views.sessions import sessions_available
+
+    if sessions_available():
+        with tempfile.TemporaryDirectory() as scratch:
+            session = str(sample_session(Path(scratch) / "demo-run"))
+
+            async def opened(pilot: Pilot[object]) -> None:
+                await sessions_scene(pilot)
+
+            async def analysed(pilot: Pilot[object]) -> None:
+                await sessions_scene(pilot, analyse=True)
+
+            from mailbus_workbench.engine import EngineHost
+
+            for name, scene in (("sessions", opened), ("analysis", analysed)):
+                engine = EngineHost(demo=False)
+                paths.append(
+                    await _shoot(name, still(scene), directory, engine=engine, session=session)
+                )
     broker, held = sample_broker()
     try:
         paths.append(

@@ -48,7 +48,7 @@ def default_directory(now: float | None = None) -> str:
 
 
 class SessionsView(View):
-    DEFAULT_FOCUS = "#rec-dir"
+    DEFAULT_FOCUS = "#play-toggle"
     HELP = """\
 ## Sessions
 **Record** the traffic this workbench observes into a session directory (Parquet parts
@@ -103,6 +103,7 @@ Opening, playing and analysing run in workers: the screen never freezes.
         self.session: Any = None
         self.player: Any = None
         self.last_manifest: dict[str, Any] = {}
+        self.last_error = ""
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -275,6 +276,7 @@ Opening, playing and analysing run in workers: the screen never freezes.
     def _new_player(self, *, paused: bool) -> bool:
         from mailbus.sessions.player import Player
 
+        self.last_error = ""
         engine = self.workbench.engine
         if self.session is None or engine is None:
             self._play_status(
@@ -323,6 +325,8 @@ Opening, playing and analysing run in workers: the screen never freezes.
             player.seek(player.position_s)  # re-anchor the schedule at the new rate
 
     def _play_status(self, text: str | Text) -> None:
+        if isinstance(text, Text) and text.style == "red":
+            self.last_error = text.plain  # kept under the player's line until the next one
         self.query_one("#play-status", Static).update(text)
 
     def refresh_view(self, now: float) -> None:
@@ -342,10 +346,13 @@ Opening, playing and analysing run in workers: the screen never freezes.
             self.query_one("#play-toggle", Button).label = (
                 "Pause (F7)" if player.state == "playing" else "Play (F7)"
             )
-            self._play_status(
+            line = Text(
                 f"{player.state}  at {player.position_s:.2f} s  sent {player.sent} of "
                 f"{player.total}  loops {player.loops}  rate {player.rate:g}"
             )
+            if self.last_error:
+                line.append(f"\n{self.last_error}", style="red")
+            self.query_one("#play-status", Static).update(line)
 
     @on(Button.Pressed, "#play-analyze")
     def action_analyze(self) -> None:
