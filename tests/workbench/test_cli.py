@@ -16,6 +16,8 @@ def test_serve_refuses_bad_arguments(tmp_path: Path, capsys) -> None:  # type: i
     assert "port must be" in capsys.readouterr().err
     assert main(["--config", str(tmp_path / "none.toml"), "serve", "--port", "8123"]) == 2
     assert "no such options file" in capsys.readouterr().err
+    assert main(["open", str(tmp_path / "no-session")]) == 2
+    assert "no session directory" in capsys.readouterr().err
 
 
 def test_serve_command_runs_this_python_with_the_config(tmp_path: Path) -> None:

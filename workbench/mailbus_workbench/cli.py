@@ -23,8 +23,13 @@ def _workbench(args: argparse.Namespace) -> int:
 
 
 def _open(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from mailbus_workbench.app import run_app
 
+    if not Path(args.session).is_dir():
+        print(f"mailbus open: no session directory {args.session}", file=sys.stderr)
+        return 2
     return run_app(config=args.config, session=args.session)
 
 
