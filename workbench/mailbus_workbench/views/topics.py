@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -18,6 +20,7 @@ from mailbus_workbench.widgets.topic_summary import TopicSummary
 from mailbus_workbench.widgets.topic_tree import TopicTree
 
 LIVE_ROWS = 50
+FLOOD_LIST_S = 0.5
 
 
 class TopicsView(View):
@@ -65,6 +68,7 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.topic: str | None = None
+        self._list_shown = 0.0
 
     def compose(self) -> ComposeResult:
         with Horizontal():
@@ -98,7 +102,16 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
             missed=model.missed_while_paused,
         )
         if not model.paused:
-            self.query_one(MessageList).show(self.topic, self._listed())
+            messages = self.query_one(MessageList)
+            listed = self._listed()
+            # A flood turns the whole window over each refresh, faster than anyone reads:
+            # then the list follows at FLOOD_LIST_S, which keeps keys and repaints quick.
+            turned_over = bool(listed) and listed[0].number > messages.newest
+            wall = time.monotonic()
+            if turned_over and wall - self._list_shown < FLOOD_LIST_S:
+                return
+            self._list_shown = wall
+            messages.show(self.topic, listed)
 
     def _listed(self) -> list[MessageRecord]:
         """Live, the newest LIVE_ROWS messages (a flood would churn the table); paused,

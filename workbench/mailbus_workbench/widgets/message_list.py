@@ -66,6 +66,11 @@ class MessageList(DataTable[str]):
         if following and self.row_count:
             self.move_cursor(row=self.row_count - 1, animate=False)
 
+    @property
+    def newest(self) -> int:
+        """Number of the newest message listed (0 when none)."""
+        return self._last
+
     def selected(self) -> MessageRecord | None:
         if not self.row_count:
             return None
