@@ -55,6 +55,10 @@ class Registry(Generic[T]):
             return ()
         return tuple(item for ref in refs if (item := ref()) is not None)
 
+    def refs(self, key: str) -> tuple[weakref.ref[T], ...]:
+        """The weak references under `key`, for hot paths that dereference as they go."""
+        return self._by_key.get(key, ())
+
     def keys(self) -> Iterable[str]:
         return self._by_key.keys()
 
@@ -67,10 +71,13 @@ class SubscriptionHandler:
         """Deliver a message; return how many subscriptions took it."""
         if type(envelope) is not Message:
             return 0
-        targets = self.subscriptions.get(envelope.topic)
-        for subscription in targets:
-            subscription._deliver(envelope)
-        return len(targets)
+        delivered = 0
+        for ref in self.subscriptions.refs(envelope.topic):
+            subscription = ref()
+            if subscription is not None:
+                subscription._deliver(envelope)
+                delivered += 1
+        return delivered
 
 
 class ServiceHandler:

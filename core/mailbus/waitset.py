@@ -125,8 +125,7 @@ class WaitSet:
     def _closed_contexts(self) -> bool:
         """True once the context of this wait set or of any entity in it is shut down:
         nothing can arrive any more, so a wait must not block for ever."""
-        contexts = {id(c): c for c in self._contexts()}
-        return any(c.state == "shut down" for c in contexts.values())
+        return any(c.state == "shut down" for c in self._contexts())
 
     def _contexts(self) -> list[Context]:
         found = [] if self._context is None else [self._context]
@@ -160,7 +159,10 @@ class WaitSet:
             stats.wait_started_ns = time.time_ns()
             try:
                 result = self._collect()
-                while not result and not self._closed_contexts():
+                while not result and timeout != 0:
+                    # Checked only when about to block: nothing arrives after shutdown.
+                    if self._closed_contexts():
+                        break
                     if deadline is None:
                         self._condition.wait()
                     else:
