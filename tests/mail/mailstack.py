@@ -404,11 +404,16 @@ smtpd_relay_restrictions = permit_sasl_authenticated, permit_mynetworks, reject_
 # One address the server refuses for good (5xx), to test permanent failures.
 smtpd_recipient_restrictions = check_recipient_access {refuse}
 message_size_limit = 10240000
-# Retry quickly after Dovecot comes back (tests stop and restart it).
+# Retry quickly after Dovecot comes back (tests stop and restart it). The minimal
+# backoff must be 2s, not 1s: qmgr's queue scan takes a file whose time stamp is
+# at most 1s ahead, so a 1s backoff lets the next scan (queue_run_delay) take a
+# message back while the lmtp agent that just deferred it still holds its lock;
+# qmgr then logs "skipped, still being delivered" and parks it in incoming/ for
+# 60s (qmgr_active_feed), longer than the tests wait.
 queue_run_delay = 1s
 transport_retry_time = 1s
-minimal_backoff_time = 1s
-maximal_backoff_time = 2s
+minimal_backoff_time = 2s
+maximal_backoff_time = 4s
 """
         (etc / "main.cf").write_text(main_cf)
         smtpd = "smtpd -o syslog_name=postfix/smtpd"
