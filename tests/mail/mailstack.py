@@ -404,11 +404,16 @@ smtpd_relay_restrictions = permit_sasl_authenticated, permit_mynetworks, reject_
 # One address the server refuses for good (5xx), to test permanent failures.
 smtpd_recipient_restrictions = check_recipient_access {refuse}
 message_size_limit = 10240000
-# Retry quickly after Dovecot comes back (tests stop and restart it).
+# Retry quickly after Dovecot comes back (tests stop and restart it). The minimal
+# backoff must be 2s, not 1s: qmgr's queue scan takes a file whose time stamp is
+# at most 1s ahead, so a 1s backoff lets the next scan (queue_run_delay) take a
+# message back while the lmtp agent that just deferred it still holds its lock;
+# qmgr then logs "skipped, still being delivered" and parks it in incoming/ for
+# 60s (qmgr_active_feed), longer than the tests wait.
 queue_run_delay = 1s
 transport_retry_time = 1s
-minimal_backoff_time = 1s
-maximal_backoff_time = 2s
+minimal_backoff_time = 2s
+maximal_backoff_time = 4s
 """
         (etc / "main.cf").write_text(main_cf)
         smtpd = "smtpd -o syslog_name=postfix/smtpd"
@@ -507,6 +512,61 @@ postlog   unix-dgram n  -       n       -       1       postlogd
         finally:
             with contextlib.suppress(smtplib.SMTPException, OSError):
                 client.quit()
+
+    def postfix_queue(self) -> str:
+        """Postfix's queue as `postqueue -p` lists it ("Mail queue is empty" when drained)."""
+        if not self.has_postfix:
+            return "(no Postfix: the LMTP relay keeps no queue)"
+        done = subprocess.run(
+            ["postqueue", "-c", str(self.postfix_etc), "-p"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        return (done.stdout + done.stderr).strip()
+
+    def wait_for_empty_queue(self, timeout: float) -> bool:
+        """Poll Postfix's queue until it is empty (True) or `timeout` passes (False):
+        mail it deferred while Dovecot was down has then been handed to Dovecot."""
+        if not self.has_postfix:
+            return True
+        deadline = time.monotonic() + timeout
+        while "Mail queue is empty" not in self.postfix_queue():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.2)  # polling postqueue, bounded by the deadline
+        return True
+
+    def postfix_log_of_queue(self) -> str:
+        """Every Postfix log line about the mail still in its queue: why and when it was
+        deferred, and whether it was tried again."""
+        queue = self.postfix_queue()
+        ids = [ln.split()[0].rstrip("*!") for ln in queue.splitlines()[1:] if ln[:1].isalnum()]
+        try:
+            log = self.postfix_log.read_text(errors="replace").splitlines()
+        except OSError as exc:
+            return f"({exc})"
+        return "\n".join(ln for ln in log if any(i in ln for i in ids))
+
+    def maildir_files(self, user: User) -> list[tuple[str, str, bytes]]:
+        """(folder, file name, bytes) of every file of the user's inbox maildir (tmp/,
+        new/, cur/): what Dovecot really saved, also while it is stopped."""
+        root = self.dovecot_dir / "mail" / user.address
+        files: list[tuple[str, str, bytes]] = []
+        for sub in ("tmp", "new", "cur"):
+            folder = root / sub
+            for name in sorted(os.listdir(folder)) if folder.is_dir() else []:
+                with contextlib.suppress(OSError):  # moved from new/ to cur/ meanwhile
+                    files.append((sub, name, (folder / name).read_bytes()))
+        return files
+
+    def uidlist(self, user: User) -> str:
+        """Dovecot's UID -> file name map of the user's inbox."""
+        path = self.dovecot_dir / "mail" / user.address / "dovecot-uidlist"
+        try:
+            return path.read_text(errors="replace")
+        except OSError as exc:
+            return f"({exc})"
 
     def logs(self, lines: int = 60) -> str:
         return (

@@ -16,7 +16,7 @@ import mailbus
 import pytest
 from conftest import make_options
 from mailbus import headers as H
-from mailbus.email_message import Email, to_bytes
+from mailbus.email_message import Email, from_bytes, to_bytes
 from mailbus.mail.errors import MailConnectError
 from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
 from mailbus.mail.tls import TlsSettings, ssl_context
@@ -31,6 +31,57 @@ def diagnose(stack: MailStack, events: Events) -> str:
     lines = [f"{e.kind}: {e.detail} {dict(e.extra)}" for e in events.items]
     kept = [line for line in lines if line.startswith(("mail.", "email.skipped", "error"))]
     return "\n".join(kept[-40:]) + "\n" + stack.logs()
+
+
+def _body(data: bytes) -> str:
+    try:
+        return from_bytes(data).body
+    except Exception as exc:  # a diagnosis never fails on a file it cannot parse
+        return f"<{type(exc).__name__}>"
+
+
+def diagnose_missing(
+    stack: MailStack,
+    events: Events,
+    user: User,
+    expected: list[str],
+    got: list[str],
+    uids: list[str],
+) -> str:
+    """Which messages are missing and where they are: in Dovecot's maildir (so the
+    receiver skipped them) or still in Postfix's queue (so they were never delivered)."""
+    missing = sorted(set(expected) - set(got))
+    twice = sorted({b for b in got if got.count(b) > 1})
+    files = [f"  {sub}/{name}: {_body(data)}" for sub, name, data in stack.maildir_files(user)]
+    return "\n".join(
+        [
+            f"missing: {missing}; received twice: {twice}",
+            f"UIDs the receiver fetched, in order: {uids}",
+            "maildir (folder/file: body):",
+            *files,
+            "dovecot-uidlist:",
+            stack.uidlist(user),
+            "postfix queue:",
+            stack.postfix_queue(),
+            "postfix log of what is queued:",
+            stack.postfix_log_of_queue(),
+            diagnose(stack, events),
+        ]
+    )
+
+
+class FetchLog:
+    """Wraps the receiver's poll() to record the UIDs each poll returned."""
+
+    def __init__(self, receiver: Any) -> None:
+        self.origins: list[str] = []
+        self._poll = receiver.poll
+        receiver.poll = self
+
+    def __call__(self) -> Any:
+        items = self._poll()
+        self.origins.extend(getattr(item, "origin", "?") for item in items)
+        return items
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +104,8 @@ def test_dovecot_stopped_mid_stream_resumes_nothing_lost_nothing_twice(running: 
     events = Events()
     ctx.tracer.add_listener(events)
     with ctx:
+        receiver: Any = ctx.transport.receiver
+        fetch_log = FetchLog(receiver)
         sub = ctx.subscription("stream", depth=100)
         pub = ctx.publisher("stream")
         for i in range(20):
@@ -67,9 +120,16 @@ def test_dovecot_stopped_mid_stream_resumes_nothing_lost_nothing_twice(running: 
             pub.publish(f"m{i}")
         events.wait_for("mail.reconnect_failed")
         running.start_dovecot()
-        rest = take(sub, 27, timeout=40)
-        assert sorted(first + rest) == sorted(f"m{i}" for i in range(30)), diagnose(running, events)
-        receiver: Any = ctx.transport.receiver
+        # Postfix retries what it deferred within seconds (see the backoff in
+        # mailstack.py): wait, bounded, until it has handed everything to Dovecot,
+        # then for the receiver to read it.
+        drained = running.wait_for_empty_queue(timeout=40)
+        rest = take(sub, 27, timeout=20)
+        expected = [f"m{i}" for i in range(30)]
+        assert sorted(first + rest) == sorted(expected), (
+            f"Postfix queue drained: {drained}\n"
+            + diagnose_missing(running, events, user, expected, first + rest, fetch_log.origins)
+        )
         # No UID is fetched twice. Dovecot may hold a second copy of a message whose
         # LMTP reply was lost when it stopped (Postfix then delivered it again): the
         # engine drops that copy by its Message-ID.
