@@ -18,10 +18,9 @@ from typing import Any
 
 from mailbus.errors import ConfigError, MailbusError
 from mailbus.options import load_options
-from mailbus.outbox.fs_storage import FsStorage
+from mailbus.outbox.admin import locked_storage, purge, retry_now
 from mailbus.outbox.listing import find_entry, list_outbox, show_entry
-from mailbus.outbox.scheduler import OutboxLock
-from mailbus.outbox.storage import Schedule, State
+from mailbus.outbox.storage import State
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -124,13 +123,6 @@ def _show(args: argparse.Namespace) -> int:
     return _guarded(args, body)
 
 
-def _locked(directory: str) -> tuple[FsStorage, OutboxLock]:
-    storage = FsStorage(directory, create=False)
-    lock = OutboxLock(storage.lock_path)
-    lock.acquire(0.0)
-    return storage, lock
-
-
 def _report(args: argparse.Namespace, verb: str, done: list[str]) -> None:
     if args.json:
         print(json.dumps({verb: done}))
@@ -143,30 +135,13 @@ def _retry(args: argparse.Namespace) -> int:
         return _fail(args, "name entry ids or use --all")
 
     def body(directory: str) -> int:
-        storage, lock = _locked(directory)
-        done: list[str] = []
-        try:
+        with locked_storage(directory) as storage:
             entries = (
                 [*storage.list_queue().entries, *storage.list_dead().entries]
                 if args.all
                 else [find_entry(storage, i) for i in args.ids]
             )
-            now = time.time_ns()
-            for entry in entries:
-                if entry.state is State.INFLIGHT:
-                    continue
-                schedule = Schedule(
-                    entry.schedule.attempts,
-                    now,
-                    entry.schedule.last_attempt_ns,
-                    entry.schedule.last_error,
-                )
-                entry = storage.reschedule(entry, schedule)
-                if entry.state is State.DEAD:
-                    storage.revive(entry)
-                done.append(entry.id)
-        finally:
-            lock.release()
+            done = retry_now(storage, entries)
         _report(args, "retried", done)
         return 0
 
@@ -178,9 +153,7 @@ def _purge(args: argparse.Namespace) -> int:
         return _fail(args, "name entry ids or use --dead, --corrupt or --all")
 
     def body(directory: str) -> int:
-        storage, lock = _locked(directory)
-        done: list[str] = []
-        try:
+        with locked_storage(directory) as storage:
             if args.all:
                 entries = [*storage.list_queue().entries, *storage.list_dead().entries]
             elif args.dead:
@@ -188,9 +161,7 @@ def _purge(args: argparse.Namespace) -> int:
             else:
                 entries = []
             entries += [find_entry(storage, i) for i in args.ids]
-            for entry in entries:
-                storage.cleanup(storage.drop(entry))
-                done.append(entry.id)
+            done = purge(storage, entries)
             if args.corrupt or args.all:
                 for name in storage.list_corrupt():
                     path = storage.root / State.CORRUPT / name
@@ -200,8 +171,6 @@ def _purge(args: argparse.Namespace) -> int:
                         path.unlink()
                     done.append(name)
                 storage.remove_uncommitted()
-        finally:
-            lock.release()
         _report(args, "purged", done)
         return 0
 

@@ -7,15 +7,13 @@ sender process holds it."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from mailbus.outbox.fs_storage import FsStorage
+from mailbus.outbox.admin import locked_storage, retry_now
+from mailbus.outbox.admin import purge as purge_entries
 from mailbus.outbox.listing import QueueItem, find_entry, list_outbox
-from mailbus.outbox.scheduler import OutboxLock
-from mailbus.outbox.storage import Schedule, State
 
 
 def outbox_dir(sections: Mapping[str, Mapping[str, Any]]) -> Path | None:
@@ -35,47 +33,13 @@ def load(directory: Path, now_ns: int | None = None) -> list[QueueItem]:
     return list_outbox(directory, now_ns)
 
 
-def _locked(directory: Path) -> tuple[FsStorage, OutboxLock]:
-    storage = FsStorage(directory, create=False)
-    lock = OutboxLock(storage.lock_path)
-    lock.acquire(0.0)
-    return storage, lock
-
-
 def retry(directory: Path, ids: Iterable[str]) -> list[str]:
     """Make queued entries due now and revive dead ones; return the ids done."""
-    storage, lock = _locked(directory)
-    done: list[str] = []
-    try:
-        now = time.time_ns()
-        for entry_id in ids:
-            entry = find_entry(storage, entry_id)
-            if entry.state is State.INFLIGHT:
-                continue
-            schedule = Schedule(
-                entry.schedule.attempts,
-                now,
-                entry.schedule.last_attempt_ns,
-                entry.schedule.last_error,
-            )
-            entry = storage.reschedule(entry, schedule)
-            if entry.state is State.DEAD:
-                storage.revive(entry)
-            done.append(entry.id)
-    finally:
-        lock.release()
-    return done
+    with locked_storage(directory) as storage:
+        return retry_now(storage, [find_entry(storage, i) for i in ids])
 
 
 def purge(directory: Path, ids: Iterable[str]) -> list[str]:
     """Remove entries unsent; return the ids done."""
-    storage, lock = _locked(directory)
-    done: list[str] = []
-    try:
-        for entry_id in ids:
-            entry = find_entry(storage, entry_id)
-            storage.cleanup(storage.drop(entry))
-            done.append(entry.id)
-    finally:
-        lock.release()
-    return done
+    with locked_storage(directory) as storage:
+        return purge_entries(storage, [find_entry(storage, i) for i in ids])
