@@ -15,6 +15,8 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import mailbus
 from mailbus.email_message import Email, from_bytes, to_bytes
@@ -118,31 +120,40 @@ def mailbus_latency(payload: str, count: int) -> list[float]:
         return samples
 
 
+@contextmanager
+def echo_service(ctx: mailbus.Context, service: str = "bench/echo") -> Iterator[None]:
+    """A server that answers every request with its body, on a thread that waits on a
+    wait set it reuses, as a real server does."""
+    server = ctx.server(service)
+    stop = threading.Event()
+
+    def serve() -> None:
+        wait_set = ctx.wait_set("bench-server")
+        wait_set.add_server(server)
+        while not stop.is_set():
+            request = server.take_request()
+            if request is None:
+                wait_set.wait(0.1)
+            else:
+                server.send_response(request, request.body)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def service_rtt(count: int) -> list[float]:
-    with mailbus.Context() as ctx:
-        server = ctx.server("bench/echo")
+    with mailbus.Context() as ctx, echo_service(ctx):
         client = ctx.client("bench/echo")
-        stop = threading.Event()
-
-        def serve() -> None:
-            wait_set = ctx.wait_set("bench-server")
-            wait_set.add_server(server)
-            while not stop.is_set():
-                request = server.take_request()
-                if request is None:
-                    wait_set.wait(0.1)
-                else:
-                    server.send_response(request, request.body)
-
-        thread = threading.Thread(target=serve)
-        thread.start()
         samples = []
         for _ in range(count):
             started = time.perf_counter_ns()
             client.call("ping", timeout=5.0)
             samples.append((time.perf_counter_ns() - started) / 1000)
-        stop.set()
-        thread.join()
         return samples
 
 

@@ -27,6 +27,8 @@ from typing import Any
 import mailbus
 from mailbus.stem import Cell, Hub, Message
 
+from bench.intraprocess import echo_service
+
 
 def log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
@@ -56,31 +58,13 @@ class Pinger(Cell):
 
 
 def engine_round_trips(count: int) -> float:
-    with mailbus.Context() as ctx:
-        server = ctx.server("bench/echo")
+    with mailbus.Context() as ctx, echo_service(ctx):
         client = ctx.client("bench/echo")
-        stop = threading.Event()
-
-        def serve() -> None:
-            wait_set = ctx.wait_set("bench-server")
-            wait_set.add_server(server)
-            while not stop.is_set():
-                request = server.take_request()
-                if request is None:
-                    wait_set.wait(0.1)
-                else:
-                    server.send_response(request, request.body)
-
-        thread = threading.Thread(target=serve)
-        thread.start()
         client.call("warm", timeout=5.0)
         started = time.perf_counter()
         for _ in range(count):
             client.call("ping", timeout=5.0)
-        elapsed = time.perf_counter() - started
-        stop.set()
-        thread.join()
-    return count / elapsed
+        return count / (time.perf_counter() - started)
 
 
 def hub_round_trips(count: int) -> float:
