@@ -83,26 +83,18 @@ def test_cli_lists_mailboxes_with_letter_counts(
     proc.terminate()
 
 
+def serve_once(store: Path) -> subprocess.CompletedProcess[str]:
+    """`mailbus postoffice serve` on `store`, expected to refuse and exit."""
+    command = [sys.executable, "-m", "mailbus", "postoffice", "serve", "--port", "0"]
+    return subprocess.run(
+        [*command, "--store", str(store)], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
+
+
 def test_cli_refuses_a_corrupt_store(tmp_path: Path) -> None:
     store = tmp_path / "bad.db"
     store.write_bytes(b"garbage" * 1000)
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mailbus",
-            "postoffice",
-            "serve",
-            "--port",
-            "0",
-            "--store",
-            str(store),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-    )
+    result = serve_once(store)
     assert result.returncode == 1
     assert "not a usable PostOffice store" in result.stderr
 
@@ -141,22 +133,6 @@ def test_a_second_daemon_on_the_same_store_is_refused(
 ) -> None:
     store = tmp_path / "shared" / "po.db"
     spawn_daemon(store=store)
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mailbus",
-            "postoffice",
-            "serve",
-            "--port",
-            "0",
-            "--store",
-            str(store),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-    )
+    result = serve_once(store)
     assert result.returncode == 1
     assert "in use by another PostOffice daemon" in result.stderr
