@@ -110,6 +110,19 @@ async def test_topic_completion_from_seen_topics(engine: EngineHost, tmp_path: P
         assert topic.value == "sensors/humidity"
 
 
+async def test_refresh_tick_after_exit_is_harmless(engine: EngineHost, tmp_path: Path) -> None:
+    # The live refresh timer can tick once more after exit has popped every screen
+    # (seen in CI as an IndexError); that late tick must paint nothing and raise nothing.
+    app = live_app(engine, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.active_view_id == "topics"
+    assert app.screen_stack == []
+    seen = app.model.events_seen
+    app.refresh_now()
+    assert app.model.events_seen == seen
+
+
 async def test_publish_at_rate_starts_and_stops(engine: EngineHost, tmp_path: Path) -> None:
     app = live_app(engine, tmp_path)
     async with app.run_test(size=SIZE) as pilot:

@@ -226,6 +226,9 @@ class WorkbenchApp(App[int]):
     # -- refresh ----------------------------------------------------------------------
     def refresh_now(self) -> None:
         """Fold queued events into the model and repaint the visible view."""
+        # A timer tick can land after the screens are popped at exit: nothing to paint.
+        if not self.screen_stack:
+            return
         with contextlib.suppress(NoMatches):  # views gone: the app is shutting down
             self._refresh()
 
