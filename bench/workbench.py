@@ -155,6 +155,7 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
         await pilot.pause(1.0)  # warm up
         m0, f0, t0 = app.model.topics.total, frames, time.perf_counter()
         latencies: list[float] = []
+        by_key: dict[str, list[float]] = {}
         pause_latencies: list[float] = []
         tick_ms.clear()
         tree = app.query_one("#topic-tree")
@@ -184,6 +185,7 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
             if state() != before_state:
                 took = (time.perf_counter() - before) * 1000
                 (pause_latencies if key == "p" else latencies).append(took)
+                by_key.setdefault(key, []).append(took)
         elapsed = time.perf_counter() - t0
         out["refresh_p50_ms"] = statistics.median(tick_ms)
         out["refresh_max_ms"] = max(tick_ms)
@@ -194,6 +196,7 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
         out["key_presses"] = len(latencies)
         out["key_latency_p50_ms"] = statistics.median(latencies)
         out["key_latency_p95_ms"] = statistics.quantiles(latencies, n=20)[18]
+        out["key_latency_max_ms_by_key"] = {k: round(max(v), 1) for k, v in by_key.items()}
         out["pause_key_presses"] = len(pause_latencies)
         out["pause_key_latency_max_ms"] = max(pause_latencies, default=None)
         flood.stop()

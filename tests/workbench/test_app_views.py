@@ -70,8 +70,8 @@ async def test_wait_sets_view_lists_entities_and_timeline() -> None:
         assert "subscription robot/pose ready" in view.detail_text
         await pilot.press("down")
         await pilot.pause()
+        assert "server demo/add -" in view.detail_text  # follows the cursor, no refresh
         app.refresh_now()
-        assert "server demo/add -" in view.detail_text
         assert table.get_row_at(1)[3].startswith("waiting")
 
 

@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane, TextArea
+from textual.widgets import Header, Input, Static, TabbedContent, TabPane, TextArea
 from textual.widgets._tabbed_content import ContentTabs
 
 from mailbus_workbench.commands import workbench_commands
@@ -36,6 +36,7 @@ from mailbus_workbench.views.sessions import SessionsView
 from mailbus_workbench.views.topics import TopicsView
 from mailbus_workbench.views.waitsets import WaitSetsView
 from mailbus_workbench.widgets import format as fmt
+from mailbus_workbench.widgets.key_bar import KeyBar
 
 PUMP_LIMIT = 20_000  # events folded per refresh at most (200k/s at 10 Hz): keys stay quick
 
@@ -158,7 +159,7 @@ class WorkbenchApp(App[int]):
                 with TabPane(f"{title}", id=view_id):
                     yield cls(id=f"{view_id}-view")
         yield Static("", id="status")
-        yield Footer()
+        yield KeyBar(id="key-bar")
 
     @property
     def brokers(self) -> dict[str, Broker]:
@@ -265,8 +266,11 @@ class WorkbenchApp(App[int]):
             parts.append(f"{model.topics.untracked} msgs on untracked topics")
         if self.engine_error:
             parts.append(f"engine: {self.engine_error}")
-        self.status_text = "  ·  ".join(parts)
-        self.main_screen.query_one("#status", Static).update(self.status_text)
+        text = "  ·  ".join(parts)
+        if text != self.status_text:
+            self.status_text = text
+            # One fixed line: no layout pass (a layout reflows the whole screen).
+            self.main_screen.query_one("#status", Static).update(text, layout=False)
 
     # -- actions ----------------------------------------------------------------------
     def action_show(self, view_id: str) -> None:

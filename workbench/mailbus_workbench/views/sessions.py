@@ -18,7 +18,6 @@ from textual.screen import Screen
 from textual.widgets import (
     Button,
     DataTable,
-    Footer,
     Input,
     Label,
     ProgressBar,
@@ -30,6 +29,7 @@ from textual.widgets import (
 )
 
 from mailbus_workbench.views.base import View
+from mailbus_workbench.widgets.key_bar import KeyBar
 
 MAX_RATE = 1000.0
 TABLE_ROWS = 500  # rows shown per analysis table
@@ -409,7 +409,7 @@ class AnalysisScreen(Screen[None]):
             for name in TABLES:
                 with TabPane(name, id=f"analysis-{name}"):
                     yield DataTable(id=f"analysis-table-{name}", zebra_stripes=True)
-        yield Footer()
+        yield KeyBar()
 
     @on(Button.Pressed, "#analysis-run")
     def action_run(self) -> None:

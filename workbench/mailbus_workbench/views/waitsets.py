@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
@@ -74,6 +75,13 @@ waiting, red a time-out, grey idle.
                 ):
                     table.update_cell(str(row.key), column, value)
         self._detail(rows[table.cursor_row] if rows and table.cursor_row < len(rows) else None)
+
+    @on(DataTable.RowHighlighted, "#waitset-table")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        # The detail follows the cursor at once, not at the next (throttled) refresh.
+        key = event.row_key.value
+        rows = self.workbench.model.wait_sets.ordered()
+        self._detail(next((r for r in rows if str(r.key) == key), None))
 
     @staticmethod
     def _cells(row: WaitSetRow) -> tuple[str, ...]:

@@ -18,24 +18,35 @@ class TopicSummary(Horizontal):
     TopicSummary Sparkline { width: 30; height: 2; }
     """
 
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._text = "No topic selected."
+
     def compose(self) -> ComposeResult:
-        yield Static("No topic selected.", id="summary-text")
+        yield Static(self._text, id="summary-text")
         yield Sparkline([], id="summary-sparkline")
 
     def show(
         self, stats: TopicStats | None, now: float, *, paused: bool, cap: int, missed: int
     ) -> None:
-        text = self.query_one("#summary-text", Static)
-        spark = self.query_one("#summary-sparkline", Sparkline)
         state = f"[b reverse] PAUSED [/] {missed} not kept  " if paused else ""
         if stats is None:
-            text.update(f"{state}No topic selected.  history cap {cap}")
-            spark.data = []
+            self._update(f"{state}No topic selected.  history cap {cap}", [])
             return
-        text.update(
+        self._update(
             f"{state}[b]{escape(stats.name)}[/b]  {stats.count} msgs  {fmt.rate(stats.rate)}  "
             f"{fmt.size(stats.bytes_rate)}/s\n"
             f"last seen {fmt.age(now - stats.last_seen)}  total {fmt.size(stats.bytes)}  "
-            f"history cap {cap}"
+            f"history cap {cap}",
+            list(stats.rate_history) or [0.0],
         )
-        spark.data = list(stats.rate_history) or [0.0]
+
+    def _update(self, text: str, rates: list[float]) -> None:
+        # Repaint only what changed, without a layout pass (the summary has a fixed
+        # size): under a flood this runs ten times a second.
+        if text != self._text:
+            self._text = text
+            self.query_one("#summary-text", Static).update(text, layout=False)
+        spark = self.query_one("#summary-sparkline", Sparkline)
+        if rates != spark.data:
+            spark.data = rates
