@@ -65,7 +65,7 @@ async def test_wait_sets_view_lists_entities_and_timeline() -> None:
         await pilot.press("3")
         table = app.query_one("#waitset-table", DataTable)
         assert table.row_count == 2
-        assert [table.get_row_at(i)[0] for i in range(2)] == ["controller", "demo/server"]
+        assert [str(table.get_row_at(i)[0]) for i in range(2)] == ["controller", "demo/server"]
         view = app.query_one(WaitSetsView)
         assert "subscription robot/pose ready" in view.detail_text
         await pilot.press("down")

@@ -158,7 +158,7 @@ class WorkbenchApp(App[int]):
             for view_id, title, cls in self.VIEWS:
                 with TabPane(f"{title}", id=view_id):
                     yield cls(id=f"{view_id}-view")
-        yield Static("", id="status")
+        yield Static("", id="status", markup=False)
         yield KeyBar(id="key-bar")
 
     @property
@@ -217,7 +217,7 @@ class WorkbenchApp(App[int]):
 
     def _engine_failed(self, error: str) -> None:
         self.engine_error = error
-        self.notify(f"Cannot start the engine: {error}", severity="error", timeout=30)
+        self.notify(f"Cannot start the engine: {error}", severity="error", timeout=30, markup=False)
         self.post_message(self.EngineFailed(error))
 
     def on_unmount(self) -> None:
@@ -309,9 +309,9 @@ class WorkbenchApp(App[int]):
             self.screenshot_dir.mkdir(parents=True, exist_ok=True)
             path = self.save_screenshot(path=str(self.screenshot_dir))
         except OSError as exc:
-            self.notify(f"Cannot save the screenshot: {exc}", severity="error")
+            self.notify(f"Cannot save the screenshot: {exc}", severity="error", markup=False)
             return
-        self.notify(f"Screenshot saved to {path}", timeout=4)
+        self.notify(f"Screenshot saved to {path}", timeout=4, markup=False)
         self.post_message(self.ScreenshotSaved(path))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
@@ -329,7 +329,7 @@ class WorkbenchApp(App[int]):
         try:
             keymap = load_keymap(self.settings.keymap_file, self.binding_ids())
         except ConfigError as exc:
-            self.notify(f"Keymap not loaded: {exc}", severity="error", timeout=10)
+            self.notify(f"Keymap not loaded: {exc}", severity="error", timeout=10, markup=False)
             return
         self.set_keymap(keymap)
 

@@ -69,7 +69,7 @@ class Confirm(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(self.question)
+            yield Label(self.question, markup=False)
             with Horizontal():
                 yield Button("Yes (y)", variant="error", id="confirm-yes")
                 yield Button("No (n)", variant="primary", id="confirm-no")

@@ -8,6 +8,7 @@ from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
 from mailbus_workbench.views.base import View
+from mailbus_workbench.widgets import format as fmt
 
 STATE_STYLE = {"running": "green", "stopping": "yellow", "stopped": "dim"}
 
@@ -30,7 +31,7 @@ failed, dropped and refused, and publishers blocked right now; then the links
     """
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="broker-summary")
+        yield Static("", id="broker-summary", markup=False)
         yield DataTable(id="broker-modules", cursor_type="row", zebra_stripes=True)
         yield DataTable(id="broker-links", cursor_type="row")
 
@@ -73,15 +74,15 @@ failed, dropped and refused, and publishers blocked right now; then the links
             for m in snap.modules:
                 full = m.queue_depth / m.capacity if m.capacity else 0.0
                 modules.add_row(
-                    name,
-                    m.name,
-                    m.kind,
+                    fmt.plain(name),
+                    fmt.plain(m.name),
+                    fmt.plain(m.kind),
                     Text(m.state, style=STATE_STYLE.get(m.state, "")),
                     Text(
                         f"{m.queue_depth}/{m.capacity}",
                         style="red" if full > 0.8 else "yellow" if full > 0.5 else "",
                     ),
-                    m.backpressure,
+                    fmt.plain(m.backpressure),
                     str(m.published),
                     str(m.delivered),
                     str(m.failed),
@@ -90,7 +91,9 @@ failed, dropped and refused, and publishers blocked right now; then the links
                     str(m.blocked_publishers),
                 )
             for link in snap.links:
-                links.add_row(name, link.source, link.sink, link.backpressure or "(sink's)")
+                links.add_row(
+                    *map(fmt.plain, (name, link.source, link.sink, link.backpressure or "(sink's)"))
+                )
         self.query_one("#broker-summary", Static).update(
             "  ·  ".join(lines) or "No broker in this process."
         )

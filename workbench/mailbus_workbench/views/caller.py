@@ -85,7 +85,7 @@ same request again.
         yield TextArea("[1, 2, 3]", id="call-body", soft_wrap=True)
         with VerticalScroll(id="call-response-box") as box:
             box.border_title = "response"
-            yield Static("No call yet.", id="call-response")
+            yield Static("No call yet.", id="call-response", markup=False)
         yield DataTable(id="call-history", cursor_type="row", zebra_stripes=True)
 
     def _service_names(self) -> list[str]:
@@ -158,10 +158,10 @@ same request again.
         table = self.query_one("#call-history", DataTable)
         table.add_row(
             str(record.number),
-            record.service,
+            fmt.plain(record.service),
             fmt.latency(record.latency_s),
             Text("ok", style="green") if record.ok else Text("failed", style="red"),
-            fmt.preview(record.body, 60),
+            fmt.plain(fmt.preview(record.body, 60)),
             key=str(record.number),
         )
         while table.row_count > HISTORY:

@@ -38,7 +38,7 @@ once a second: `[workbench] postoffice-store` in the options file, else
         self.loads = 0
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="mailbox-summary")
+        yield Static("", id="mailbox-summary", markup=False)
         yield DataTable(id="mailbox-table", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
@@ -83,7 +83,7 @@ once a second: `[workbench] postoffice-store` in the options file, else
                 "%Y-%m-%d %H:%M:%S"
             )
             table.add_row(
-                box.name,
+                fmt.plain(box.name),
                 Text(str(box.letters), style="bold" if box.letters else "dim"),
                 fmt.size(box.payload_bytes),
                 created,

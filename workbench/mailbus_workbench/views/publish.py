@@ -8,6 +8,7 @@ import time
 
 from mailbus.errors import ConfigError, MailbusError
 from mailbus.names import check_name
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -83,7 +84,7 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
             yield Button("Start at rate (F6)", id="publish-start")
             yield Input(placeholder="template name", id="publish-template-name")
             yield Button("Save template", id="publish-save")
-        yield Static("", id="publish-status")
+        yield Static("", id="publish-status", markup=False)
 
     def on_mount(self) -> None:
         self.reload_templates()
@@ -93,11 +94,12 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
             self.templates = load_templates(self.workbench.settings.templates_file)
         except ConfigError as exc:
             self.templates = []
-            self._status(f"[red]{exc}[/]")
+            self._status(Text(str(exc), style="red"))
         select = self.query_one("#publish-template", Select)
         select.set_options([(t.name, t.name) for t in self.templates])
 
-    def _status(self, text: str) -> None:
+    def _status(self, text: str | Text) -> None:
+        # Literal text only: topics, errors and paths may hold "[...]" (Rich markup).
         self.query_one("#publish-status", Static).update(text)
 
     def _form(self) -> tuple[str, str] | None:
@@ -106,11 +108,11 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
         try:
             check_name(topic, "topic")
         except MailbusError as exc:
-            self._status(f"[red]{exc}[/]")
+            self._status(Text(str(exc), style="red"))
             self.post_message(self.Failed(str(exc)))
             return None
         if self.workbench.engine is None:
-            self._status("[red]No engine: this workbench shows recorded data only.[/]")
+            self._status(Text("No engine: this workbench shows recorded data only.", style="red"))
             self.post_message(self.Failed("no engine"))
             return None
         return topic, body
@@ -141,11 +143,11 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
         self.app.call_from_thread(self._published, topic, message_id)
 
     def _published(self, topic: str, message_id: str) -> None:
-        self._status(f"published on [b]{topic}[/b]  {message_id}")
+        self._status(Text.assemble("published on ", (topic, "bold"), f"  {message_id}"))
         self.post_message(self.Published(topic, message_id))
 
     def _failed(self, error: str) -> None:
-        self._status(f"[red]{error}[/]")
+        self._status(Text(error, style="red"))
         self.post_message(self.Failed(error))
 
     @on(Button.Pressed, "#publish-start")
@@ -217,7 +219,11 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
             self._failed(f"cannot save the template: {exc}")
             return
         self.reload_templates()
-        self._status(f"template [b]{name}[/b] saved to {self.workbench.settings.templates_file}")
+        self._status(
+            Text.assemble(
+                "template ", (name, "bold"), f" saved to {self.workbench.settings.templates_file}"
+            )
+        )
 
     def on_unmount(self) -> None:
         if self._rate_stop is not None:

@@ -65,7 +65,7 @@ Retry and purge take the outbox lock: while a sender process runs, they are refu
         self.loads = 0
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="queue-dir")
+        yield Static("", id="queue-dir", markup=False)
         yield DataTable(id="queue-table", cursor_type="row", zebra_stripes=True)
         yield Static("", id="queue-detail", markup=False)
 
@@ -135,14 +135,14 @@ Retry and purge take the outbox lock: while a sender process runs, they are refu
             )
             table.add_row(
                 Text(item.state, style=STATE_STYLE.get(item.state, "")),
-                item.id[:8],
-                item.destination,
+                fmt.plain(item.id[:8]),
+                fmt.plain(item.destination),
                 str(item.attempts),
                 next_attempt,
                 fmt.age(item.age_s).removesuffix(" ago") if item.age_s else "-",
                 fmt.size(item.size),
-                fmt.preview(item.subject, 30),
-                fmt.preview(item.last_error, 40),
+                fmt.plain(fmt.preview(item.subject, 30)),
+                fmt.plain(fmt.preview(item.last_error, 40)),
                 key=item.id,
             )
         if items:
@@ -208,7 +208,7 @@ Retry and purge take the outbox lock: while a sender process runs, they are refu
 
     def _changed(self, verb: str, done: list[str], error: str) -> None:
         if error:
-            self.notify(f"{verb} failed: {error}", severity="error", timeout=8)
+            self.notify(f"{verb} failed: {error}", severity="error", timeout=8, markup=False)
         else:
             self.notify(f"{verb}: {len(done)} entr{'y' if len(done) == 1 else 'ies'}")
         self.post_message(self.Changed(verb, done, error))

@@ -29,6 +29,7 @@ from textual.widgets import (
 )
 
 from mailbus_workbench.views.base import View
+from mailbus_workbench.widgets import format as fmt
 from mailbus_workbench.widgets.key_bar import KeyBar
 
 MAX_RATE = 1000.0
@@ -111,7 +112,7 @@ Opening, playing and analysing run in workers: the screen never freezes.
                 yield Label("record to")
                 yield Input(default_directory(), id="rec-dir")
                 yield Button("Record (F5)", id="rec-toggle", variant="error")
-            yield Static("Not recording.", id="rec-status", classes="status")
+            yield Static("Not recording.", id="rec-status", classes="status", markup=False)
             with Horizontal():
                 yield Label("session")
                 yield Input(placeholder="path of a session directory", id="play-path")
@@ -127,7 +128,7 @@ Opening, playing and analysing run in workers: the screen never freezes.
                 yield Label("loop")
                 yield Switch(False, id="play-loop")
             yield ProgressBar(total=1, id="play-progress", show_eta=False)
-            yield Static("No session open.", id="play-status", classes="status")
+            yield Static("No session open.", id="play-status", classes="status", markup=False)
 
     def on_mount(self) -> None:
         if not self.available:
@@ -404,7 +405,7 @@ class AnalysisScreen(Screen[None]):
             )
             yield Button("Run (F5)", id="analysis-run", variant="primary")
         yield ProgressBar(total=len(TABLES), id="analysis-progress", show_eta=False)
-        yield Static("Pick the engine and run.", id="analysis-status")
+        yield Static("Pick the engine and run.", id="analysis-status", markup=False)
         with TabbedContent(id="analysis-tables"):
             for name in TABLES:
                 with TabPane(name, id=f"analysis-{name}"):
@@ -458,11 +459,11 @@ class AnalysisScreen(Screen[None]):
         self.dismiss(None)
 
 
-def _cell(value: object) -> str:
+def _cell(value: object) -> Text:
     if value is None:
-        return "-"
+        return fmt.plain("-")
     if isinstance(value, float):
-        return f"{value:.3f}"
+        return fmt.plain(f"{value:.3f}")
     if isinstance(value, bytes):
-        return value[:40].decode("utf-8", "replace")
-    return str(value)[:60]
+        return fmt.plain(value[:40].decode("utf-8", "replace"))
+    return fmt.plain(str(value)[:60])

@@ -10,6 +10,7 @@ from textual.widgets import DataTable, Static
 
 from mailbus_workbench.model.waitsets import WaitSetRow
 from mailbus_workbench.views.base import View
+from mailbus_workbench.widgets import format as fmt
 
 TIMELINE_STYLE = {"w": ("▆", "yellow"), "r": ("█", "green"), "t": ("█", "red"), ".": ("▁", "dim")}
 
@@ -40,7 +41,7 @@ waiting, red a time-out, grey idle.
 
     def compose(self) -> ComposeResult:
         yield DataTable(id="waitset-table", cursor_type="row", zebra_stripes=True)
-        yield Static("Select a wait set.", id="waitset-detail")
+        yield Static("Select a wait set.", id="waitset-detail", markup=False)
 
     def on_mount(self) -> None:
         table = self.query_one("#waitset-table", DataTable)
@@ -84,7 +85,7 @@ waiting, red a time-out, grey idle.
         self._detail(next((r for r in rows if str(r.key) == key), None))
 
     @staticmethod
-    def _cells(row: WaitSetRow) -> tuple[str, ...]:
+    def _cells(row: WaitSetRow) -> tuple[str | Text, ...]:
         ready = sum(1 for e in row.entities if e.ready)
         state = f"waiting {row.waiting_for_s:.1f} s" if row.waiting else "idle"
         timeout = (
@@ -95,7 +96,7 @@ waiting, red a time-out, grey idle.
             else "-"
         )
         return (
-            row.name,
+            fmt.plain(row.name),
             str(len(row.entities)),
             str(ready),
             state,

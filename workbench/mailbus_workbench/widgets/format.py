@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from rich.text import Text
+
 
 def clock_time(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S.%f")[:-3]
@@ -50,3 +52,9 @@ def latency(seconds: float | None) -> str:
 def preview(text: str, width: int = 60) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def plain(value: object) -> Text:
+    """A table cell or label shown literally: a string given to a DataTable or a Tree
+    is parsed as Rich markup, and a body like "[/x]" from the wire would crash it."""
+    return Text(str(value), no_wrap=True, end="")

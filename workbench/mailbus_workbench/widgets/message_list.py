@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.message import Message
 from textual.widgets import DataTable
 
@@ -11,7 +12,7 @@ from mailbus_workbench.widgets import format as fmt
 REBUILD_AFTER = 20  # rows to drop beyond which a rebuild is cheaper
 
 
-class MessageList(DataTable[str]):
+class MessageList(DataTable[str | Text]):
     class MessageChosen(Message):
         def __init__(self, record: MessageRecord) -> None:
             super().__init__()
@@ -58,7 +59,7 @@ class MessageList(DataTable[str]):
                 str(record.number),
                 fmt.clock_time(record.time_s),
                 fmt.size(record.event.size),
-                fmt.preview(record.body, 200),
+                fmt.plain(fmt.preview(record.body, 200)),
                 key=key,
             )
             self._last = record.number

@@ -55,10 +55,10 @@ class TopicTree(Tree[str]):
         def add(parent: UINode[str], nodes: tuple[TreeNode, ...]) -> None:
             for n in nodes:
                 if n.children:
-                    child = parent.add(n.label, data=n.topic, expand=True)
+                    child = parent.add(fmt.plain(n.label), data=n.topic, expand=True)
                     add(child, n.children)
                 else:
-                    child = parent.add_leaf(n.label, data=n.topic)
+                    child = parent.add_leaf(fmt.plain(n.label), data=n.topic)
                 if n.topic is not None:
                     self._topic_nodes[n.topic] = child
                     self._labels[n.topic] = n.label

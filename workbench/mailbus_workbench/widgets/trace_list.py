@@ -56,8 +56,8 @@ class TraceList(DataTable[str | Text]):
                 self._status[trace.key] = status
                 self.add_row(
                     fmt.clock_time(trace.started_s),
-                    trace.service,
-                    trace.client_gid[:8],
+                    fmt.plain(trace.service),
+                    fmt.plain(trace.client_gid[:8]),
                     str(trace.sequence),
                     fmt.latency(trace.latency_s),
                     Text(status.value, style=STATUS_STYLE[status]),
