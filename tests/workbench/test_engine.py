@@ -43,7 +43,21 @@ def test_call_without_server_times_out_and_bad_names_are_refused(engine: EngineH
         engine.publish("bad\ntopic", "x")
 
 
-def test_from_config(tmp_path: Path) -> None:
+def test_from_config_reads_the_environment_like_every_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "env.toml"
+    path.write_text('transport = "inprocess"\nfrom = "env@example.org"\n')
+    monkeypatch.setenv("MAILBUS_CONFIG_FILE", str(path))
+    host = EngineHost.from_config(None)
+    assert host.demo is None and "env@example.org" in host.description
+    monkeypatch.setenv("MAILBUS_CONFIG_FILE", str(tmp_path / "missing.toml"))
+    with pytest.raises(ConfigError, match="no such file"):
+        EngineHost.from_config(None)
+
+
+def test_from_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MAILBUS_CONFIG_FILE", raising=False)
     assert EngineHost.from_config(None).demo is not None
     path = tmp_path / "o.toml"
     path.write_text('transport = "inprocess"\n[workbench]\nhistory-cap = 7\n')

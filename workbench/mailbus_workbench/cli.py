@@ -12,13 +12,8 @@ from mailbus_workbench import serve
 
 
 def _workbench(args: argparse.Namespace) -> int:
-    try:
-        from mailbus_workbench.app import run_app
-    except ImportError:  # until the TUI lands: the headless demo
-        from mailbus.demo import _run
+    from mailbus_workbench.app import run_app
 
-        args.seconds = None
-        return _run(args)
     return run_app(config=args.config)
 
 

@@ -6,6 +6,7 @@ workers; this class is thread-safe for that."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -57,7 +58,9 @@ class EngineHost:
 
     @classmethod
     def from_config(cls, path: str | Path | None) -> EngineHost:
-        """The embedded demo without a file; attach to the file's system with one."""
+        """Attach to the system of the options file (`path`, else $MAILBUS_CONFIG_FILE,
+        as every other mailbus command reads it); the embedded demo without either."""
+        path = path or os.environ.get("MAILBUS_CONFIG_FILE") or None
         if path is None:
             return cls(demo=True)
         return cls(load_options(str(path)), demo=False)
