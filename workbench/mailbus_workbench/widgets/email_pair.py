@@ -40,12 +40,12 @@ class EmailPair(Horizontal):
             return
         if trace.request is not None:
             self.texts["request"] = raw_source(trace.request, date)
-            left.update(Text(self.texts["request"]))
+            left.update(Text(fmt.printable(self.texts["request"], lines=True)))
         else:
             left.update(Text("(request not seen: orphaned response)", style="magenta"))
         if trace.response is not None:
             self.texts["response"] = raw_source(trace.response, date)
-            right.update(Text(self.texts["response"]))
+            right.update(Text(fmt.printable(self.texts["response"], lines=True)))
         else:
             right.update(Text("(no response yet)", style="yellow"))
         self.query_one("#pair-response", VerticalScroll).border_title = (

@@ -49,8 +49,22 @@ def latency(seconds: float | None) -> str:
     return f"{seconds:.2f} s"
 
 
+# Control characters from the wire are drawn as their Unicode pictures (␛ for ESC): sent
+# raw, an escape sequence in a body would drive the user's terminal.
+_PICTURES = (
+    {c: 0x2400 + c for c in range(0x20)} | {0x7F: 0x2421} | {c: 0xFFFD for c in range(0x80, 0xA0)}
+)
+_KEEP_LINES = {k: v for k, v in _PICTURES.items() if k not in (0x09, 0x0A)}
+
+
+def printable(text: str, *, lines: bool = False) -> str:
+    """`text` with every control character shown as a picture (tabs and newlines kept
+    when `lines`)."""
+    return text.translate(_KEEP_LINES if lines else _PICTURES)
+
+
 def preview(text: str, width: int = 60) -> str:
-    flat = " ".join(text.split())
+    flat = printable(" ".join(text.split()))
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 

@@ -11,6 +11,7 @@ from textual.widgets import Static, TabbedContent, TabPane
 
 from mailbus_workbench.model.inspect import body_diff, header_rows, pretty_body, raw_source
 from mailbus_workbench.model.topics import MessageRecord
+from mailbus_workbench.widgets import format as fmt
 
 
 class Inspector(Vertical):
@@ -54,16 +55,16 @@ class Inspector(Vertical):
         self.query_one("#inspector-body-text", Static).update(
             Syntax(body, "json", background_color="default", word_wrap=True)
             if is_json
-            else Text(body)
+            else Text(fmt.printable(body, lines=True))
         )
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold")
         table.add_column()
         for name, value in header_rows(event):
-            table.add_row(name, value)
+            table.add_row(Text(name), Text(fmt.printable(value)))  # no markup
         self.query_one("#inspector-headers-text", Static).update(table)
         raw = raw_source(event, date)
-        self.query_one("#inspector-raw-text", Static).update(Text(raw))
+        self.query_one("#inspector-raw-text", Static).update(Text(fmt.printable(raw, lines=True)))
         diff = body_diff(previous.body if previous else None, record.body)
         self.texts = {
             "body": body,
@@ -72,7 +73,7 @@ class Inspector(Vertical):
             "diff": diff,
         }
         self.query_one("#inspector-diff-text", Static).update(
-            Syntax(diff, "diff", background_color="default")
+            Syntax(fmt.printable(diff, lines=True), "diff", background_color="default")
             if diff.startswith("---")
-            else Text(diff)
+            else Text(fmt.printable(diff, lines=True))
         )

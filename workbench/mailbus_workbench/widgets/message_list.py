@@ -1,84 +1,184 @@
-"""The messages of the selected topic, newest at the bottom, following new ones."""
+"""The messages of the selected topic, newest at the bottom, following new ones.
+
+Drawn with Textual's line API: only the visible lines are rendered, each straight from
+its record, so replacing the whole list costs nothing until it is painted. A DataTable
+measured every cell of every new row and rendered each cell through Rich; under a
+flood, or when pausing loads the whole history, that held the UI loop for 100-200 ms
+(bench/workbench.py)."""
 
 from __future__ import annotations
 
-from rich.text import Text
+from bisect import bisect_left
+
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding
+from textual.geometry import Size
 from textual.message import Message
-from textual.widgets import DataTable
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from mailbus_workbench.model.topics import MessageRecord
 from mailbus_workbench.widgets import format as fmt
 
-REBUILD_AFTER = 20  # rows to drop beyond which a rebuild is cheaper
+# (title, width); the body takes the rest of the line.
+COLUMNS = (("#", 9), ("time (UTC)", 14), ("size", 10))
+BODY_PREVIEW = 400  # characters of the body kept on a line (wider than any terminal)
 
 
-class MessageList(DataTable[str | Text]):
+class MessageList(ScrollView, can_focus=True):
     class MessageChosen(Message):
         def __init__(self, record: MessageRecord) -> None:
             super().__init__()
             self.record = record
 
-    DEFAULT_CSS = "MessageList { height: 1fr; }"
+    BINDINGS = [
+        Binding("up", "cursor(-1)", "Up", show=False),
+        Binding("down", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home", "jump(0)", "First", show=False),
+        Binding("end", "jump(-1)", "Last", show=False),
+    ]
+    COMPONENT_CLASSES = {
+        "message-list--header",
+        "message-list--cursor",
+        "message-list--even-row",
+    }
+    DEFAULT_CSS = """
+    MessageList {
+        height: 1fr;
+        overflow-x: hidden;
+        overflow-y: scroll;  /* always a scrollbar: scrolling works before the next layout */
+        background: $surface;
+        color: $foreground;
+        &:focus {
+            background-tint: $foreground 5%;
+            & > .message-list--cursor {
+                background: $block-cursor-background;
+                color: $block-cursor-foreground;
+                text-style: $block-cursor-text-style;
+            }
+        }
+        & > .message-list--header { text-style: bold; background: $panel; color: $foreground; }
+        & > .message-list--even-row { background: $surface-lighten-1 50%; }
+        &:dark > .message-list--even-row { background: $surface-darken-1 40%; }
+        & > .message-list--cursor {
+            background: $block-cursor-blurred-background;
+            color: $block-cursor-blurred-foreground;
+            text-style: $block-cursor-blurred-text-style;
+        }
+    }
+    """
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        super().__init__(id=id)
         self.topic: str | None = None
-        self._records: dict[str, MessageRecord] = {}
-        self._last = 0
-        self._first = 0
+        self._rows: list[MessageRecord] = []
+        self._numbers: list[int] = []  # ascending, for finding a record again
+        self.cursor_row = 0
 
-    def on_mount(self) -> None:
-        self.add_column("#", key="n", width=7)
-        self.add_column("time (UTC)", key="time", width=12)
-        self.add_column("size", key="size", width=8)
-        self.add_column("body", key="body")
-
+    # -- content --------------------------------------------------------------------
     def show(self, topic: str | None, history: list[MessageRecord]) -> None:
-        """Show `history` of `topic`: rows are added and dropped incrementally; when
-        older messages appear (pause shows the whole history) or many rows go (a flood),
-        the table is rebuilt, which is cheaper than removing rows one by one."""
-        following = self.row_count == 0 or self.cursor_row >= self.row_count - 1
-        keep = {str(r.number) for r in history}
-        gone = [k for k in self._records if k not in keep]
-        older = bool(history) and bool(self._records) and history[0].number < self._first
-        if topic != self.topic or older or len(gone) > REBUILD_AFTER:
-            self.topic = topic
-            self.clear()
-            self._records = {}
-            self._last = 0
-            gone = []
-        for key in gone:  # fell out of the cap or the live window
-            self.remove_row(key)
-            del self._records[key]
-        for record in history:
-            if record.number <= self._last:
-                continue
-            key = str(record.number)
-            self._records[key] = record
-            self.add_row(
-                str(record.number),
-                fmt.clock_time(record.time_s),
-                fmt.size(record.event.size),
-                fmt.plain(fmt.preview(record.body, 200)),
-                key=key,
-            )
-            self._last = record.number
-        self._first = history[0].number if history else 0
-        if following and self.row_count:
-            self.move_cursor(row=self.row_count - 1, animate=False)
+        """Show `history` of `topic`. A list whose cursor is on its last row follows new
+        messages; otherwise the cursor stays on the message it was on."""
+        following = not self._rows or self.cursor_row >= len(self._rows) - 1
+        chosen = self._rows[self.cursor_row].number if self._rows else None
+        if topic != self.topic:
+            following, chosen = True, None
+        self.topic = topic
+        self._rows = list(history)
+        self._numbers = [r.number for r in self._rows]
+        self.virtual_size = Size(0, len(self._rows) + 1)  # +1: the header line
+        if not self._rows:
+            self.cursor_row = 0
+        elif following or chosen is None:
+            self.move_cursor(row=len(self._rows) - 1)
+        else:
+            at = bisect_left(self._numbers, chosen)
+            self.move_cursor(row=min(at, len(self._rows) - 1), announce=False)
+        self.refresh()
+
+    @property
+    def row_count(self) -> int:
+        return len(self._rows)
 
     @property
     def newest(self) -> int:
         """Number of the newest message listed (0 when none)."""
-        return self._last
+        return self._numbers[-1] if self._numbers else 0
+
+    def get_row_at(self, row: int) -> list[str]:
+        """The cells of `row` as shown: number, time, size, body preview."""
+        record = self._rows[row]
+        return [
+            str(record.number),
+            fmt.clock_time(record.time_s),
+            fmt.size(record.event.size),
+            fmt.preview(record.body, BODY_PREVIEW),
+        ]
 
     def selected(self) -> MessageRecord | None:
-        if not self.row_count:
-            return None
-        key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
-        return self._records.get(key or "")
+        return self._rows[self.cursor_row] if self._rows else None
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        record = self._records.get(event.row_key.value or "")
-        if record is not None:
-            self.post_message(self.MessageChosen(record))
+    # -- cursor -----------------------------------------------------------------------
+    def move_cursor(self, *, row: int, animate: bool = False, announce: bool = True) -> None:
+        """Put the cursor on `row` (clamped), scroll it into view and, when it moved to
+        another message, post MessageChosen."""
+        if not self._rows:
+            return
+        row = max(0, min(row, len(self._rows) - 1))
+        before = self.cursor_row
+        self.cursor_row = row
+        visible = max(1, self.scrollable_content_region.height - 1)
+        top = int(self.scroll_y)
+        if row < top:
+            self.scroll_to(y=row, animate=animate, immediate=True)
+        elif row >= top + visible:
+            self.scroll_to(y=row - visible + 1, animate=animate, immediate=True)
+        self.refresh()
+        if announce or row != before:
+            self.post_message(self.MessageChosen(self._rows[row]))
+
+    def action_cursor(self, delta: int) -> None:
+        self.move_cursor(row=self.cursor_row + delta)
+
+    def action_page(self, direction: int) -> None:
+        page = max(1, self.scrollable_content_region.height - 2)
+        self.move_cursor(row=self.cursor_row + direction * page)
+
+    def action_jump(self, row: int) -> None:
+        self.move_cursor(row=row if row >= 0 else len(self._rows) - 1)
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None or offset.y == 0:  # the header
+            return
+        row = int(self.scroll_y) + offset.y - 1
+        if 0 <= row < len(self._rows):
+            self.move_cursor(row=row)
+
+    # -- drawing ----------------------------------------------------------------------
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        base = self.rich_style
+        if y == 0:
+            style = base + self.get_component_rich_style("message-list--header")
+            return self._strip([*(title for title, _ in COLUMNS), "body"], style, width)
+        row = int(self.scroll_y) + y - 1
+        if row >= len(self._rows):
+            return Strip.blank(width, base)
+        if row == self.cursor_row:
+            style = base + self.get_component_rich_style("message-list--cursor")
+        elif row % 2:
+            style = base + self.get_component_rich_style("message-list--even-row")
+        else:
+            style = base
+        return self._strip(self.get_row_at(row), style, width)
+
+    @staticmethod
+    def _strip(cells: list[str], style: Style, width: int) -> Strip:
+        parts = [f" {cell[: w - 2]}".ljust(w) for cell, (_, w) in zip(cells, COLUMNS, strict=False)]
+        line = "".join(parts) + " " + cells[-1]  # cells are printable (fmt.preview)
+        return Strip([Segment(line, style)]).crop_extend(0, width, style)
