@@ -106,3 +106,19 @@ async def test_a_line_shows_the_cells_with_control_characters_as_pictures() -> N
         assert number == "7" and size == "19 B" and time.count(":") == 2
         assert body == "a\u241b[2Jb\u2407 [bold]c d"  # ESC and BEL drawn, never sent
         assert body in line and "\x1b" not in line
+
+
+async def test_chosen_is_posted_only_when_the_message_under_the_cursor_changes() -> None:
+    app = ListApp()
+    posted = Posted()
+    async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
+        view = app.query_one(MessageList)
+        view.show("a", records(1, 5))
+        view.show("a", records(1, 5))  # a refresh with nothing new: the inspector stays
+        view.show("a", records(2, 5))  # the oldest fell out; the cursor is still on 5
+        await pilot.pause()
+        assert chosen(posted) == [5]
+        view.show("b", records(1, 5))  # same number, another topic: another message
+        await pilot.pause()
+        assert chosen(posted) == [5, 5]
+        assert posted.of(MessageList.MessageChosen)[-1].record.event.name == "t"  # type: ignore[attr-defined]

@@ -78,23 +78,25 @@ class MessageList(ScrollView, can_focus=True):
         self._rows: list[MessageRecord] = []
         self._numbers: list[int] = []  # ascending, for finding a record again
         self.cursor_row = 0
+        self._chosen: int | None = None  # number of the message under the cursor
 
     # -- content --------------------------------------------------------------------
     def show(self, topic: str | None, history: list[MessageRecord]) -> None:
         """Show `history` of `topic`. A list whose cursor is on its last row follows new
         messages; otherwise the cursor stays on the message it was on."""
         following = not self._rows or self.cursor_row >= len(self._rows) - 1
-        chosen = self._rows[self.cursor_row].number if self._rows else None
-        if topic != self.topic:
+        chosen = self._chosen
+        if topic != self.topic:  # numbers restart: whatever was chosen is gone
             following, chosen = True, None
+            self._chosen = None
         self.topic = topic
         self._rows = list(history)
         self._numbers = [r.number for r in self._rows]
         self.virtual_size = Size(0, len(self._rows) + 1)  # +1: the header line
         if not self._rows:
-            self.cursor_row = 0
+            self.cursor_row, self._chosen = 0, None
         elif following or chosen is None:
-            self.move_cursor(row=len(self._rows) - 1)
+            self.move_cursor(row=len(self._rows) - 1, announce=False)
         else:
             at = bisect_left(self._numbers, chosen)
             self.move_cursor(row=min(at, len(self._rows) - 1), announce=False)
@@ -129,8 +131,9 @@ class MessageList(ScrollView, can_focus=True):
         if not self._rows:
             return
         row = max(0, min(row, len(self._rows) - 1))
-        before = self.cursor_row
+        before = self._chosen
         self.cursor_row = row
+        self._chosen = self._rows[row].number
         visible = max(1, self.scrollable_content_region.height - 1)
         top = int(self.scroll_y)
         if row < top:
@@ -138,7 +141,7 @@ class MessageList(ScrollView, can_focus=True):
         elif row >= top + visible:
             self.scroll_to(y=row - visible + 1, animate=animate, immediate=True)
         self.refresh()
-        if announce or row != before:
+        if announce or self._chosen != before:  # a move onto the same message is silent
             self.post_message(self.MessageChosen(self._rows[row]))
 
     def action_cursor(self, delta: int) -> None:
