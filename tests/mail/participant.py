@@ -46,6 +46,9 @@ def main() -> int:
     ctx = mailbus.Context(load_options(config))
     if role == "observe":
         ctx.tracer.add_listener(observe)
+    # Made before init(): a receiver catching up (start-uid) delivers the backlog as soon
+    # as init() starts it, and a topic with no subscription yet would drop it.
+    sub = ctx.subscription(name, depth=count + 10) if role == "subscribe" else None
     with ctx:
         result: dict[str, object] = {"role": role}
         print("READY", flush=True)
@@ -55,7 +58,7 @@ def main() -> int:
             flushed = ctx.transport.sender.flush(max(0.0, deadline - time.monotonic()))  # type: ignore[attr-defined]
             result |= {"ids": ids, "flushed": flushed}
         elif role == "subscribe":
-            sub = ctx.subscription(name, depth=count + 10)
+            assert sub is not None
             bodies: list[str] = []
             while len(bodies) < count and time.monotonic() < deadline:
                 message = mailbus.wait_for_message(sub, min(1.0, deadline - time.monotonic()))

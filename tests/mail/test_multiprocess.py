@@ -93,7 +93,8 @@ class Proc:
 
     def result(self, timeout: float = 60.0) -> dict[str, Any]:
         line = self.wait_line(lambda line: line.startswith("{"), timeout)
-        assert self.proc.wait(timeout) == 0
+        code = self.proc.wait(timeout)
+        assert code == 0, f"exit {code} (3: not done in time); it reported {line[:2000]}"
         data: dict[str, Any] = json.loads(line)
         return data
 

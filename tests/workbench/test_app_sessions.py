@@ -5,15 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
+from mailbus_workbench.fixtures import fixed_app
 from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.views.sessions import AnalysisScreen, SessionsView
-from textual.widgets import DataTable, Input
+from textual.widgets import DataTable, Input, Select
 from wb_helpers import Posted, until
-
-pytest.importorskip("mailbus.sessions.recorder")
 
 SIZE = (140, 40)
 
@@ -103,3 +101,28 @@ async def test_open_refuses_what_is_not_a_session(engine: EngineHost, tmp_path: 
         await pilot.press("f5")
         await until(pilot, lambda: posted.of(SessionsView.RecordingChanged), "the refusal")
         assert "already holds a session" in posted.of(SessionsView.RecordingChanged)[-1].error  # type: ignore[attr-defined]
+
+
+async def test_analysis_screen_runs_on_spark_like_on_polars() -> None:
+    """The engine picker's Spark choice: real PySpark on Java, same tables as polars."""
+    from mailbus.sessions import analysis
+
+    session = Path(__file__).parents[2] / "sample_sessions" / "demo"
+    expected = analysis.analyze([session], engine="polars")["topics"]
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await app.push_screen(AnalysisScreen(str(session)))
+        screen = app.screen
+        assert isinstance(screen, AnalysisScreen)
+        screen.query_one("#analysis-engine", Select).value = "spark"
+        await pilot.press("f5")
+        await until(pilot, lambda: screen.tables or screen.error, "Spark", timeout=240)
+        assert not screen.error
+        topics = screen.tables["topics"]
+        assert sorted(topics["topic"].to_list()) == sorted(expected["topic"].to_list())
+        by_topic = dict(zip(topics["topic"].to_list(), topics["received"].to_list(), strict=True))
+        assert by_topic == dict(
+            zip(expected["topic"].to_list(), expected["received"].to_list(), strict=True)
+        )
+        table = screen.query_one("#analysis-table-topics", DataTable)
+        assert table.row_count == len(topics)

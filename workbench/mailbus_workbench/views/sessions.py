@@ -391,6 +391,7 @@ class AnalysisScreen(Screen[None]):
         super().__init__()
         self.path = path
         self.tables: dict[str, Any] = {}
+        self.error = ""  # why the last run failed
 
     def compose(self) -> ComposeResult:
         from mailbus.sessions.analysis import TABLES
@@ -440,6 +441,7 @@ class AnalysisScreen(Screen[None]):
 
     def _done(self, tables: dict[str, Any], error: str) -> None:
         self.tables = tables
+        self.error = error
         self.query_one("#analysis-run", Button).disabled = False
         status = self.query_one("#analysis-status", Static)
         if error:
