@@ -131,7 +131,7 @@ class WorkbenchApp(App[int]):
         self.engine = engine
         self.model = model or WorkbenchModel(
             clock=clock or time.time,
-            wait_sets=engine.wait_sets if engine is not None else tuple,
+            wait_sets=engine.wait_sets if engine is not None else lambda: (),
             history_cap=self.settings.history_cap,
             service_timeout_s=self.settings.service_timeout_s,
         )
@@ -314,7 +314,7 @@ class WorkbenchApp(App[int]):
         self.notify(f"Screenshot saved to {path}", timeout=4, markup=False)
         self.post_message(self.ScreenshotSaved(path))
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield from workbench_commands(self)
 

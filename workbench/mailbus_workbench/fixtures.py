@@ -9,9 +9,14 @@ import json
 import math
 import random
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from mailbus import headers as H
 from mailbus.trace import Kind, TraceEvent
+
+if TYPE_CHECKING:
+    from mailbus_workbench.app import WorkbenchApp
+    from mailbus_workbench.model.state import WorkbenchModel
 
 T0 = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC: the frozen clock starts here
 GID_PUB = "7f3c9a1e2b4d4c6f8a0b1c2d3e4f5a6b"
@@ -250,7 +255,7 @@ def sample_wait_sets(t0: float = T0) -> list[FixedWaitSet]:
 RAW_DATE = "Fri, 15 Jan 2027 08:00:12 GMT"
 
 
-def fixed_model(clock: FrozenClock | None = None, seconds: float = 12.0):  # type: ignore[no-untyped-def]
+def fixed_model(clock: FrozenClock | None = None, seconds: float = 12.0) -> WorkbenchModel:
     """A model holding `sample_events`, with fixed wait sets, pumped at a frozen clock."""
     from mailbus_workbench.model.state import WorkbenchModel
 
@@ -284,7 +289,7 @@ def fixed_model(clock: FrozenClock | None = None, seconds: float = 12.0):  # typ
     return model
 
 
-def fixed_app(**kwargs):  # type: ignore[no-untyped-def]
+def fixed_app(**kwargs: Any) -> WorkbenchApp:
     """The workbench on fixed data: no engine, no timer, a frozen clock."""
     from mailbus_workbench.app import WorkbenchApp
     from mailbus_workbench.model.settings import Settings

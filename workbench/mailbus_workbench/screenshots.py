@@ -8,17 +8,21 @@ import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from textual.pilot import Pilot
 from textual.widgets import Input, TextArea
 
 from mailbus_workbench.fixtures import fixed_app
 
+if TYPE_CHECKING:
+    from mailbus.broker import Broker
+
 SIZE = (130, 38)
-Scene = Callable[[Pilot[object]], Awaitable[None]]
+Scene = Callable[[Pilot[Any]], Awaitable[None]]
 
 
-async def _topics(pilot: Pilot[object], tab: str = "body") -> None:
+async def _topics(pilot: Pilot[Any], tab: str = "body") -> None:
     from mailbus_workbench.views.topics import TopicsView
     from mailbus_workbench.widgets.inspector import Inspector
     from mailbus_workbench.widgets.message_list import MessageList
@@ -39,25 +43,25 @@ async def _topics(pilot: Pilot[object], tab: str = "body") -> None:
     await pilot.pause()
 
 
-async def topics(pilot: Pilot[object]) -> None:
+async def topics(pilot: Pilot[Any]) -> None:
     await _topics(pilot)
 
 
-async def topics_raw(pilot: Pilot[object]) -> None:
+async def topics_raw(pilot: Pilot[Any]) -> None:
     await _topics(pilot, "raw")
 
 
-async def topics_diff(pilot: Pilot[object]) -> None:
+async def topics_diff(pilot: Pilot[Any]) -> None:
     await _topics(pilot, "diff")
 
 
-async def topics_filter(pilot: Pilot[object]) -> None:
+async def topics_filter(pilot: Pilot[Any]) -> None:
     await pilot.pause()
     await pilot.press("slash", *"rbt")
     await pilot.pause()
 
 
-async def services(pilot: Pilot[object]) -> None:
+async def services(pilot: Pilot[Any]) -> None:
     from mailbus_workbench.widgets.trace_list import TraceList
 
     await pilot.pause()
@@ -67,13 +71,13 @@ async def services(pilot: Pilot[object]) -> None:
     await pilot.pause()
 
 
-async def wait_sets(pilot: Pilot[object]) -> None:
+async def wait_sets(pilot: Pilot[Any]) -> None:
     await pilot.pause()
     await pilot.press("3")
     await pilot.pause()
 
 
-async def publish(pilot: Pilot[object]) -> None:
+async def publish(pilot: Pilot[Any]) -> None:
     await pilot.pause()
     await pilot.press("4")
     app = pilot.app
@@ -84,7 +88,7 @@ async def publish(pilot: Pilot[object]) -> None:
     await pilot.pause()
 
 
-async def call(pilot: Pilot[object]) -> None:
+async def call(pilot: Pilot[Any]) -> None:
     from mailbus_workbench.views.caller import CallerView, CallRecord
 
     await pilot.pause()
@@ -101,13 +105,13 @@ async def call(pilot: Pilot[object]) -> None:
     await pilot.pause()
 
 
-async def help_screen(pilot: Pilot[object]) -> None:
+async def help_screen(pilot: Pilot[Any]) -> None:
     await pilot.pause()
     await pilot.press("f1")
     await pilot.pause()
 
 
-async def history_cap(pilot: Pilot[object]) -> None:
+async def history_cap(pilot: Pilot[Any]) -> None:
     await pilot.pause()
     await pilot.press("h")
     await pilot.pause()
@@ -116,7 +120,7 @@ async def history_cap(pilot: Pilot[object]) -> None:
 def still(scene: Scene) -> Scene:
     """Run `scene`, then stop cursors blinking so that the picture is reproducible."""
 
-    async def run(pilot: Pilot[object]) -> None:
+    async def run(pilot: Pilot[Any]) -> None:
         await scene(pilot)
         for widget in pilot.app.screen.query("Input, TextArea"):
             widget.cursor_blink = False  # type: ignore[attr-defined]
@@ -171,7 +175,7 @@ def sample_outbox(directory: Path) -> Path:
     return directory
 
 
-async def queues_scene(pilot: Pilot[object]) -> None:
+async def queues_scene(pilot: Pilot[Any]) -> None:
     from mailbus_workbench.views.queues import QueuesView
 
     await pilot.pause()
@@ -185,13 +189,13 @@ async def queues_scene(pilot: Pilot[object]) -> None:
     await pilot.pause()
 
 
-async def broker_scene(pilot: Pilot[object]) -> None:
+async def broker_scene(pilot: Pilot[Any]) -> None:
     await pilot.pause()
     await pilot.press("7")
     await pilot.pause()
 
 
-def sample_broker():  # type: ignore[no-untyped-def]
+def sample_broker() -> tuple[Broker, Any]:
     """A broker whose slow sink holds its queue, so that depths show."""
     import threading
 
@@ -248,7 +252,7 @@ def sample_session(directory: Path) -> Path:
     return directory
 
 
-async def sessions_scene(pilot: Pilot[object], analyse: bool = False) -> None:
+async def sessions_scene(pilot: Pilot[Any], analyse: bool = False) -> None:
     from mailbus_workbench.views.sessions import AnalysisScreen, SessionsView
 
     await pilot.pause()
@@ -272,7 +276,7 @@ async def sessions_scene(pilot: Pilot[object], analyse: bool = False) -> None:
 async def _shoot(name: str, scene: Scene, directory: Path, **kwargs: object) -> Path:
     app = fixed_app(**kwargs)
     async with app.run_test(size=SIZE) as pilot:
-        await scene(pilot)  # type: ignore[arg-type]
+        await scene(pilot)
         await pilot.pause()
         path = app.save_screenshot(f"{name}.svg", str(directory))
     return Path(path)
@@ -293,10 +297,10 @@ async def shoot_all(directory: Path) -> list[Path]:
         with tempfile.TemporaryDirectory() as scratch:
             session = str(sample_session(Path(scratch) / "demo-run"))
 
-            async def opened(pilot: Pilot[object]) -> None:
+            async def opened(pilot: Pilot[Any]) -> None:
                 await sessions_scene(pilot)
 
-            async def analysed(pilot: Pilot[object]) -> None:
+            async def analysed(pilot: Pilot[Any]) -> None:
                 await sessions_scene(pilot, analyse=True)
 
             from mailbus_workbench.engine import EngineHost

@@ -11,17 +11,26 @@ TIMELINE = 120  # samples kept per wait set
 
 
 class _Stats(Protocol):
-    waits: int
-    timeouts: int
-    waiting: bool
-    current_timeout: float | None
-    wait_started_ns: int
-    last_ready: tuple[str, ...]
+    # Read-only members: a frozen dataclass or a plain object both satisfy them.
+    @property
+    def waits(self) -> int: ...
+    @property
+    def timeouts(self) -> int: ...
+    @property
+    def waiting(self) -> bool: ...
+    @property
+    def current_timeout(self) -> float | None: ...
+    @property
+    def wait_started_ns(self) -> int: ...
+    @property
+    def last_ready(self) -> tuple[str, ...]: ...
 
 
 class WaitSetLike(Protocol):
-    name: str
-    stats: _Stats
+    @property
+    def name(self) -> str: ...
+    @property
+    def stats(self) -> _Stats: ...
 
     @property
     def entities(self) -> tuple[object, ...]: ...
