@@ -62,10 +62,13 @@ async def test_record_open_play_step_seek_and_analyze(engine: EngineHost, tmp_pa
         await until(pilot, lambda: view.player is not None and view.player.sent == 1, "a step")
         assert view.player.state == "paused"
         seek = app.query_one("#play-seek", Input)
-        seek.value = "-1"
         seek.focus()
-        await pilot.press("enter")
-        assert "0 or more" in view.last_error
+        for bad in ("-1", "1e999", "nan", "soon"):
+            view.last_error = ""
+            seek.value = bad
+            await pilot.press("enter")
+            assert "0 or more" in view.last_error, bad
+            assert app.is_running
         seek.value = "0"
         await pilot.press("enter")
         assert view.player.position_s == 0.0

@@ -204,6 +204,23 @@ def test_pretty_body() -> None:
     assert pretty_body("42")[0] is True
 
 
+def test_pretty_body_survives_hostile_json() -> None:
+    deep = "[" * 5000 + "]" * 5000  # json.loads raises RecursionError on this
+    assert pretty_body(deep) == (False, deep)
+    huge = '{"a": "' + "x" * (300 * 1024) + '"}'
+    assert pretty_body(huge) == (False, huge)  # too large to pretty-print on the UI loop
+    is_json, text = pretty_body('{"csi": "a\u009bb", "del": "\u007f"}')
+    assert is_json and "\x9b" not in text and "\x7f" not in text
+    assert json.loads(text) == {"csi": "a\x9bb", "del": "\x7f"}  # still the same JSON
+
+
+def test_header_rows_show_the_whole_references_chain() -> None:
+    event = response_event("demo/add", "{}", T0, 3, "<p3@x>", "<r3@x>")
+    event.references = ("<r1@x>", "<r3@x>")
+    assert dict(header_rows(event))["References"] == "<r1@x> <r3@x>"
+    assert "References: <r1@x> <r3@x>" in raw_source(event)
+
+
 def test_raw_source_is_an_email_mailbus_can_read_back() -> None:
     event = response_event("demo/add", '{"sum": 6}', T0, 3, "<p3@x>", "<r3@x>")
     raw = raw_source(event, "Fri, 15 Jan 2027 08:00:12 GMT")

@@ -8,7 +8,9 @@ from pathlib import Path
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.model.settings import Settings
+from mailbus_workbench.views.caller import CallerView
 from mailbus_workbench.views.publish import PublishView
+from mailbus_workbench.widgets.inspector import Inspector
 from mailbus_workbench.widgets.message_list import MessageList
 from mailbus_workbench.widgets.topic_tree import TopicTree
 from textual.widgets import Input, Static, TextArea
@@ -59,3 +61,37 @@ async def test_publish_status_shows_the_topic_literally(engine: EngineHost, tmp_
         await pilot.pause()
         status = app.query_one("#publish-status", Static).render()
         assert f"published on {TOPIC}" in status.plain  # type: ignore[union-attr]
+
+
+async def test_a_body_nested_too_deep_for_json_is_shown_raw(
+    engine: EngineHost, tmp_path: Path
+) -> None:
+    deep = "[" * 5000 + "]" * 5000  # json.loads raises RecursionError: it ended the app
+    app = live_app(engine, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        engine.publish("lab/deep", deep)
+        await until(pilot, lambda: "lab/deep" in app.model.topics.stats, "the topic")
+        assert app.query_one(TopicTree).select_topic("lab/deep")
+        inspector = app.query_one(Inspector)
+        await until(pilot, lambda: inspector.record is not None, "the inspector")
+        assert inspector.texts["body"] == deep
+        await pilot.pause()
+        assert app.is_running
+
+
+async def test_a_response_with_escape_sequences_cannot_drive_the_terminal(
+    engine: EngineHost, tmp_path: Path
+) -> None:
+    app = live_app(engine, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("5")
+        view = app.query_one(CallerView)
+        # The echo service answers with the body reversed.
+        assert view.call("echo", "\x07tuo\x1b]0;owned\x1b", 5.0)
+        await until(pilot, lambda: len(view.history) == 1, "the response")
+        assert "\x1b" in view.history[0].response
+        shown = app.query_one("#call-response", Static).render().plain  # type: ignore[union-attr]
+        assert "\x1b" not in shown and "\x07" not in shown
+        assert "\u241bdenwo;0]\u241bout\u2407" in shown  # drawn as pictures

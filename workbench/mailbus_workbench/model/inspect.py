@@ -9,21 +9,25 @@ from mailbus.email_message import Email, to_bytes
 from mailbus.errors import MailbusError
 from mailbus.trace import TraceEvent
 
+PRETTY_MAX_CHARS = 256 * 1024  # larger bodies are shown as they came (parsing costs)
+# JSON leaves C1 controls (U+0080-U+009F) and DEL raw; a terminal may act on them.
+_C1_ESCAPES = {c: f"\\u{c:04x}" for c in range(0x7F, 0xA0)}
+
 
 def pretty_body(body: str) -> tuple[bool, str]:
     """(True, indented JSON) when `body` is JSON, else (False, body)."""
     stripped = body.strip()
-    if (
+    if len(stripped) <= PRETTY_MAX_CHARS and (
         stripped[:1] in ("{", "[", '"')
         or stripped in ("true", "false", "null")
         or _numberish(stripped)
     ):
         try:
-            return True, json.dumps(
-                json.loads(stripped), indent=2, ensure_ascii=False, sort_keys=False
-            )
-        except ValueError:
+            pretty = json.dumps(json.loads(stripped), indent=2, ensure_ascii=False)
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than Python goes
             pass
+        else:
+            return True, pretty.translate(_C1_ESCAPES)
     return False, body
 
 
@@ -37,7 +41,7 @@ def header_rows(event: TraceEvent) -> list[tuple[str, str]]:
         rows.append(("Message-ID", event.message_id))
     if event.in_reply_to:
         rows.append(("In-Reply-To", event.in_reply_to))
-        rows.append(("References", event.in_reply_to))
+        rows.append(("References", " ".join(_references(event))))
     rows.extend((str(k), str(v)) for k, v in event.headers.items())
     return rows
 
@@ -51,8 +55,15 @@ def to_email(event: TraceEvent) -> Email:
         headers={k: v for k, v in event.headers.items()},
         message_id=event.message_id,
         in_reply_to=event.in_reply_to,
-        references=(event.in_reply_to,) if event.in_reply_to else (),
+        references=_references(event),
     )
+
+
+def _references(event: TraceEvent) -> tuple[str, ...]:
+    """The References chain the event carries (older events: just In-Reply-To)."""
+    if event.references:
+        return tuple(event.references)
+    return (event.in_reply_to,) if event.in_reply_to else ()
 
 
 def raw_source(event: TraceEvent, date: str | None = None) -> str:

@@ -179,10 +179,14 @@ same request again.
         )
         widget = self.query_one("#call-response", Static)
         if not record.ok:
-            widget.update(Text(record.response, style="red"))
+            widget.update(Text(fmt.printable(record.response, lines=True), style="red"))
             return
         is_json, text = pretty_body(record.response)
-        widget.update(Syntax(text, "json", background_color="default") if is_json else Text(text))
+        widget.update(
+            Syntax(text, "json", background_color="default")
+            if is_json
+            else Text(fmt.printable(text, lines=True))
+        )
 
     @on(DataTable.RowHighlighted, "#call-history")
     def _history_row(self, event: DataTable.RowHighlighted) -> None:

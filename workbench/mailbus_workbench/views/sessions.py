@@ -5,6 +5,7 @@ analysis screen that runs the sessions pipeline on the engine the user picks."""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -310,7 +311,7 @@ Opening, playing and analysing run in workers: the screen never freezes.
             offset = float(event.value)
         except ValueError:
             offset = -1.0
-        if offset < 0:
+        if not math.isfinite(offset) or offset < 0:  # "1e999" and "nan" parse as floats
             self._play_status(Text("seek to a second of the session, 0 or more", style="red"))
             return
         if not self._ensure_player():
