@@ -154,6 +154,32 @@ def test_service_pairing_statuses_and_latency() -> None:
     assert store.counts(T0 + 5)[TraceStatus.TIMED_OUT] == 1
 
 
+def test_response_seen_before_its_request_is_paired_when_the_request_comes() -> None:
+    store = ServiceStore(timeout_s=1.0)
+    store.add(response_event("s", "1", T0 + 0.2, 1, "<p1@x>", "<r1@x>"))
+    assert store.traces()[0].status(T0 + 0.2, 1.0) is TraceStatus.ORPHANED
+    store.add(request_event("s", "[1]", T0 + 0.3, 1, "<r1@x>"))
+    (trace,) = store.traces()
+    assert trace.key == "<r1@x>" and trace.status(T0 + 5, 1.0) is TraceStatus.ANSWERED
+    assert trace.response is not None and trace.response.message_id == "<p1@x>"
+    assert trace.latency_s == 0.0  # the clock saw them the wrong way round
+    store.add(response_event("s", "1", T0 + 0.4, 1, "<p1b@x>", "<r1@x>"))
+    assert [t.status(T0 + 5, 1.0) for t in store.traces()] == [
+        TraceStatus.ANSWERED,
+        TraceStatus.DUPLICATE,
+    ]
+
+
+def test_an_evicted_orphan_is_forgotten() -> None:
+    store = ServiceStore(max_traces=2)
+    store.add(response_event("s", "", T0, 9, "<p9@x>", "<r9@x>"))
+    store.add(request_event("s", "", T0 + 1, 1, "<r1@x>"))
+    store.add(request_event("s", "", T0 + 2, 2, "<r2@x>"))  # evicts the orphan
+    store.add(request_event("s", "", T0 + 3, 9, "<r9@x>"))
+    assert store.get("<r9@x>") is not None and store.get("<r9@x>").response is None  # type: ignore[union-attr]
+    assert len(store) == 2
+
+
 def test_late_response_turns_timed_out_into_answered() -> None:
     store = ServiceStore(timeout_s=0.5)
     store.add(request_event("s", "", T0, 1, "<r@x>"))

@@ -1,4 +1,5 @@
-"""Service traces: each request paired with its response through In-Reply-To.
+"""Service traces: each request paired with its response through In-Reply-To, in
+either order of arrival (mail may deliver the response first).
 
 Built from the `email.received` events an observer sees, so it works for the demo and
 for a real system alike. Latency is measured between the two receptions (one clock)."""
@@ -80,6 +81,7 @@ class ServiceStore:
         self.max_traces = max_traces
         self.timeout_s = timeout_s
         self._traces: OrderedDict[str, Trace] = OrderedDict()
+        self._orphans: dict[str, str] = {}  # request Message-ID -> key of its orphan
         self.version = 0
         self.requests = 0
         self.responses = 0
@@ -91,9 +93,12 @@ class ServiceStore:
             key = event.message_id or f"request:{event.source_gid}:{event.sequence_number}"
             if key in self._traces:  # redelivered request: keep the first sighting
                 return
-            self._put(
-                Trace(key, event.name, event.source_gid, event.sequence_number, request=event)
-            )
+            trace = Trace(key, event.name, event.source_gid, event.sequence_number, request=event)
+            # Mail reorders: the response may have come first and be waiting as an orphan.
+            orphan = self._traces.pop(self._orphans.pop(key, ""), None)
+            if orphan is not None:
+                trace.response, trace.server_gid = orphan.response, orphan.server_gid
+            self._put(trace)
         elif event.detail == "response":
             self.responses += 1
             server = event.headers.get(H.SERVER_GID, "")
@@ -119,21 +124,24 @@ class ServiceStore:
                     )
                 )
                 return
-            self._put(
-                Trace(
-                    f"orphan:{event.message_id}",
-                    event.name,
-                    client,
-                    event.sequence_number,
-                    response=event,
-                    server_gid=server,
-                )
+            orphan = Trace(
+                f"orphan:{event.message_id}",
+                event.name,
+                client,
+                event.sequence_number,
+                response=event,
+                server_gid=server,
             )
+            if event.in_reply_to and event.in_reply_to not in self._orphans:
+                self._orphans[event.in_reply_to] = orphan.key
+            self._put(orphan)
 
     def _put(self, trace: Trace) -> None:
         self._traces[trace.key] = trace
         while len(self._traces) > self.max_traces:
-            self._traces.popitem(last=False)
+            _, gone = self._traces.popitem(last=False)
+            if gone.request is None and gone.response is not None:
+                self._orphans.pop(gone.response.in_reply_to or "", None)
         self.version += 1
 
     def traces(self, service: str | None = None) -> list[Trace]:
@@ -156,6 +164,7 @@ class ServiceStore:
 
     def clear(self) -> None:
         self._traces.clear()
+        self._orphans.clear()
         self.version += 1
 
     def __len__(self) -> int:
