@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import weakref
 
 from mailbus.errors import WaitSetError
 from mailbus.waitable import Waitable
@@ -15,7 +16,8 @@ class GuardCondition(Waitable):
         super().__init__()
         self.name = name
         self._triggered = False
-        self._owner: object | None = None
+        # Weak: a wait set dropped without clear() must not hold its guards for ever.
+        self._owner: weakref.ref[object] | None = None
         self._lock = threading.Lock()
 
     def trigger(self) -> None:
@@ -36,13 +38,14 @@ class GuardCondition(Waitable):
 
     def _claim(self, owner: object) -> None:
         with self._lock:
-            if self._owner is not None and self._owner is not owner:
+            current = self._owner() if self._owner is not None else None
+            if current is not None and current is not owner:
                 raise WaitSetError(
                     f"guard condition {self.name or id(self)!r} is already in another wait set"
                 )
-            self._owner = owner
+            self._owner = weakref.ref(owner)
 
     def _release(self, owner: object) -> None:
         with self._lock:
-            if self._owner is owner:
+            if self._owner is not None and self._owner() is owner:
                 self._owner = None

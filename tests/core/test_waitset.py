@@ -1,3 +1,4 @@
+import gc
 import threading
 import time
 
@@ -20,7 +21,9 @@ def test_zero_timeout_only_looks(ctx: mailbus.Context) -> None:
 def test_positive_timeout_bounds_the_wait(ctx: mailbus.Context) -> None:
     wait_set = ctx.wait_set()
     wait_set.add_subscription(ctx.subscription("t"))
+    started = time.monotonic()
     result = wait_set.wait(0.05)
+    assert time.monotonic() - started >= 0.045  # it did wait (a lower bound: load-proof)
     assert not result and result.timed_out
     assert wait_set.stats.timeouts == 1 and wait_set.stats.waits == 1
     assert not wait_set.stats.waiting
@@ -28,7 +31,9 @@ def test_positive_timeout_bounds_the_wait(ctx: mailbus.Context) -> None:
 
 def test_empty_wait_set_waits_like_a_sleep(ctx: mailbus.Context) -> None:
     wait_set = ctx.wait_set()
+    started = time.monotonic()
     assert not wait_set.wait(0.03)
+    assert time.monotonic() - started >= 0.027
     assert wait_set.stats.timeouts == 1
 
 
@@ -199,3 +204,17 @@ def test_shutdown_releases_blocked_waits_and_calls() -> None:
     assert not any(t.is_alive() for t in threads)
     assert None in outcomes
     assert any(isinstance(o, mailbus.ContextError) for o in outcomes)
+
+
+def test_a_guard_of_a_dropped_wait_set_can_join_another(ctx: mailbus.Context) -> None:
+    guard = ctx.guard_condition("g")
+    first = ctx.wait_set()
+    first.add_guard_condition(guard)
+    with pytest.raises(WaitSetError):
+        ctx.wait_set().add_guard_condition(guard)
+    del first  # dropped without clear()
+    gc.collect()
+    second = ctx.wait_set()
+    second.add_guard_condition(guard)
+    guard.trigger()
+    assert second.wait(0).guard_conditions == (guard,)

@@ -93,12 +93,12 @@ class ServiceStore:
             key = event.message_id or f"request:{event.source_gid}:{event.sequence_number}"
             if key in self._traces:  # redelivered request: keep the first sighting
                 return
-            trace = Trace(key, event.name, event.source_gid, event.sequence_number, request=event)
+            paired = Trace(key, event.name, event.source_gid, event.sequence_number, request=event)
             # Mail reorders: the response may have come first and be waiting as an orphan.
             orphan = self._traces.pop(self._orphans.pop(key, ""), None)
             if orphan is not None:
-                trace.response, trace.server_gid = orphan.response, orphan.server_gid
-            self._put(trace)
+                paired.response, paired.server_gid = orphan.response, orphan.server_gid
+            self._put(paired)
         elif event.detail == "response":
             self.responses += 1
             server = event.headers.get(H.SERVER_GID, "")
