@@ -37,6 +37,9 @@ class _CallSlot:
         self.response: Response | None = None
 
 
+MAX_PENDING = 100_000  # unanswered requests a client remembers; older ones are forgotten
+
+
 class ServiceClient(Waitable):
     def __init__(self, context: Context, service: str) -> None:
         super().__init__()
@@ -74,6 +77,13 @@ class ServiceClient(Waitable):
             self._pending[sequence] = timestamp
             if slot is not None:
                 self._calls[sequence] = slot
+            if len(self._pending) > MAX_PENDING:
+                # Requests sent and never answered nor forgotten: forget the oldest one
+                # (not a blocked call), so that the table stays bounded.
+                for old in self._pending:
+                    if old not in self._calls:
+                        del self._pending[old]
+                        break
         email = context._outgoing(
             self.service,
             body,

@@ -134,3 +134,23 @@ def test_trace_pairs_request_and_response(
     matched = next(e for e in events if e.kind == Kind.RESPONSE_MATCHED)
     assert answered.in_reply_to == sent.message_id == matched.in_reply_to
     assert matched.body == "2"
+
+
+def test_unanswered_requests_are_bounded(
+    ctx: mailbus.Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mailbus import service
+
+    monkeypatch.setattr(service, "MAX_PENDING", 3)
+    client = ctx.client("nobody/home")
+    server = ctx.server("nobody/home")
+    sequences = [client.send_request(str(i)) for i in range(5)]
+    assert client.pending == 3  # the two oldest were forgotten
+    for _ in range(5):
+        request = mailbus.wait_for_request(server, 5.0)
+        assert request is not None
+        server.send_response(request, request.body)
+    answered = []  # in process, a response is delivered before send_response returns
+    while (response := client.take_response()) is not None:
+        answered.append(response.sequence_number)
+    assert answered == sequences[2:] and client.discarded == 2
