@@ -52,6 +52,22 @@ def test_feed_bounded_and_counts_what_it_drops() -> None:
         EventFeed(0)
 
 
+def test_feed_cuts_large_bodies_and_leaves_the_shared_event_alone() -> None:
+    from mailbus_workbench.model.feed import BODY_KEEP
+
+    feed = EventFeed(10)
+    body = "x" * (BODY_KEEP + 500)
+    event = TraceEvent(Kind.RECEIVED.value, 1, name="a", body=body, size=len(body))
+    feed.listener(event)
+    (kept,) = feed.drain()
+    assert kept.body is not None and kept.body.startswith("x" * BODY_KEEP)
+    assert kept.body.endswith("… 500 more characters") and kept.size == len(body)
+    assert event.body == body  # the recorder, listening too, still gets it whole
+    small = TraceEvent(Kind.RECEIVED.value, 2, name="a", body="ok", size=2)
+    feed.listener(small)
+    assert feed.drain() == [small]
+
+
 # -- topics ----------------------------------------------------------------------------
 def test_topic_stats_count_bytes_and_rates() -> None:
     store = TopicStore()

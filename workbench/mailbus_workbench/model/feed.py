@@ -3,12 +3,14 @@
 The trace listener runs on engine threads at message rate; it only appends to a
 deque (atomic under the GIL, no lock) and the UI drains it at its refresh rate. When
 the UI falls behind by more than `capacity` events the oldest are dropped and counted,
-so memory stays bounded and the loss is visible, never silent."""
+so memory stays bounded and the loss is visible, never silent. Bodies beyond BODY_KEEP
+characters are cut (the event's size still says how large the message was)."""
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 
 from mailbus.trace import Kind, TraceEvent
 
@@ -27,6 +29,9 @@ WANTED = frozenset(
 )
 
 DEFAULT_CAPACITY = 200_000
+# Characters of a body the workbench keeps: the feed and every topic's history hold
+# events, so a flood of large messages must not hold them whole (the size stays true).
+BODY_KEEP = 64 * 1024
 
 
 class EventFeed:
@@ -42,6 +47,11 @@ class EventFeed:
     def listener(self, event: TraceEvent) -> None:
         """The trace listener: cheap, never blocks, never raises."""
         if event.kind in self._wanted:
+            body = event.body
+            if body is not None and len(body) > BODY_KEEP:
+                # A copy: the event is shared with other listeners (the recorder).
+                cut = len(body) - BODY_KEEP
+                event = replace(event, body=f"{body[:BODY_KEEP]}\n… {cut} more characters")
             self._events.append(event)
             self.pushed += 1
 
