@@ -4,7 +4,9 @@ engine carries, open it, play it back into the same views, step, seek, analyse."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pytest
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.fixtures import fixed_app
@@ -129,3 +131,35 @@ async def test_analysis_screen_runs_on_spark_like_on_polars() -> None:
         )
         table = screen.query_one("#analysis-table-topics", DataTable)
         assert table.row_count == len(topics)
+
+
+async def test_the_player_is_built_off_the_ui_thread(
+    engine: EngineHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading a large session's events takes seconds: never on the UI loop."""
+    import threading
+
+    from mailbus.sessions import player as player_module
+
+    built_on: list[threading.Thread] = []
+    real_init = player_module.Player.__init__
+
+    def recording_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        built_on.append(threading.current_thread())
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(player_module.Player, "__init__", recording_init)
+    session = Path(__file__).parents[2] / "sample_sessions" / "demo"
+    app = WorkbenchApp(
+        engine=engine,
+        session=str(session),
+        settings=Settings(keymap_file=tmp_path / "k", templates_file=tmp_path / "t"),
+    )
+    posted = Posted()
+    async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
+        await until(pilot, lambda: posted.of(SessionsView.SessionOpened), "the open")
+        view = app.query_one(SessionsView)
+        await pilot.press("f8")  # step: builds a paused player, then sends one email
+        await until(pilot, lambda: view.player is not None and view.player.sent == 1, "a step")
+        assert built_on and built_on[0] is not threading.main_thread()
+        view.player.stop()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
@@ -267,43 +268,67 @@ Opening, playing and analysing run in workers: the screen never freezes.
         if player is not None and player.state in ("playing", "paused"):
             player.pause() if player.state == "playing" else player.resume()
             return
-        self._new_player(paused=False)
+        self._new_player(paused=False, then=None)
 
-    def _ensure_player(self) -> bool:
-        """A started player (a new paused one if none is playing or paused)."""
+    def _with_player(self, then: Callable[[Any], None]) -> None:
+        """Run `then` with a started player: the one playing or paused, else a new
+        paused one (built off the UI thread)."""
         if self.player is not None and self.player.state in ("playing", "paused"):
-            return True
-        return self._new_player(paused=True)
+            then(self.player)
+        else:
+            self._new_player(paused=True, then=then)
 
-    def _new_player(self, *, paused: bool) -> bool:
-        from mailbus.sessions.player import Player
-
+    def _new_player(self, *, paused: bool, then: Callable[[Any], None] | None) -> None:
         self.last_error = ""
         engine = self.workbench.engine
         if self.session is None or engine is None:
             self._play_status(
                 Text("Open a session first." if engine else "No engine to play into.", style="red")
             )
-            return False
+            return
         options = self._player_options()
         if options is None:
-            return False
+            return
         rate, loop = options
+        self._play_status(Text("loading the session's events …", style="dim"))
+        self._build_player(self.session, engine.context, rate, loop, paused, then)
+
+    @work(thread=True, exclusive=True, group="player")
+    def _build_player(
+        self,
+        session: Any,
+        context: Any,
+        rate: float,
+        loop: bool,
+        paused: bool,
+        then: Callable[[Any], None] | None,
+    ) -> None:
+        # Reading and ordering every event of a large session takes seconds.
+        from mailbus.sessions.player import Player
+
         try:
-            self.player = Player(self.session, engine.context, rate=rate, loop=loop)
-        except Exception as exc:  # ValueError of the options, shown
-            self._play_status(Text(f"Cannot play: {exc}", style="red"))
-            return False
-        self.player.start(paused=paused)
-        return True
+            player = Player(session, context, rate=rate, loop=loop)
+        except Exception as exc:  # ValueError of the options, SessionError: shown
+            self.app.call_from_thread(self._play_status, Text(f"Cannot play: {exc}", style="red"))
+            return
+        self.app.call_from_thread(self._player_built, player, paused, then)
+
+    def _player_built(self, player: Any, paused: bool, then: Callable[[Any], None] | None) -> None:
+        if self.player is not None:
+            self.player.stop()
+        self.player = player
+        player.start(paused=paused)
+        if then is not None:
+            then(player)
 
     @on(Button.Pressed, "#play-step")
     def action_step(self) -> None:
-        if not self._ensure_player():
-            return
-        if self.player.state == "playing":
-            self.player.pause()
-        self.player.step()
+        def step(player: Any) -> None:
+            if player.state == "playing":
+                player.pause()
+            player.step()
+
+        self._with_player(step)
 
     @on(Input.Submitted, "#play-seek")
     def _seek(self, event: Input.Submitted) -> None:
@@ -314,9 +339,7 @@ Opening, playing and analysing run in workers: the screen never freezes.
         if not math.isfinite(offset) or offset < 0:  # "1e999" and "nan" parse as floats
             self._play_status(Text("seek to a second of the session, 0 or more", style="red"))
             return
-        if not self._ensure_player():
-            return
-        self.player.seek(offset)
+        self._with_player(lambda player: player.seek(offset))
 
     @on(Input.Submitted, "#play-rate")
     def _rate(self) -> None:
