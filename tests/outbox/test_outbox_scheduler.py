@@ -14,7 +14,7 @@ from mailbus.errors import ConfigError, EmailFormatError, TransportError
 from mailbus.outbox import fs_storage
 from mailbus.outbox.fs_storage import FsStorage
 from mailbus.outbox.scheduler import NS, RetryPolicy, Scheduler, is_permanent
-from mailbus.outbox.storage import Destination, Entry, Metadata, Schedule
+from mailbus.outbox.storage import Destination, Entry, Metadata, RetryLaterError, Schedule
 
 
 class Clock:
@@ -164,6 +164,31 @@ def test_a_storage_failure_after_sending_is_retried_without_sending_again(
     scheduler.run_due()
     assert deliveries.sent == [b"x"]  # recorded as done, not sent again
     assert os.listdir(storage.data) == []
+
+
+def test_a_failed_requeue_after_a_failed_send_is_retried_without_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage, clock, deliveries, scheduler = make(tmp_path)
+    scheduler.add([enqueue(storage, b"x", clock.now)])
+    real_cancel = storage.send_cancel
+    failures = [RetryLaterError("disk busy")]
+
+    def cancel_failing_once(entry: Entry) -> Entry:
+        if failures:
+            raise failures.pop()
+        return real_cancel(entry)
+
+    monkeypatch.setattr(storage, "send_cancel", cancel_failing_once)
+    deliveries.errors.append(TransportError("down"))
+    scheduler.run_due()  # the send fails, and so does putting it back in the queue
+    assert scheduler.counts["storage_errors"] == 1
+    assert len(storage.find_inflight().entries) == 1 and scheduler.pending() == 1
+    scheduler.run_due()  # the storage works again: back in the queue, due later
+    assert storage.find_inflight().entries == () and len(storage.list_queue().entries) == 1
+    clock.now = storage.list_queue().entries[0].schedule.next_attempt_ns
+    scheduler.run_due()
+    assert deliveries.sent == [b"x"] and os.listdir(storage.data) == []
 
 
 def test_retry_now_makes_named_entries_due(tmp_path: Path) -> None:

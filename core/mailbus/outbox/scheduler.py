@@ -203,8 +203,10 @@ class Scheduler:
         self.changed = threading.Condition()
         self._heap: list[tuple[int, int, Entry]] = []
         self._seq = 0
-        # Entries sent but not yet moved out of inflight/ (storage failed): retried first.
-        self._unfinished: list[Entry] = []
+        # Storage steps that failed and must not be forgotten (moving a sent entry out of
+        # inflight/, putting a failed one back in the queue): retried first, in order;
+        # each raises RetryLaterError while the storage still fails.
+        self._unfinished: list[Callable[[], None]] = []
         self.busy = 0
         self.counts: dict[str, int] = {
             "sent": 0,
@@ -373,9 +375,9 @@ class Scheduler:
     def _finish_unfinished(self) -> int:
         with self.changed:
             unfinished, self._unfinished = self._unfinished, []
-        for index, entry in enumerate(unfinished):
+        for index, step in enumerate(unfinished):
             try:
-                self._complete(entry)
+                step()
             except RetryLaterError:
                 with self.changed:
                     self._unfinished.extend(unfinished[index:])
@@ -417,7 +419,7 @@ class Scheduler:
         except RetryLaterError as exc:
             self._storage_failed(inflight, exc, "send_done")
             with self.changed:
-                self._unfinished.append(inflight)
+                self._unfinished.append(lambda: self._complete(inflight))
 
     def _complete(self, inflight: Entry) -> None:
         try:
@@ -447,12 +449,18 @@ class Scheduler:
 
     def _cancel(self, inflight: Entry, schedule: Schedule) -> None:
         try:
+            self._requeue(inflight, schedule)
+        except RetryLaterError as exc:
+            # Retried with the other unfinished steps: left in flight, it would wait for
+            # the next start-up.
+            self._storage_failed(inflight, exc, "send_cancel")
+            with self.changed:
+                self._unfinished.append(lambda: self._requeue(inflight, schedule))
+
+    def _requeue(self, inflight: Entry, schedule: Schedule) -> None:
+        try:
             queued = self.storage.send_cancel(inflight)
         except VanishedError:
-            return
-        except RetryLaterError as exc:
-            # Left in flight: the next start-up requeues it.
-            self._storage_failed(inflight, exc, "send_cancel")
             return
         self.add(
             [Entry(queued.id, queued.mail, queued.dest, queued.state, queued.metadata, schedule)]
