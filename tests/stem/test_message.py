@@ -47,6 +47,10 @@ def test_cmd_means_type_cmd() -> None:
     assert Message(cmd="foo", type="cmd").type == "cmd"
     with pytest.raises(MessageError, match="of type cmd, not 'data'"):
         Message(cmd="foo", type="data")
+    later = Message(type="data", to="a", from_="b")
+    later.cmd = "foo"  # set after construction: refused before dispatch
+    with pytest.raises(MessageError, match="is of type cmd"):
+        later.validate()
 
 
 def test_from_keyword_and_combined_part_names() -> None:

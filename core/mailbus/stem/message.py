@@ -191,6 +191,9 @@ class Message:
             raise MessageError(f"message has no type: {self.dump()}")
         if self.type == "cmd" and (not self.cmd or not isinstance(self.cmd, str)):
             raise MessageError(f"a cmd message needs its 'cmd' attribute: {self.dump()}")
+        if self.cmd is not None and self.type != "cmd":
+            # The constructor enforces it; an attribute set later must not slip through.
+            raise MessageError(f"a message with cmd {self.cmd!r} is of type cmd: {self.dump()}")
         if self.type == "status" and self.status is None:
             raise MessageError(f"a status message needs its 'status' attribute: {self.dump()}")
         for name in ("cmd", "reply_type", "log", "status", "in_portal"):
