@@ -100,3 +100,16 @@ def test_a_hub_can_share_its_contexts_tracer(ctx: Context, hubs: Callable[..., H
     hub.send(to="nobody", from_="x", type="data")
     hub.process_queue()
     assert "stem.addressing_error" in seen
+
+
+def test_a_hub_without_a_tracer_reports_through_its_context(
+    ctx: Context, hubs: Callable[..., Hub]
+) -> None:
+    """So that a workbench (or a recorder) on the context sees the hub's errors."""
+    seen: list[str] = []
+    ctx.tracer.add_listener(lambda event: seen.append(event.kind))
+    hub = hubs("home")
+    hub.listen(ctx)
+    hub.send(to="nobody", from_="x", type="data")
+    hub.process_queue()
+    assert "stem.addressing_error" in seen

@@ -28,6 +28,7 @@ from mailbus_workbench.screens import HelpScreen
 from mailbus_workbench.views.base import View
 from mailbus_workbench.views.broker import BrokerView
 from mailbus_workbench.views.caller import CallerView
+from mailbus_workbench.views.log import LogView
 from mailbus_workbench.views.mailboxes import MailboxesView
 from mailbus_workbench.views.publish import PublishView
 from mailbus_workbench.views.queues import QueuesView
@@ -44,7 +45,7 @@ GLOBAL_HELP = """\
 # Mailbus workbench
 
 ## Everywhere
-- **1** to **{n}** switch views ({views}); in a text field, where digits are typed,
+- **1** to **9**, then **0**, switch views ({views}); in a text field, where digits are typed,
   press **escape** first; or click a tab
 - **ctrl+p** or **:** command palette (themes, screenshot, every command)
 - **F1** or **?** this help
@@ -66,6 +67,7 @@ VIEW_KEYS = (
     ("broker", "Broker"),
     ("mailboxes", "Mailboxes"),
     ("sessions", "Sessions"),
+    ("log", "Log"),
 )
 
 
@@ -79,7 +81,7 @@ class WorkbenchApp(App[int]):
     """
     BINDINGS = [
         *(
-            Binding(str(n), f"show('{v}')", title, id=f"view.{v}")
+            Binding(str(n % 10), f"show('{v}')", title, id=f"view.{v}")
             for n, (v, title) in enumerate(VIEW_KEYS, 1)
         ),
         # In a text field digits are typed: escape leaves the field, then they switch.
@@ -110,6 +112,7 @@ class WorkbenchApp(App[int]):
         ("broker", "Broker", BrokerView),
         ("mailboxes", "Mailboxes", MailboxesView),
         ("sessions", "Sessions", SessionsView),
+        ("log", "Log", LogView),
     )
 
     def __init__(
@@ -187,7 +190,7 @@ class WorkbenchApp(App[int]):
             self.theme = self.settings.theme
         self.load_keymap()
         # Keys go to the view under the tabs: the tab bar itself never holds the focus
-        # (it is still clickable, and 1-5 switch views).
+        # (it is still clickable, and 1-9, 0 switch views).
         self.query_one(ContentTabs).can_focus = False
         # Focusing a widget shows its tab: one initial focus, after the first refresh.
         if self.initial_session is not None:
@@ -297,7 +300,6 @@ class WorkbenchApp(App[int]):
             return
         view = self.view(self.active_view_id)
         text = GLOBAL_HELP.format(
-            n=len(self.VIEWS),
             views=", ".join(title for _, title in self.view_titles()),
             keymap=self.settings.keymap_file,
             ids=", ".join(f"`{i}`" for i in sorted(self.binding_ids())),

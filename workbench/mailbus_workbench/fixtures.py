@@ -184,6 +184,28 @@ def sample_events(seconds: float = 12.0, seed: int = 7, t0: float = T0) -> list[
     events.append(
         request_event("demo/add", "[1, 2, 3]", t0 + seconds - 0.2, seq, f"<req{seq:04d}@localhost>")
     )
+    # What the Log view lists: a foreign email skipped, and a Stem message with no cell.
+    events.append(
+        TraceEvent(
+            Kind.SKIPPED.value,
+            _ns(t0 + 3.2),
+            name="Weekly news",
+            message_id="<news-42@example.org>",
+            detail="not a Mailbus email (no Source-Timestamp header)",
+            body="Subject: Weekly news\nFrom: news@example.org\n\nHello!",
+            extra={"origin": "imap", "reason": "foreign"},
+        )
+    )
+    events.append(
+        TraceEvent(
+            "stem.addressing_error",
+            _ns(t0 + 7.7),
+            name="arm",
+            detail="no cell 'arm' on hub 'lab'",
+            body='{"to": "arm", "from": "lab:planner", "type": "cmd", "cmd": "move"}',
+            extra={"hub": "lab"},
+        )
+    )
     events.sort(key=lambda e: e.time_ns)
     return events
 

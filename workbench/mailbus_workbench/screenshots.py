@@ -71,6 +71,12 @@ async def services(pilot: Pilot[Any]) -> None:
     await pilot.pause()
 
 
+async def log(pilot: Pilot[Any]) -> None:
+    await pilot.pause()
+    await pilot.press("0")
+    await pilot.pause()
+
+
 async def wait_sets(pilot: Pilot[Any]) -> None:
     await pilot.pause()
     await pilot.press("3")
@@ -140,6 +146,7 @@ SCENES: dict[str, Scene] = {
         "wait-sets": wait_sets,
         "publish": publish,
         "call": call,
+        "log": log,
         "help": help_screen,
         "history-cap": history_cap,
     }.items()

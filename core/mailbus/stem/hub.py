@@ -45,7 +45,7 @@ from mailbus.stem.message import AddressLike, Message
 from mailbus.stem.portal import MAX_HOPS, Portal, decode, inbox_topic
 from mailbus.stem.registry import DEFAULT, CellRegistry, PortalRegistry
 from mailbus.subscription import OverflowPolicy
-from mailbus.trace import Tracer
+from mailbus.trace import TraceEvent, Tracer
 from mailbus.waitset import WaitSet
 
 if TYPE_CHECKING:
@@ -129,6 +129,10 @@ class Hub:
             raise ValueError(f"a hub needs a name (other than {DEFAULT})")
         self.name = name
         self.tracer = tracer if tracer is not None else Tracer()
+        # Without a tracer given, the hub's errors also go to the tracer of the first
+        # context it joins, so that they reach its listeners (the workbench's log).
+        self._adopt_tracer = tracer is None
+        self._errors_to: Tracer | None = None
         self.max_hops = max_hops
         self.cells = CellRegistry()
         self.portals = PortalRegistry()
@@ -185,6 +189,8 @@ class Hub:
                     return inbox
             inbox = _Inbox(self, context, listening)
             self._inboxes = (*self._inboxes, inbox)
+            if self._adopt_tracer and self._errors_to is None:
+                self._errors_to = context.tracer
         self._wait_set.add_subscription(inbox.subscription)
         self._guard.trigger()  # a waiting loop picks the new inbox up
         return inbox
@@ -459,32 +465,46 @@ class Hub:
             self._queue.append((message.reply(type="msg_ack"), 0))
 
     # -- reports --------------------------------------------------------------------------
-    def _trace(self, kind: str, message: Message, detail: str) -> None:
+    def _trace(self, kind: str, message: Message, detail: str, *, error: bool = False) -> None:
         dump = message.dump()
-        self.tracer.event(
+        event = TraceEvent(
             kind,
+            time.time_ns(),
             name=str(message.to),
             detail=detail,
             body=dump,
             # JSON-safe (data JSON cannot hold shows as its repr): recorders store it.
             extra={"hub": self.name, "message": json.loads(dump)},
         )
+        self._emit(event, error)
+
+    def _emit(self, event: TraceEvent, error: bool) -> None:
+        self.tracer.emit(event)
+        relay = self._errors_to
+        if error and relay is not None and relay is not self.tracer and relay.active:
+            relay.emit(event)
+
+    def _errors_traced(self) -> bool:
+        relay = self._errors_to
+        return self.tracer.active or (relay is not None and relay.active)
 
     def _report(self, kind: str, message: Message, detail: str) -> None:
         """An error: counted, traced with the message's dump, logged."""
         self.counters[kind] += 1
         log.warning("hub %s: %s: %s: %s", self.name, kind, detail, message.dump())
-        if self.tracer.active:
-            self._trace(kind, message, detail)
+        if self._errors_traced():
+            self._trace(kind, message, detail, error=True)
 
     def _report_raw(self, headers: Mapping[str, str], body: str, detail: str) -> None:
         self.counters[E.UNDELIVERABLE] += 1
         log.warning("hub %s: %s", self.name, detail)
-        if self.tracer.active:
-            self.tracer.event(
+        if self._errors_traced():
+            event = TraceEvent(
                 E.UNDELIVERABLE,
+                time.time_ns(),
                 detail=detail,
                 body=body[:4096],
                 headers=dict(headers),
                 extra={"hub": self.name},
             )
+            self._emit(event, error=True)

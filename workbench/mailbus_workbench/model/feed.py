@@ -12,7 +12,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 
+from mailbus.stem.errors import ADDRESSING_ERROR, CELL_ERROR, NO_METHOD, UNDELIVERABLE
 from mailbus.trace import Kind, TraceEvent
+
+STEM_ERRORS = (ADDRESSING_ERROR, NO_METHOD, UNDELIVERABLE, CELL_ERROR)
 
 # What the views need; everything else is ignored at the source.
 WANTED = frozenset(
@@ -25,6 +28,7 @@ WANTED = frozenset(
         Kind.WAIT_COMPLETE.value,
         Kind.WAIT_TIMED_OUT.value,
         Kind.ERROR.value,
+        *STEM_ERRORS,
     }
 )
 

@@ -8,10 +8,13 @@ from collections.abc import Callable, Iterable
 
 from mailbus.trace import Kind, TraceEvent
 
-from mailbus_workbench.model.feed import EventFeed
+from mailbus_workbench.model.feed import STEM_ERRORS, EventFeed
 from mailbus_workbench.model.services import ServiceStore
 from mailbus_workbench.model.topics import TopicStore
 from mailbus_workbench.model.waitsets import WaitSetLike, WaitSetMonitor
+
+# What the Log view lists: what went wrong somewhere in the observed system.
+NOTICE_KINDS = frozenset({Kind.SKIPPED.value, Kind.ERROR.value, Kind.DISCARDED.value, *STEM_ERRORS})
 
 Clock = Callable[[], float]
 
@@ -59,7 +62,7 @@ class WorkbenchModel:
                         self.missed_while_paused += 1
                 elif detail in ("request", "response"):
                     services.add(event)
-            elif kind in (Kind.SKIPPED.value, Kind.ERROR.value, Kind.DISCARDED.value):
+            elif kind in NOTICE_KINDS:
                 self.notices.append(event)
         self.events_seen += len(events)
         now = self.clock()
