@@ -159,6 +159,40 @@ def test_imaplib_untagged_responses_do_not_pile_up(mail_stack: MailStack, user: 
     receiver.close()
 
 
+def raw_mail(to: str, subject: str, body: bytes) -> bytes:
+    head = f"From: test@mailbus.test\r\nTo: {to}\r\nSubject: {subject}\r\n\r\n"
+    return head.encode() + body
+
+
+@pytest.mark.mailstack
+def test_idle_polls_do_not_download_the_newest_mail_again(
+    mail_stack: MailStack, user: User
+) -> None:
+    # `UID FETCH n:*` names the highest message even when nothing is new: with its body
+    # in that FETCH every idle poll downloaded the newest mail again (1 MB per 10 ms).
+    receiver = receiver_for(mail_stack, user, period_s=0.01, max_message_bytes=2_000_000)
+    big = b"\r\n".join([b"y" * 998] * 1000)  # about 1 MB
+    mail_stack.deliver(user.address, raw_mail(user.address, "big", big))
+    [raw] = receive_all(receiver, 1)
+    assert len(raw.data) > 1_000_000
+    after_delivery = receiver.counters["bytes_fetched"]
+    assert after_delivery >= len(raw.data)  # the counter does count the body
+    bodies = receiver.counters["body_bytes_fetched"]
+    polls = receiver.counters["polls"]
+    for _ in range(30):
+        assert receiver.poll() == []
+    assert receiver.counters["polls"] == polls + 30
+    assert receiver.counters["bytes_fetched"] - after_delivery < 4096
+    assert receiver.counters["body_bytes_fetched"] == bodies
+    # New mail is still seen, and only its own body is downloaded.
+    mail_stack.deliver(user.address, raw_mail(user.address, "small", b"small body"))
+    [small] = receive_all(receiver, 1)
+    assert b"small body" in small.data
+    assert receiver.counters["bytes_fetched"] - after_delivery < 8192
+    assert receiver.counters["fetched"] == 2
+    receiver.close()
+
+
 @pytest.mark.mailstack
 def test_an_oversized_email_is_refused_reported_and_the_next_one_goes_through(
     smtp_stack: MailStack, user: User

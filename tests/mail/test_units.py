@@ -11,11 +11,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 from mailbus.errors import ConfigError
 from mailbus.mail.backoff import Backoff
-from mailbus.mail.imap_receiver import ImapSettings, body_of, fetch_items
+from mailbus.mail.imap_receiver import SIZE_ITEMS, ImapSettings, body_items, body_of, response_bytes
 from mailbus.mail.smtp_sender import Failure, SmtpSettings, classify
 from mailbus.mail.tls import TlsSettings, curl_options, ssl_context
 from mailbus.mail.transport import mail_section
-from mailbus.mail.uids import Resumed, Started, UidCursor, UidRange, UidValidityChanged
+from mailbus.mail.uids import (
+    Resumed,
+    Started,
+    UidCursor,
+    UidRange,
+    UidValidityChanged,
+    uid_set,
+)
 from mailbus.options import options_from_mapping
 
 # -- back-off ----------------------------------------------------------------------------
@@ -134,6 +141,41 @@ def test_cursor_delivers_every_existing_uid_of_a_backlog(existing: set[int], bat
     assert delivered == sorted(existing)
 
 
+def test_new_uids_does_not_move_the_cursor_accept_does() -> None:
+    c = UidCursor()
+    c.selected(1, 42)
+    r = c.next_range()
+    assert c.new_uids([41], r) == []  # `42:*` answered with the highest, old message
+    assert c.new_uids([41, 42, 44], r) == [42, 44]
+    assert c.next_uid == 42  # bodies not fetched yet: a reconnect asks again
+    assert c.accept([41, 42, 44], r) == [42, 44]
+    assert c.next_uid == 45
+
+
+def test_uid_set_collapses_runs() -> None:
+    assert uid_set([7]) == "7"
+    assert uid_set([3, 1, 2, 7, 9, 10, 2]) == "1:3,7,9:10"
+    for bad in ([], [0, 1]):
+        with pytest.raises(ValueError):
+            uid_set(bad)
+
+
+@given(st.sets(st.integers(min_value=1, max_value=5000), min_size=1, max_size=300))
+def test_uid_set_names_exactly_the_uids(uids: set[int]) -> None:
+    named: set[int] = set()
+    text = uid_set(uids)
+    for part in text.split(","):
+        low, _, high = part.partition(":")
+        named.update(range(int(low), int(high or low) + 1))
+    assert named == uids
+    assert text.count(",") < len(uids)
+
+
+def test_response_bytes_counts_lines_and_literals() -> None:
+    data = [(b"1 (UID 5 BODY[]<0> {3}", b"abc"), b")", b"2 (UID 6 RFC822.SIZE 10)", None]
+    assert response_bytes(data) == 22 + 3 + 1 + 24
+
+
 def test_uid_range_text() -> None:
     assert str(UidRange(3, None)) == "3:*"
     assert str(UidRange(3, 9)) == "3:9"
@@ -204,7 +246,10 @@ def test_tls_verifies_by_default() -> None:
 
 
 def test_fetch_items_and_body_of() -> None:
-    assert fetch_items(1000) == [b"UID", b"RFC822.SIZE", b"BODY.PEEK[]<0.1000>"]
+    # The first FETCH (over `first:*`) asks no body: it names the highest message even
+    # when nothing is new.
+    assert SIZE_ITEMS == [b"UID", b"RFC822.SIZE"]
+    assert body_items(1000) == [b"UID", b"BODY.PEEK[]<0.1000>"]
     assert body_of({b"SEQ": 1, b"BODY[]<0>": b"abc"}) == b"abc"
     assert body_of({b"SEQ": 1, b"BODY[]": b"xyz"}) == b"xyz"
     assert body_of({b"SEQ": 1}) is None
