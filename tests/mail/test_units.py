@@ -23,7 +23,7 @@ from mailbus.mail.uids import (
     UidValidityChanged,
     uid_set,
 )
-from mailbus.options import options_from_mapping
+from mailbus.options import options_from_mapping, redact_url
 
 # -- back-off ----------------------------------------------------------------------------
 
@@ -216,6 +216,72 @@ def test_smtp_settings_refuse_bad_urls(url: str) -> None:
 def test_imap_settings_refuse_bad_urls(url: str) -> None:
     with pytest.raises(ConfigError, match="url-imap"):
         ImapSettings(url, "u", "p")
+
+
+# Each URL holds the password "hunter2": wrong scheme, no host, bad port, credentials
+# in the URL, a password with `/` or `@` in it, no `//`.
+LEAKY_URLS = [
+    "{s}x://robot:hunter2@mail.example:25",
+    "{s}://robot:hunter2@",
+    "{s}://robot:hunter2@mail.example:notaport",
+    "{s}://robot:hunter2@mail.example",
+    "{s}://robot:hun/ter2@mail.example",
+    "{s}://robot:hun@ter2@mail.example",
+    "{s}x://robot:hun/ter2@mail.example",
+    "robot:hunter2@mail.example",
+    "{s}://robot:hunter2/@mail.example",
+]
+
+
+def _no_password(exc: BaseException) -> None:
+    text = str(exc)
+    assert "hunter2" not in text and "ter2" not in text, text
+
+
+@pytest.mark.parametrize("url", LEAKY_URLS)
+def test_smtp_and_imap_settings_never_show_the_password(url: str) -> None:
+    for scheme, settings, key in (
+        ("smtp", SmtpSettings, "url-smtp"),
+        ("imap", ImapSettings, "url-imap"),
+    ):
+        with pytest.raises(ConfigError, match=key) as caught:
+            settings(url.format(s=scheme), "u", "p")
+        _no_password(caught.value)
+
+
+@pytest.mark.parametrize("url", LEAKY_URLS)
+def test_options_never_show_the_password_from_file_or_environment(url: str) -> None:
+    for scheme, key in (("smtp", "url-smtp"), ("imap", "url-imap")):
+        good = {"url-smtp": "smtps://h", "url-imap": "imaps://h"}
+        raw = {"transport": "email", "username": "u@h", "password": "p", **good}
+        with pytest.raises(ConfigError, match=key) as from_file:
+            options_from_mapping({**raw, key: url.format(s=scheme)}, {})
+        _no_password(from_file.value)
+        env = {"MAILBUS_" + key.upper().replace("-", "_"): url.format(s=scheme)}
+        with pytest.raises(ConfigError, match=key) as from_env:
+            options_from_mapping(raw, env)
+        _no_password(from_env.value)
+
+
+def test_redacted_url_keeps_what_helps() -> None:
+    assert (
+        redact_url("smtpx://robot:hunter2@mail.example:25") == "smtpx://robot:***@mail.example:25"
+    )
+    assert redact_url("smtp://hunter2@mail.example") == "smtp://***@mail.example"
+    assert redact_url("robot:hunter2@mail.example") == "***@mail.example"
+    assert redact_url("imaps://mail.example/Box") == "imaps://mail.example/Box"
+    with pytest.raises(ConfigError) as caught:
+        SmtpSettings("smtpx://robot:hunter2@mail.example", "u", "p")
+    assert "smtpx://robot:***@mail.example" in str(caught.value)
+
+
+@given(st.text(min_size=1), st.sampled_from(["smtp", "imaps", "x"]), st.booleans())
+def test_redact_url_hides_any_password(password: str, scheme: str, slashes: bool) -> None:
+    secret = "Zq9" + password
+    url = f"{scheme}:{'//' if slashes else ''}robot:{secret}@mail.example:25/box"
+    shown = redact_url(url)
+    assert secret not in shown
+    assert shown.endswith("@mail.example:25/box")
 
 
 def test_imap_settings_ports_and_mailbox_from_url() -> None:

@@ -50,6 +50,7 @@ from mailbus.mail.uids import (
     UidValidityChanged,
     uid_set,
 )
+from mailbus.options import check_url
 from mailbus.trace import Tracer
 from mailbus.transport import EmailReceiver, Inbound, RawEmail
 
@@ -76,13 +77,8 @@ class ImapSettings:
     timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
+        check_url("url-imap", self.url, ("imap", "imaps"))  # messages show it redacted
         parts = urlsplit(self.url)
-        if parts.scheme not in ("imap", "imaps") or not parts.hostname:
-            raise ConfigError(
-                "url-imap", f"expected imap://host[:port] or imaps://..., got {self.url!r}"
-            )
-        if parts.username is not None or parts.password is not None:
-            raise ConfigError("url-imap", "must not contain credentials")
         if parts.path.strip("/"):
             # imap://host/Folder names the mailbox, as in RFC 5092.
             object.__setattr__(self, "mailbox", parts.path.strip("/"))

@@ -31,11 +31,12 @@ from urllib.parse import urlsplit
 import pycurl
 
 from mailbus.email_message import Email, to_bytes
-from mailbus.errors import ConfigError, TransportError
+from mailbus.errors import TransportError
 from mailbus.mail.backoff import Backoff
 from mailbus.mail.errors import MailConnectError, MailLoginError, MailTLSError
 from mailbus.mail.tls import TlsSettings, curl_options, warn_unverified
 from mailbus.names import check_address
+from mailbus.options import check_url
 from mailbus.trace import Tracer
 from mailbus.transport import EmailSender
 
@@ -60,13 +61,7 @@ class SmtpSettings:
     timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
-        parts = urlsplit(self.url)
-        if parts.scheme not in ("smtp", "smtps") or not parts.hostname:
-            raise ConfigError(
-                "url-smtp", f"expected smtp://host[:port] or smtps://..., got {self.url!r}"
-            )
-        if parts.username is not None or parts.password is not None:
-            raise ConfigError("url-smtp", "must not contain credentials")
+        check_url("url-smtp", self.url, ("smtp", "smtps"))  # messages show it redacted
 
     @property
     def server(self) -> str:
