@@ -17,7 +17,7 @@ from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
 from mailbus.mail.tls import TlsSettings
 from mailbus.trace import Tracer
 from mailbus.transport import RawEmail
-from mailstack import REJECTED, MailStack, User, free_port
+from mailstack import DEFERRED, REJECTED, MailStack, User, free_port
 from test_integration import Events
 
 
@@ -109,6 +109,88 @@ def test_a_permanent_refusal_is_reported_and_does_not_stall_the_queue(
     [raw] = receive_all(receiver, 1)
     assert b"accepted" in raw.data and raw.origin.startswith("uid:")
     sender.close()
+    receiver.close()
+
+
+def sender_for(stack: MailStack, user: User, **kwargs: Any) -> tuple[SmtpSender, Events]:
+    tracer = Tracer()
+    events = Events()
+    tracer.add_listener(events)
+    settings = SmtpSettings(
+        stack.smtps_url, user.address, user.password, TlsSettings(ca_file=stack.ca_file)
+    )
+    return SmtpSender(settings, tracer, **kwargs), events
+
+
+def check_one_refused_recipient_does_not_block_the_others(stack: MailStack, user: User) -> None:
+    """Shared with the relay stack (test_fallback)."""
+    other = stack.add_user()
+    receivers = [receiver_for(stack, u, period_s=0.01) for u in (user, other)]
+    sender, events = sender_for(stack, user)
+    sender.send(email_to(user.address, REJECTED, other.address, sender=user.address, body="3"))
+    assert sender.flush(15)
+    for receiver in receivers:
+        [raw] = receive_all(receiver, 1)
+        assert raw.data.rstrip().endswith(b"3")
+    [rejected] = events.of("mail.send_rejected")
+    assert rejected.extra["recipients"] == [REJECTED] and rejected.extra["smtp_code"] == 550
+    assert rejected.extra["delivered_to_others"] is True
+    assert REJECTED in str(rejected.detail) and user.address not in str(rejected.detail)
+    assert sender.counters["sent"] == 1 and sender.counters["recipients_rejected"] == 1
+    assert sender.counters["send_failed"] == 0 and sender.pending == 0
+    # The same through send_sync (the durable outbox): it returns, the mail arrives.
+    sender.send_sync(email_to(REJECTED, user.address, sender=user.address, body="sync"))
+    [raw] = receive_all(receivers[0], 1)
+    assert b"sync" in raw.data
+    assert [e.extra["recipients"] for e in events.of("mail.send_rejected")] == [[REJECTED]] * 2
+    sender.close()
+    for receiver in receivers:
+        receiver.close()
+
+
+@pytest.mark.mailstack
+def test_one_refused_recipient_does_not_block_the_others(smtp_stack: MailStack, user: User) -> None:
+    check_one_refused_recipient_does_not_block_the_others(smtp_stack, user)
+
+
+@pytest.mark.mailstack
+def test_every_recipient_refused_is_one_rejection_naming_them(
+    smtp_stack: MailStack, user: User
+) -> None:
+    sender, events = sender_for(smtp_stack, user)
+    both = (REJECTED, REJECTED.upper())
+    sender.send(email_to(*both, sender=user.address))
+    assert sender.flush(15)
+    [rejected] = events.of("mail.send_rejected")
+    assert rejected.extra["recipients"] == list(both)
+    assert rejected.extra["delivered_to_others"] is False
+    assert sender.counters["sent"] == 0 and sender.counters["send_failed"] == 0
+    with pytest.raises(TransportError, match="refused every recipient") as caught:
+        sender.send_sync(email_to(*both, sender=user.address))
+    assert getattr(caught.value, "permanent", None) is True
+    sender.close()
+
+
+@pytest.mark.mailstack
+def test_a_deferred_recipient_is_retried_alone(smtp_stack: MailStack, user: User) -> None:
+    receiver = receiver_for(smtp_stack, user, period_s=0.01)
+    sender, events = sender_for(smtp_stack, user, backoff=Backoff(initial=0.05, maximum=0.1))
+    sender.send(email_to(user.address, DEFERRED, sender=user.address, body="later"))
+    [raw] = receive_all(receiver, 1)
+    assert b"later" in raw.data
+    failed = events.wait_for("mail.send_failed", 2)
+    assert len(failed) >= 2
+    first, second = failed[0], failed[1]
+    assert first.extra["smtp_code"] == 450 and first.extra["reason"] == "transient"
+    assert DEFERRED in str(first.detail) and user.address not in str(first.detail)
+    # After the first attempt only the deferred recipient is left to try: the retries'
+    # transactions name it alone, so the others get no second copy.
+    assert first.extra["recipients"] == [DEFERRED] == second.extra["recipients"]
+    assert second.extra["attempt"] == 2
+    assert sender.counters["sent"] == 1 and sender.counters["send_rejected"] == 0
+    sender.close(timeout=0)
+    [abandoned] = events.wait_for("mail.send_abandoned")
+    assert abandoned.extra["count"] == 1
     receiver.close()
 
 
