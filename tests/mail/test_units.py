@@ -11,7 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from mailbus.errors import ConfigError
 from mailbus.mail.backoff import Backoff
-from mailbus.mail.imap_receiver import SIZE_ITEMS, ImapSettings, body_items, body_of, response_bytes
+from mailbus.mail.imap_receiver import (
+    SIZE_ITEMS,
+    ImapReceiver,
+    ImapSettings,
+    body_items,
+    body_of,
+    response_bytes,
+)
 from mailbus.mail.smtp_sender import Failure, SmtpSettings, classify
 from mailbus.mail.tls import TlsSettings, curl_options, ssl_context
 from mailbus.mail.transport import mail_section
@@ -169,6 +176,16 @@ def test_uid_set_names_exactly_the_uids(uids: set[int]) -> None:
         named.update(range(int(low), int(high or low) + 1))
     assert named == uids
     assert text.count(",") < len(uids)
+
+
+def test_a_mail_expunged_between_the_two_fetches_is_counted_not_delivered_empty() -> None:
+    receiver = ImapReceiver(ImapSettings("imaps://mail.example", "u", "p"), max_message_bytes=100)
+    assert receiver._inbound(5, 10, None) is None
+    assert receiver.counters["vanished"] == 1
+    assert receiver._inbound(6, 500, None) is None  # oversized: never asked for
+    assert receiver.counters["oversized"] == 1
+    raw = receiver._inbound(7, 3, {b"BODY[]<0>": b"abc"})
+    assert raw is not None and (raw.data, raw.origin) == (b"abc", "uid:7")
 
 
 def test_response_bytes_counts_lines_and_literals() -> None:
