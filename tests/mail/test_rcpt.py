@@ -6,7 +6,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 from mailbus.mail.rcpt import RcptReply, RcptTracker
-from mailbus.mail.smtp_sender import Outcome, settle
+from mailbus.mail.smtp_sender import Outcome, SmtpSender, SmtpSettings, settle
+from mailbus.trace import Tracer
+from test_integration import Events
+from test_sender import email_to
 
 SECRET_B64 = b"AHJvYm90AGh1bnRlcjI="  # "\0robot\0hunter2"
 
@@ -155,3 +158,36 @@ def test_replies_are_named_by_position_as_the_caller_spelled_them() -> None:
     # libcurl may rewrite an address (IDN); the caller's spelling names it.
     outcome = settle(("x@Mailbus.Test", A), None, [reply(0, "x@mailbus.test", 550)])
     assert [r.address for r in outcome.rejected] == ["x@Mailbus.Test"]
+
+
+# -- the sender's bookkeeping across attempts (transactions scripted, no server) ----------
+
+
+def test_a_recipient_deferred_then_rejected_is_reported_with_the_earlier_delivery() -> None:
+    tracer = Tracer()
+    events = Events()
+    tracer.add_listener(events)
+    sender = SmtpSender(SmtpSettings("smtps://127.0.0.1:1", "me@mailbus.test", "pw"), tracer)
+    script = [
+        (None, [reply(0, A, 250), reply(1, D, 450)]),  # A gets it, D later
+        ((55, 550, "RCPT failed: 550"), [reply(0, D, 550)]),  # D refused for good
+    ]
+    seen: list[tuple[str, ...]] = []
+
+    def transfer(item):  # type: ignore[no-untyped-def]
+        seen.append(item.recipients)
+        item.attempts += 1
+        return script[len(seen) - 1]
+
+    sender._transfer = transfer  # type: ignore[method-assign]
+    item = sender._outgoing(email_to(A, D))
+    assert sender._attempt(item) is not None  # a delay: D is retried
+    assert sender._attempt(item) is None  # done: D refused for good
+    assert seen == [(A, D), (D,)]
+    [failed] = events.of("mail.send_failed")
+    assert failed.extra["recipients"] == [D] and failed.extra["smtp_code"] == 450
+    [rejected] = events.of("mail.send_rejected")
+    assert rejected.extra["recipients"] == [D] and rejected.extra["attempt"] == 2
+    assert rejected.extra["delivered_to_others"] is True
+    assert "the other recipients got it" in str(rejected.detail)
+    sender.close(timeout=0)

@@ -174,6 +174,7 @@ class _Outgoing:
     subject: str
     queued_ns: int
     attempts: int = 0
+    delivered: bool = False  # an earlier attempt reached some recipients
 
 
 class SmtpSender(EmailSender):
@@ -420,6 +421,7 @@ class SmtpSender(EmailSender):
     ) -> Outcome:
         """Report the recipients refused for good; keep only those to try again."""
         outcome = settle(item.recipients, failure, replies)
+        item.delivered = item.delivered or outcome.delivered
         if outcome.rejected:
             self._rejected_recipients(item, outcome)
         if not outcome.done:
@@ -431,7 +433,7 @@ class SmtpSender(EmailSender):
         first = outcome.rejected[0]
         self.counters["send_rejected"] += 1
         self.counters["recipients_rejected"] += len(names)
-        reached = "the other recipients got it" if outcome.delivered else "no recipient got it"
+        reached = "the other recipients got it" if item.delivered else "no recipient got it"
         self.tracer.event(
             SEND_REJECTED,
             name=item.subject,
@@ -447,7 +449,7 @@ class SmtpSender(EmailSender):
                 "attempt": item.attempts,
                 "reason": Failure.REJECTED.value,
                 "server": self.settings.server,
-                "delivered_to_others": outcome.delivered,
+                "delivered_to_others": item.delivered,
             },
         )
         log.error("SMTP server refused %s for %s", item.message_id, ", ".join(names))
