@@ -91,15 +91,44 @@ def _check_type(key: str, value: object, kind: type) -> object:
     return value
 
 
-def _check_url(key: str, url: str, schemes: tuple[str, ...]) -> str:
-    parts = urlsplit(url)
+def redact_url(url: str) -> str:
+    """`url` fit for a message: whatever could be a password is replaced by `***`.
+
+    The userinfo is everything between `//` and the LAST `@` (a password may itself
+    hold `@`, `/` or `:`); its user part stays. Without `//`, everything up to the last
+    `@` goes. Over-redacting an odd path is harmless; showing a password is not.
+    """
+    if "@" not in url:
+        return url
+    scheme, sep, rest = url.partition("//")
+    if not sep:
+        return "***@" + url.rpartition("@")[2]
+    userinfo, _, host = rest.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    shown = f"{user}:***" if colon and "/" not in user else "***"
+    return f"{scheme}//{shown}@{host}"
+
+
+def check_url(key: str, url: str, schemes: tuple[str, ...]) -> str:
+    """Check a server URL; every message shows it with `redact_url`."""
+    shown = redact_url(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises ValueError on a port that is not a number
+    except ValueError:
+        raise ConfigError(key, f"not a valid URL: {shown!r}") from None
     if parts.scheme not in schemes:
-        raise ConfigError(key, f"scheme must be one of {', '.join(schemes)}, got {url!r}")
+        raise ConfigError(key, f"scheme must be one of {', '.join(schemes)}, got {shown!r}")
     if not parts.hostname:
-        raise ConfigError(key, "no host in URL")
-    if parts.password is not None or parts.username is not None:
+        raise ConfigError(key, f"no host in URL {shown!r}")
+    if parts.password is not None or parts.username is not None or "@" in url:
         # Credentials in a URL end up in logs and traces; keep them in their own keys.
-        raise ConfigError(key, "must not contain credentials; use username and password")
+        # Any `@` counts: `smtp://user:pa/ss@host` splits as host `user`, port `pa`.
+        raise ConfigError(
+            key, f"must not contain credentials; use username and password (got {shown!r})"
+        )
+    if port is not None and not 0 < port < 65536:
+        raise ConfigError(key, f"port out of range in {shown!r}")
     return url
 
 
@@ -193,8 +222,8 @@ def options_from_mapping(raw: Mapping[str, Any], env: Mapping[str, str] | None =
                 raise ConfigError(key, "required when transport is email")
         if not values.get("password"):
             raise ConfigError("password", "required (or set MAILBUS_PASSWORD)")
-        _check_url("url-smtp", values["url-smtp"], ("smtp", "smtps"))
-        _check_url("url-imap", values["url-imap"], ("imap", "imaps"))
+        check_url("url-smtp", values["url-smtp"], ("smtp", "smtps"))
+        check_url("url-imap", values["url-imap"], ("imap", "imaps"))
     return Options(
         transport=transport,
         url_smtp=values.get("url-smtp", ""),

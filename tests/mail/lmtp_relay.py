@@ -3,9 +3,10 @@
 The stand-in for Postfix where the tests do not run as root (Postfix needs root):
 SMTPS and SMTP with STARTTLS on loopback, AUTH PLAIN/LOGIN checked against the stack's
 users (only under TLS, as Postfix is configured), MAIL/RCPT/DATA with dot-unstuffing,
-a 550 for the stack's REJECTED address, and delivery through Dovecot's LMTP socket
-before the 250, so an accepted email is in the inbox. It runs an asyncio loop in a
-thread of the test process and can be stopped and started again like Postfix.
+a 550 for the stack's REJECTED address, a 450 for its DEFERRED address, and delivery
+through Dovecot's LMTP socket before the 250, so an accepted email is in the inbox.
+It runs an asyncio loop in a thread of the test process and can be stopped and started
+again like Postfix.
 """
 
 from __future__ import annotations
@@ -35,12 +36,14 @@ class LmtpRelay:
         lmtp_socket: Path,
         check_login: Callable[[str, str], bool],
         rejected: str,
+        deferred: str = "",
     ) -> None:
         self.host = host
         self.ports = (smtp_port, smtps_port)
         self.lmtp_socket = lmtp_socket
         self.check_login = check_login
         self.rejected = rejected
+        self.deferred = deferred
         self.tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self.tls.load_cert_chain(str(cert_file), str(key_file))
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -178,6 +181,8 @@ class LmtpRelay:
                     await reply("503 5.5.1 MAIL first")
                 elif _address(arg).lower() == self.rejected:
                     await reply("550 5.1.1 no such user")
+                elif self.deferred and _address(arg).lower() == self.deferred:
+                    await reply("450 4.2.1 mailbox busy, try again later")
                 else:
                     recipients.append(_address(arg))
                     await reply("250 2.1.5 ok")

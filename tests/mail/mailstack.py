@@ -39,6 +39,7 @@ from lmtp_relay import LmtpRelay
 DOMAIN = "mailbus.test"
 HOST = "127.0.0.1"
 REJECTED = f"rejected@{DOMAIN}"  # Postfix answers 550 to this recipient
+DEFERRED = f"deferred@{DOMAIN}"  # and 450 (try again later) to this one
 DOVECOT = shutil.which("dovecot") or "/usr/sbin/dovecot"
 POSTFIX = shutil.which("postfix") or "/usr/sbin/postfix"
 POSTFIX_MASTER = "/usr/lib/postfix/sbin/master"
@@ -171,6 +172,7 @@ class MailStack:
                 self.lmtp_socket,
                 self._check_login,
                 REJECTED,
+                DEFERRED,
             )
         self._relay.start()
 
@@ -366,7 +368,10 @@ protocol lmtp {{
         shutil.chown(data, "postfix", "postfix")
         self.postfix_log.touch()
         auth_socket = self.dovecot_dir / "run" / "auth-postfix"
-        refuse = f"inline:{{ {{ {REJECTED}=550 5.1.1 no such user }} }}"
+        refuse = (
+            f"inline:{{ {{ {REJECTED}=550 5.1.1 no such user }}, "
+            f"{{ {DEFERRED}=450 4.2.1 mailbox busy, try again later }} }}"
+        )
         main_cf = f"""
 compatibility_level = 3.6
 queue_directory = {spool}
@@ -401,7 +406,8 @@ smtpd_sasl_auth_enable = yes
 smtpd_sasl_type = dovecot
 smtpd_sasl_path = {auth_socket}
 smtpd_relay_restrictions = permit_sasl_authenticated, permit_mynetworks, reject_unauth_destination
-# One address the server refuses for good (5xx), to test permanent failures.
+# One address the server refuses for good (5xx), to test permanent failures, and one
+# it refuses for now (4xx), to test retries.
 smtpd_recipient_restrictions = check_recipient_access {refuse}
 message_size_limit = 10240000
 # Retry quickly after Dovecot comes back (tests stop and restart it). The minimal

@@ -14,7 +14,7 @@ from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
 from mailbus.mail.tls import TlsSettings
 from mailstack import REJECTED, MailStack
 from test_integration import Events, take
-from test_sender import email_to
+from test_sender import check_one_refused_recipient_does_not_block_the_others, email_to
 
 pytestmark = pytest.mark.mailstack
 
@@ -86,3 +86,7 @@ def test_relay_refuses_oversized_email_like_postfix(relay_stack: MailStack) -> N
         [rejected] = events.wait_for("mail.send_rejected")
         assert rejected.extra["smtp_code"] == 552
         assert sender.counters["sent"] == 1
+
+
+def test_relay_one_refused_recipient_does_not_block_the_others(relay_stack: MailStack) -> None:
+    check_one_refused_recipient_does_not_block_the_others(relay_stack, relay_stack.add_user())

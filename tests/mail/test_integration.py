@@ -198,6 +198,9 @@ def test_oversized_mail_is_reported_not_fetched_whole(
         [oversized] = events.wait_for("mail.oversized")
         assert str(oversized.extra["origin"]).startswith("uid:")
         assert int(str(oversized.extra["size"])) > 20_000
+        # Only its size was asked: the body was not downloaded, not even in part.
+        receiver: Any = ctx.transport.receiver
+        assert receiver.counters["body_bytes_fetched"] < 4000
 
 
 def test_wrong_password_is_a_clear_error_at_init(

@@ -17,7 +17,7 @@ from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
 from mailbus.mail.tls import TlsSettings
 from mailbus.trace import Tracer
 from mailbus.transport import RawEmail
-from mailstack import REJECTED, MailStack, User, free_port
+from mailstack import DEFERRED, REJECTED, MailStack, User, free_port
 from test_integration import Events
 
 
@@ -112,6 +112,88 @@ def test_a_permanent_refusal_is_reported_and_does_not_stall_the_queue(
     receiver.close()
 
 
+def sender_for(stack: MailStack, user: User, **kwargs: Any) -> tuple[SmtpSender, Events]:
+    tracer = Tracer()
+    events = Events()
+    tracer.add_listener(events)
+    settings = SmtpSettings(
+        stack.smtps_url, user.address, user.password, TlsSettings(ca_file=stack.ca_file)
+    )
+    return SmtpSender(settings, tracer, **kwargs), events
+
+
+def check_one_refused_recipient_does_not_block_the_others(stack: MailStack, user: User) -> None:
+    """Shared with the relay stack (test_fallback)."""
+    other = stack.add_user()
+    receivers = [receiver_for(stack, u, period_s=0.01) for u in (user, other)]
+    sender, events = sender_for(stack, user)
+    sender.send(email_to(user.address, REJECTED, other.address, sender=user.address, body="3"))
+    assert sender.flush(15)
+    for receiver in receivers:
+        [raw] = receive_all(receiver, 1)
+        assert raw.data.rstrip().endswith(b"3")
+    [rejected] = events.of("mail.send_rejected")
+    assert rejected.extra["recipients"] == [REJECTED] and rejected.extra["smtp_code"] == 550
+    assert rejected.extra["delivered_to_others"] is True
+    assert REJECTED in str(rejected.detail) and user.address not in str(rejected.detail)
+    assert sender.counters["sent"] == 1 and sender.counters["recipients_rejected"] == 1
+    assert sender.counters["send_failed"] == 0 and sender.pending == 0
+    # The same through send_sync (the durable outbox): it returns, the mail arrives.
+    sender.send_sync(email_to(REJECTED, user.address, sender=user.address, body="sync"))
+    [raw] = receive_all(receivers[0], 1)
+    assert b"sync" in raw.data
+    assert [e.extra["recipients"] for e in events.of("mail.send_rejected")] == [[REJECTED]] * 2
+    sender.close()
+    for receiver in receivers:
+        receiver.close()
+
+
+@pytest.mark.mailstack
+def test_one_refused_recipient_does_not_block_the_others(smtp_stack: MailStack, user: User) -> None:
+    check_one_refused_recipient_does_not_block_the_others(smtp_stack, user)
+
+
+@pytest.mark.mailstack
+def test_every_recipient_refused_is_one_rejection_naming_them(
+    smtp_stack: MailStack, user: User
+) -> None:
+    sender, events = sender_for(smtp_stack, user)
+    both = (REJECTED, REJECTED.upper())
+    sender.send(email_to(*both, sender=user.address))
+    assert sender.flush(15)
+    [rejected] = events.of("mail.send_rejected")
+    assert rejected.extra["recipients"] == list(both)
+    assert rejected.extra["delivered_to_others"] is False
+    assert sender.counters["sent"] == 0 and sender.counters["send_failed"] == 0
+    with pytest.raises(TransportError, match="refused every recipient") as caught:
+        sender.send_sync(email_to(*both, sender=user.address))
+    assert getattr(caught.value, "permanent", None) is True
+    sender.close()
+
+
+@pytest.mark.mailstack
+def test_a_deferred_recipient_is_retried_alone(smtp_stack: MailStack, user: User) -> None:
+    receiver = receiver_for(smtp_stack, user, period_s=0.01)
+    sender, events = sender_for(smtp_stack, user, backoff=Backoff(initial=0.05, maximum=0.1))
+    sender.send(email_to(user.address, DEFERRED, sender=user.address, body="later"))
+    [raw] = receive_all(receiver, 1)
+    assert b"later" in raw.data
+    failed = events.wait_for("mail.send_failed", 2)
+    assert len(failed) >= 2
+    first, second = failed[0], failed[1]
+    assert first.extra["smtp_code"] == 450 and first.extra["reason"] == "transient"
+    assert DEFERRED in str(first.detail) and user.address not in str(first.detail)
+    # After the first attempt only the deferred recipient is left to try: the retries'
+    # transactions name it alone, so the others get no second copy.
+    assert first.extra["recipients"] == [DEFERRED] == second.extra["recipients"]
+    assert second.extra["attempt"] == 2
+    assert sender.counters["sent"] == 1 and sender.counters["send_rejected"] == 0
+    sender.close(timeout=0)
+    [abandoned] = events.wait_for("mail.send_abandoned")
+    assert abandoned.extra["count"] == 1
+    receiver.close()
+
+
 @pytest.mark.mailstack
 def test_idle_wakes_the_receiver_and_wake_interrupts_idle(
     mail_stack: MailStack, user: User
@@ -156,6 +238,40 @@ def test_imaplib_untagged_responses_do_not_pile_up(mail_stack: MailStack, user: 
         assert len(receive_all(receiver, 1)) == 1
     client: Any = receiver._client
     assert sum(len(v) for v in client._imap.untagged_responses.values()) <= 2
+    receiver.close()
+
+
+def raw_mail(to: str, subject: str, body: bytes) -> bytes:
+    head = f"From: test@mailbus.test\r\nTo: {to}\r\nSubject: {subject}\r\n\r\n"
+    return head.encode() + body
+
+
+@pytest.mark.mailstack
+def test_idle_polls_do_not_download_the_newest_mail_again(
+    mail_stack: MailStack, user: User
+) -> None:
+    # `UID FETCH n:*` names the highest message even when nothing is new: with its body
+    # in that FETCH every idle poll downloaded the newest mail again (1 MB per 10 ms).
+    receiver = receiver_for(mail_stack, user, period_s=0.01, max_message_bytes=2_000_000)
+    big = b"\r\n".join([b"y" * 998] * 1000)  # about 1 MB
+    mail_stack.deliver(user.address, raw_mail(user.address, "big", big))
+    [raw] = receive_all(receiver, 1)
+    assert len(raw.data) > 1_000_000
+    after_delivery = receiver.counters["bytes_fetched"]
+    assert after_delivery >= len(raw.data)  # the counter does count the body
+    bodies = receiver.counters["body_bytes_fetched"]
+    polls = receiver.counters["polls"]
+    for _ in range(30):
+        assert receiver.poll() == []
+    assert receiver.counters["polls"] == polls + 30
+    assert receiver.counters["bytes_fetched"] - after_delivery < 4096
+    assert receiver.counters["body_bytes_fetched"] == bodies
+    # New mail is still seen, and only its own body is downloaded.
+    mail_stack.deliver(user.address, raw_mail(user.address, "small", b"small body"))
+    [small] = receive_all(receiver, 1)
+    assert b"small body" in small.data
+    assert receiver.counters["bytes_fetched"] - after_delivery < 8192
+    assert receiver.counters["fetched"] == 2
     receiver.close()
 
 

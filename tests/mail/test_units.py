@@ -11,12 +11,26 @@ from hypothesis import given
 from hypothesis import strategies as st
 from mailbus.errors import ConfigError
 from mailbus.mail.backoff import Backoff
-from mailbus.mail.imap_receiver import ImapSettings, body_of, fetch_items
+from mailbus.mail.imap_receiver import (
+    SIZE_ITEMS,
+    ImapReceiver,
+    ImapSettings,
+    body_items,
+    body_of,
+    response_bytes,
+)
 from mailbus.mail.smtp_sender import Failure, SmtpSettings, classify
 from mailbus.mail.tls import TlsSettings, curl_options, ssl_context
 from mailbus.mail.transport import mail_section
-from mailbus.mail.uids import Resumed, Started, UidCursor, UidRange, UidValidityChanged
-from mailbus.options import options_from_mapping
+from mailbus.mail.uids import (
+    Resumed,
+    Started,
+    UidCursor,
+    UidRange,
+    UidValidityChanged,
+    uid_set,
+)
+from mailbus.options import options_from_mapping, redact_url
 
 # -- back-off ----------------------------------------------------------------------------
 
@@ -134,6 +148,51 @@ def test_cursor_delivers_every_existing_uid_of_a_backlog(existing: set[int], bat
     assert delivered == sorted(existing)
 
 
+def test_new_uids_does_not_move_the_cursor_accept_does() -> None:
+    c = UidCursor()
+    c.selected(1, 42)
+    r = c.next_range()
+    assert c.new_uids([41], r) == []  # `42:*` answered with the highest, old message
+    assert c.new_uids([41, 42, 44], r) == [42, 44]
+    assert c.next_uid == 42  # bodies not fetched yet: a reconnect asks again
+    assert c.accept([41, 42, 44], r) == [42, 44]
+    assert c.next_uid == 45
+
+
+def test_uid_set_collapses_runs() -> None:
+    assert uid_set([7]) == "7"
+    assert uid_set([3, 1, 2, 7, 9, 10, 2]) == "1:3,7,9:10"
+    for bad in ([], [0, 1]):
+        with pytest.raises(ValueError):
+            uid_set(bad)
+
+
+@given(st.sets(st.integers(min_value=1, max_value=5000), min_size=1, max_size=300))
+def test_uid_set_names_exactly_the_uids(uids: set[int]) -> None:
+    named: set[int] = set()
+    text = uid_set(uids)
+    for part in text.split(","):
+        low, _, high = part.partition(":")
+        named.update(range(int(low), int(high or low) + 1))
+    assert named == uids
+    assert text.count(",") < len(uids)
+
+
+def test_a_mail_expunged_between_the_two_fetches_is_counted_not_delivered_empty() -> None:
+    receiver = ImapReceiver(ImapSettings("imaps://mail.example", "u", "p"), max_message_bytes=100)
+    assert receiver._inbound(5, 10, None) is None
+    assert receiver.counters["vanished"] == 1
+    assert receiver._inbound(6, 500, None) is None  # oversized: never asked for
+    assert receiver.counters["oversized"] == 1
+    raw = receiver._inbound(7, 3, {b"BODY[]<0>": b"abc"})
+    assert raw is not None and (raw.data, raw.origin) == (b"abc", "uid:7")
+
+
+def test_response_bytes_counts_lines_and_literals() -> None:
+    data = [(b"1 (UID 5 BODY[]<0> {3}", b"abc"), b")", b"2 (UID 6 RFC822.SIZE 10)", None]
+    assert response_bytes(data) == 22 + 3 + 1 + 24
+
+
 def test_uid_range_text() -> None:
     assert str(UidRange(3, None)) == "3:*"
     assert str(UidRange(3, 9)) == "3:9"
@@ -176,6 +235,72 @@ def test_imap_settings_refuse_bad_urls(url: str) -> None:
         ImapSettings(url, "u", "p")
 
 
+# Each URL holds the password "hunter2": wrong scheme, no host, bad port, credentials
+# in the URL, a password with `/` or `@` in it, no `//`.
+LEAKY_URLS = [
+    "{s}x://robot:hunter2@mail.example:25",
+    "{s}://robot:hunter2@",
+    "{s}://robot:hunter2@mail.example:notaport",
+    "{s}://robot:hunter2@mail.example",
+    "{s}://robot:hun/ter2@mail.example",
+    "{s}://robot:hun@ter2@mail.example",
+    "{s}x://robot:hun/ter2@mail.example",
+    "robot:hunter2@mail.example",
+    "{s}://robot:hunter2/@mail.example",
+]
+
+
+def _no_password(exc: BaseException) -> None:
+    text = str(exc)
+    assert "hunter2" not in text and "ter2" not in text, text
+
+
+@pytest.mark.parametrize("url", LEAKY_URLS)
+def test_smtp_and_imap_settings_never_show_the_password(url: str) -> None:
+    for scheme, settings, key in (
+        ("smtp", SmtpSettings, "url-smtp"),
+        ("imap", ImapSettings, "url-imap"),
+    ):
+        with pytest.raises(ConfigError, match=key) as caught:
+            settings(url.format(s=scheme), "u", "p")
+        _no_password(caught.value)
+
+
+@pytest.mark.parametrize("url", LEAKY_URLS)
+def test_options_never_show_the_password_from_file_or_environment(url: str) -> None:
+    for scheme, key in (("smtp", "url-smtp"), ("imap", "url-imap")):
+        good = {"url-smtp": "smtps://h", "url-imap": "imaps://h"}
+        raw = {"transport": "email", "username": "u@h", "password": "p", **good}
+        with pytest.raises(ConfigError, match=key) as from_file:
+            options_from_mapping({**raw, key: url.format(s=scheme)}, {})
+        _no_password(from_file.value)
+        env = {"MAILBUS_" + key.upper().replace("-", "_"): url.format(s=scheme)}
+        with pytest.raises(ConfigError, match=key) as from_env:
+            options_from_mapping(raw, env)
+        _no_password(from_env.value)
+
+
+def test_redacted_url_keeps_what_helps() -> None:
+    assert (
+        redact_url("smtpx://robot:hunter2@mail.example:25") == "smtpx://robot:***@mail.example:25"
+    )
+    assert redact_url("smtp://hunter2@mail.example") == "smtp://***@mail.example"
+    assert redact_url("robot:hunter2@mail.example") == "***@mail.example"
+    assert redact_url("imaps://mail.example/Box") == "imaps://mail.example/Box"
+    with pytest.raises(ConfigError) as caught:
+        SmtpSettings("smtpx://robot:hunter2@mail.example", "u", "p")
+    assert "smtpx://robot:***@mail.example" in str(caught.value)
+
+
+@given(st.text(min_size=1), st.sampled_from(["smtp", "imaps", "x"]), st.booleans())
+def test_redact_url_hides_any_password(password: str, scheme: str, slashes: bool) -> None:
+    secret = "Zq9" + password
+    url = f"{scheme}:{'//' if slashes else ''}robot:{secret}@mail.example:25/box"
+    shown = redact_url(url)
+    assert secret not in shown
+    assert shown.endswith("@mail.example:25/box")
+
+
 def test_imap_settings_ports_and_mailbox_from_url() -> None:
     assert ImapSettings("imaps://mail.example.com", "u", "p").port == 993
     assert ImapSettings("imap://mail.example.com", "u", "p").port == 143
@@ -204,7 +329,10 @@ def test_tls_verifies_by_default() -> None:
 
 
 def test_fetch_items_and_body_of() -> None:
-    assert fetch_items(1000) == [b"UID", b"RFC822.SIZE", b"BODY.PEEK[]<0.1000>"]
+    # The first FETCH (over `first:*`) asks no body: it names the highest message even
+    # when nothing is new.
+    assert SIZE_ITEMS == [b"UID", b"RFC822.SIZE"]
+    assert body_items(1000) == [b"UID", b"BODY.PEEK[]<0.1000>"]
     assert body_of({b"SEQ": 1, b"BODY[]<0>": b"abc"}) == b"abc"
     assert body_of({b"SEQ": 1, b"BODY[]": b"xyz"}) == b"xyz"
     assert body_of({b"SEQ": 1}) is None

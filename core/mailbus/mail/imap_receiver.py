@@ -1,9 +1,12 @@
 """The IMAP receiver: imapclient on one connection, the inbox examined read-only.
 
-Strategy (figures in docs/mail.md): every polling period send NOOP, then one
-`UID FETCH first:* (UID RFC822.SIZE BODY.PEEK[]<0.limit>)` for everything new.
-NOOP first, because Dovecot reports a new EXISTS only after a command completes, so a
-FETCH without it sees new mail one period late. Where the server offers IDLE and the
+Strategy (figures in docs/mail.md): every polling period send NOOP, then
+`UID FETCH first:* (UID RFC822.SIZE)`, and only when that names new UIDs a second
+`UID FETCH <new uids> (UID BODY.PEEK[]<0.limit>)` for their bodies. Two steps because
+`first:*` returns the highest message even when nothing is new: fetching bodies in the
+first step downloaded the newest mail again on every idle poll. NOOP first, because
+Dovecot reports a new EXISTS only after a command completes, so a FETCH without it
+sees new mail one period late. Where the server offers IDLE and the
 period is long (>= `idle_threshold_s`, 1 s by default), the wait between polls is an
 IDLE that ends early when the server announces mail: Dovecot delays IDLE
 notifications by about 0.5 s, so at short periods plain polling is faster.
@@ -40,7 +43,14 @@ from mailbus.errors import ConfigError, TransportError
 from mailbus.mail.backoff import Backoff
 from mailbus.mail.errors import MailConnectError, MailLoginError, MailTLSError
 from mailbus.mail.tls import TlsSettings, ssl_context, warn_unverified
-from mailbus.mail.uids import Resumed, Started, UidCursor, UidRange, UidValidityChanged
+from mailbus.mail.uids import (
+    Resumed,
+    Started,
+    UidCursor,
+    UidValidityChanged,
+    uid_set,
+)
+from mailbus.options import check_url
 from mailbus.trace import Tracer
 from mailbus.transport import EmailReceiver, Inbound, RawEmail
 
@@ -67,13 +77,8 @@ class ImapSettings:
     timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
+        check_url("url-imap", self.url, ("imap", "imaps"))  # messages show it redacted
         parts = urlsplit(self.url)
-        if parts.scheme not in ("imap", "imaps") or not parts.hostname:
-            raise ConfigError(
-                "url-imap", f"expected imap://host[:port] or imaps://..., got {self.url!r}"
-            )
-        if parts.username is not None or parts.password is not None:
-            raise ConfigError("url-imap", "must not contain credentials")
         if parts.path.strip("/"):
             # imap://host/Folder names the mailbox, as in RFC 5092.
             object.__setattr__(self, "mailbox", parts.path.strip("/"))
@@ -96,8 +101,22 @@ class ImapSettings:
         return f"{urlsplit(self.url).scheme}://{self.host}:{self.port}"
 
 
-def fetch_items(max_bytes: int) -> list[bytes]:
-    return [b"UID", b"RFC822.SIZE", b"BODY.PEEK[]<0.%d>" % max_bytes]
+SIZE_ITEMS = [b"UID", b"RFC822.SIZE"]
+
+
+def body_items(max_bytes: int) -> list[bytes]:
+    return [b"UID", b"BODY.PEEK[]<0.%d>" % max_bytes]
+
+
+def response_bytes(data: list[Any]) -> int:
+    """How many bytes of FETCH response imaplib handed over (lines and literals)."""
+    total = 0
+    for item in data:
+        if isinstance(item, bytes):
+            total += len(item)
+        elif isinstance(item, tuple):
+            total += sum(len(part) for part in item if isinstance(part, bytes))
+    return total
 
 
 def body_of(data: Mapping[bytes, Any]) -> bytes | None:
@@ -106,6 +125,10 @@ def body_of(data: Mapping[bytes, Any]) -> bytes | None:
         if key.startswith(b"BODY[]") and isinstance(value, bytes):
             return value
     return None
+
+
+def _size(data: Mapping[bytes, Any]) -> int:
+    return int(data.get(b"RFC822.SIZE", 0))
 
 
 class ImapReceiver(EmailReceiver):
@@ -247,23 +270,29 @@ class ImapReceiver(EmailReceiver):
         return True
 
     # -- polling --------------------------------------------------------------------------
-    def _uid_fetch(self, client: imapclient.IMAPClient, uids: UidRange) -> dict[int, Any]:
+    def _uid_fetch(
+        self, client: imapclient.IMAPClient, uids: str, items: list[bytes]
+    ) -> dict[int, Any]:
         # imapclient 4.0-4.1 FETCH raises ValueError on an open range ('n:*') after the
         # server answered (it filters results with int()); issue the same command and
         # parse with its own parser instead.
         imap = client._imap
-        tag = imap._command(
-            "UID", "FETCH", str(uids), b"(" + b" ".join(fetch_items(self.max_message_bytes)) + b")"
-        )
+        tag = imap._command("UID", "FETCH", uids, b"(" + b" ".join(items) + b")")
         typ, data = imap._command_complete("FETCH", tag)
         if typ != "OK":
             raise imap_errors.IMAPClientError(f"UID FETCH failed: {data!r}")
         typ, data = imap._untagged_response(typ, data, "FETCH")
+        size = response_bytes(data)
+        self.counters["bytes_fetched"] += size
+        if items is not SIZE_ITEMS:
+            self.counters["body_bytes_fetched"] += size
         parsed: dict[int, Any] = dict(parse_fetch_response(data, False, True))
         return parsed
 
     def poll(self) -> list[Inbound]:
-        """NOOP, then fetch everything new; raises on a broken connection."""
+        """NOOP, then sizes of what is new, then bodies of what is new and not too
+        large; raises on a broken connection (the cursor moves only after the bodies
+        arrived, so a reconnect fetches them again)."""
         client = self._client
         if client is None:
             return []
@@ -273,12 +302,20 @@ class ImapReceiver(EmailReceiver):
             # deleted (and maybe recreated) under it, and goes on showing the old one.
             self._check_uidvalidity(client)
         uids = self.cursor.next_range()
-        fetched = self._uid_fetch(client, uids)
+        sizes = self._uid_fetch(client, str(uids), SIZE_ITEMS)
+        wanted = [
+            uid
+            for uid in self.cursor.new_uids(sizes, uids)
+            if _size(sizes[uid]) <= self.max_message_bytes
+        ]
+        bodies: dict[int, Any] = {}
+        if wanted:
+            bodies = self._uid_fetch(client, uid_set(wanted), body_items(self.max_message_bytes))
         # imaplib keeps untagged EXISTS/RECENT for ever; we read them through NOOP.
         client._imap.untagged_responses.clear()
         out: list[Inbound] = []
-        for uid in self.cursor.accept(fetched, uids):
-            item = self._inbound(uid, fetched[uid])
+        for uid in self.cursor.accept(sizes, uids):
+            item = self._inbound(uid, _size(sizes[uid]), bodies.get(uid))
             if item is not None:
                 out.append(item)
         if uids.last is not None:
@@ -292,8 +329,7 @@ class ImapReceiver(EmailReceiver):
         if int(status[b"UIDVALIDITY"]) != self.cursor.uidvalidity:
             raise imap_errors.IMAPClientError(f"{self.settings.mailbox} was recreated")
 
-    def _inbound(self, uid: int, data: Mapping[bytes, Any]) -> RawEmail | None:
-        size = int(data.get(b"RFC822.SIZE", 0))
+    def _inbound(self, uid: int, size: int, data: Mapping[bytes, Any] | None) -> RawEmail | None:
         if size > self.max_message_bytes:
             self.counters["oversized"] += 1
             self.tracer.event(
@@ -302,9 +338,14 @@ class ImapReceiver(EmailReceiver):
                 extra={"origin": f"uid:{uid}", "size": size},
             )
             return None
-        body = body_of(data)
+        body = None if data is None else body_of(data)
+        if body is None:
+            # Expunged by another client between the two FETCHes: nothing to deliver.
+            self.counters["vanished"] += 1
+            log.info("uid:%d vanished before its body was fetched", uid)
+            return None
         self.counters["fetched"] += 1
-        return RawEmail(body if body is not None else b"", origin=f"uid:{uid}")
+        return RawEmail(body, origin=f"uid:{uid}")
 
     def _wait(self, until: float) -> bool:
         """Wait until `until` (monotonic), `wake()`, or, in IDLE, the server's news;

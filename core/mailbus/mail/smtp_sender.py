@@ -10,6 +10,10 @@ thread so that publish() never waits on the network.
   retried with capped exponential back-off, in order: the email is never only a log
   line, and later emails wait behind it. A permanent refusal (SMTP 5xx) is reported as
   `mail.send_rejected` and that email alone is given up.
+- Recipients are refused one by one: with CURLOPT_MAIL_RCPT_ALLOWFAILS the email still
+  goes to the recipients the server accepted. Which RCPT was refused is read from
+  libcurl's protocol trace (mailbus.mail.rcpt); a 5xx recipient is reported in a
+  `mail.send_rejected` naming it (`extra.recipients`), a 4xx recipient is retried alone.
 - `check_login()` (called at init by `create_transport`) opens the connection and
   authenticates, so a wrong password or an unreachable server is an error there.
 - `send_sync()` delivers at once and raises on failure (`permanent = True` for a 5xx):
@@ -31,11 +35,13 @@ from urllib.parse import urlsplit
 import pycurl
 
 from mailbus.email_message import Email, to_bytes
-from mailbus.errors import ConfigError, TransportError
+from mailbus.errors import TransportError
 from mailbus.mail.backoff import Backoff
 from mailbus.mail.errors import MailConnectError, MailLoginError, MailTLSError
+from mailbus.mail.rcpt import RcptReply, RcptTracker
 from mailbus.mail.tls import TlsSettings, curl_options, warn_unverified
 from mailbus.names import check_address
+from mailbus.options import check_url
 from mailbus.trace import Tracer
 from mailbus.transport import EmailSender
 
@@ -46,6 +52,9 @@ SEND_FAILED = "mail.send_failed"
 SEND_REJECTED = "mail.send_rejected"
 SEND_ABANDONED = "mail.send_abandoned"
 DEFAULT_MAX_PENDING = 10_000
+# CURLOPT_MAIL_RCPT_ALLOWFAILS (libcurl >= 7.69; CURLOPTTYPE_LONG + 290): pycurl 7.49
+# has no name for it.
+MAIL_RCPT_ALLOWFAILS: int = getattr(pycurl, "MAIL_RCPT_ALLOWFAILS", 290)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,13 +69,7 @@ class SmtpSettings:
     timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
-        parts = urlsplit(self.url)
-        if parts.scheme not in ("smtp", "smtps") or not parts.hostname:
-            raise ConfigError(
-                "url-smtp", f"expected smtp://host[:port] or smtps://..., got {self.url!r}"
-            )
-        if parts.username is not None or parts.password is not None:
-            raise ConfigError("url-smtp", "must not contain credentials")
+        check_url("url-smtp", self.url, ("smtp", "smtps"))  # messages show it redacted
 
     @property
     def server(self) -> str:
@@ -108,6 +111,60 @@ def classify(curl_code: int, smtp_code: int) -> Failure:
     return Failure.TRANSIENT
 
 
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What became of one attempt at an email (sans-IO: see `settle`)."""
+
+    done: bool  # nothing more to send: delivered, or refused for good
+    failure: tuple[int, int, str] | None = None  # (curl code, SMTP code, message) to report
+    rejected: tuple[RcptReply, ...] = ()  # recipients refused for good (5xx)
+    retry: tuple[str, ...] = ()  # recipients to try again (4xx, or the whole email)
+    delivered: bool = False  # the server took the email for some recipient
+
+
+def settle(
+    recipients: tuple[str, ...], failure: tuple[int, int, str] | None, replies: list[RcptReply]
+) -> Outcome:
+    """Decide from one transaction's result and its RCPT replies."""
+    refused = [r for r in replies if r.refused]
+    by_index = [
+        RcptReply(r.index, recipients[r.index], r.code, r.text) if r.index < len(recipients) else r
+        for r in refused
+    ]
+    rejected = tuple(r for r in by_index if r.permanent)
+    deferred = tuple(r.address for r in by_index if not r.permanent)
+    every_rcpt_refused = len(replies) == len(recipients) and len(refused) == len(recipients)
+    if failure is None:
+        # Delivered to the accepted recipients; try the deferred ones again.
+        return Outcome(
+            done=not deferred,
+            failure=None if not deferred else _deferred_failure(by_index),
+            rejected=rejected,
+            retry=deferred,
+            delivered=True,
+        )
+    if every_rcpt_refused:
+        # The transaction ended at RCPT: each recipient has its own answer.
+        return Outcome(
+            done=not deferred,
+            failure=None if not deferred else _deferred_failure(by_index),
+            rejected=rejected,
+            retry=deferred,
+        )
+    # It failed elsewhere (connection, TLS, MAIL FROM, DATA): the whole email, less
+    # the recipients refused for good, is in question.
+    rest = tuple(r for r in recipients if r not in {x.address for x in rejected})
+    if not rest:
+        return Outcome(done=True, rejected=rejected)
+    return Outcome(done=False, failure=failure, rejected=rejected, retry=rest)
+
+
+def _deferred_failure(refused: list[RcptReply]) -> tuple[int, int, str]:
+    first = next(r for r in refused if not r.permanent)
+    names = ", ".join(r.address for r in refused if not r.permanent)
+    return (0, first.code, f"recipients deferred ({first.code} {first.text}): {names}")
+
+
 @dataclass(slots=True)
 class _Outgoing:
     data: bytes
@@ -117,6 +174,7 @@ class _Outgoing:
     subject: str
     queued_ns: int
     attempts: int = 0
+    delivered: bool = False  # an earlier attempt reached some recipients
 
 
 class SmtpSender(EmailSender):
@@ -142,6 +200,7 @@ class SmtpSender(EmailSender):
         self._curl_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._in_flight = False
+        self._rcpt = RcptTracker()
 
     # -- the handle -----------------------------------------------------------------------
     def _new_handle(self) -> pycurl.Curl:
@@ -159,7 +218,19 @@ class SmtpSender(EmailSender):
         curl.setopt(pycurl.TIMEOUT_MS, int(s.timeout_s * 1000))
         curl.setopt(pycurl.TCP_KEEPALIVE, 1)
         curl.setopt(pycurl.TCP_NODELAY, 1)
+        # One refused recipient must not cost the others the email; which one was
+        # refused is read from the protocol trace.
+        curl.setopt(MAIL_RCPT_ALLOWFAILS, 1)
+        curl.setopt(pycurl.VERBOSE, 1)
+        curl.setopt(pycurl.DEBUGFUNCTION, self._debug)
         return curl
+
+    def _debug(self, kind: int, data: bytes) -> None:
+        # Called by libcurl in the thread that performs, under _curl_lock.
+        if kind == pycurl.INFOTYPE_HEADER_OUT:
+            self._rcpt.sent(data)
+        elif kind == pycurl.INFOTYPE_HEADER_IN:
+            self._rcpt.received(data)
 
     def _after_transfer(self) -> None:
         if self._curl.getinfo(pycurl.NUM_CONNECTS):
@@ -305,11 +376,13 @@ class SmtpSender(EmailSender):
             elif self._abort.wait(delay):
                 return
 
-    def _transfer(self, item: _Outgoing) -> tuple[int, int, str] | None:
-        """One SMTP transaction on the kept connection; the failure's codes, or None."""
+    def _transfer(self, item: _Outgoing) -> tuple[tuple[int, int, str] | None, list[RcptReply]]:
+        """One SMTP transaction on the kept connection: the failure's codes (or None)
+        and the server's reply to each RCPT TO."""
         item.attempts += 1
         with self._curl_lock:
             curl = self._curl
+            self._rcpt.reset()
             curl.setopt(pycurl.MAIL_FROM, f"<{item.mail_from}>")
             curl.setopt(pycurl.MAIL_RCPT, list(item.recipients))
             curl.setopt(pycurl.UPLOAD, 1)
@@ -322,8 +395,9 @@ class SmtpSender(EmailSender):
                 # A fresh handle after a failure: a half-broken connection is not reused.
                 self._curl.close()
                 self._curl = self._new_handle()
-                return failure
+                return failure, list(self._rcpt.replies)
             self._after_transfer()
+            replies = list(self._rcpt.replies)
         self.counters["sent"] += 1
         if self.tracer.active:
             self.tracer.event(
@@ -333,12 +407,52 @@ class SmtpSender(EmailSender):
                 size=len(item.data),
                 extra={"attempts": item.attempts, "queued_ns": item.queued_ns},
             )
-        return None
+        return None, replies
 
     def _attempt(self, item: _Outgoing) -> float | None:
         """Try to send `item`; None when done with it, else the delay before a retry."""
-        failure = self._transfer(item)
-        return None if failure is None else self._failed(item, *failure)
+        outcome = self._settle(item, *self._transfer(item))
+        if outcome.done or outcome.failure is None:
+            return None
+        return self._failed(item, *outcome.failure)
+
+    def _settle(
+        self, item: _Outgoing, failure: tuple[int, int, str] | None, replies: list[RcptReply]
+    ) -> Outcome:
+        """Report the recipients refused for good; keep only those to try again."""
+        outcome = settle(item.recipients, failure, replies)
+        item.delivered = item.delivered or outcome.delivered
+        if outcome.rejected:
+            self._rejected_recipients(item, outcome)
+        if not outcome.done:
+            item.recipients = outcome.retry
+        return outcome
+
+    def _rejected_recipients(self, item: _Outgoing, outcome: Outcome) -> None:
+        names = [r.address for r in outcome.rejected]
+        first = outcome.rejected[0]
+        self.counters["send_rejected"] += 1
+        self.counters["recipients_rejected"] += len(names)
+        reached = "the other recipients got it" if item.delivered else "no recipient got it"
+        self.tracer.event(
+            SEND_REJECTED,
+            name=item.subject,
+            message_id=item.message_id,
+            detail=(
+                f"{self.settings.server} refused recipient(s) {', '.join(names)}: "
+                f"{first.code} {first.text}; {reached}"
+            ),
+            extra={
+                "recipients": names,
+                "smtp_code": first.code,
+                "smtp_codes": [r.code for r in outcome.rejected],
+                "attempt": item.attempts,
+                "reason": Failure.REJECTED.value,
+                "server": self.settings.server,
+                "delivered_to_others": item.delivered,
+            },
+        )
+        log.error("SMTP server refused %s for %s", item.message_id, ", ".join(names))
 
     def send_sync(self, email: Email) -> None:
         """Deliver `email` now and return once the server accepted it; raise
@@ -348,13 +462,21 @@ class SmtpSender(EmailSender):
         item = self._outgoing(email)
         if self._closing:
             raise TransportError("SMTP sender is closed")
-        failure = self._transfer(item)
-        if failure is None:
-            return
-        code, smtp_code, message = failure
+        outcome = self._settle(item, *self._transfer(item))
+        if outcome.done:
+            if outcome.delivered or not outcome.rejected:
+                return
+            names = ", ".join(r.address for r in outcome.rejected)
+            error = TransportError(f"{self.settings.server} refused every recipient: {names}")
+            error.permanent = True  # type: ignore[attr-defined]
+            raise error
+        assert outcome.failure is not None  # not done: something to report
+        code, smtp_code, message = outcome.failure
         kind = classify(code, smtp_code)
         self._failed(item, code, smtp_code, message, retry=False)
         error = TransportError(f"send to {self.settings.server} failed ({kind.value}): {message}")
+        # Deferred recipients (4xx) are retried by the caller with the whole email; the
+        # receivers drop the copies they already have by Message-ID.
         error.permanent = kind is Failure.REJECTED  # type: ignore[attr-defined]
         raise error
 
@@ -368,6 +490,7 @@ class SmtpSender(EmailSender):
             "attempt": item.attempts,
             "reason": kind.value,
             "server": self.settings.server,
+            "recipients": list(item.recipients),
         }
         if kind is Failure.REJECTED:
             self.counters["send_rejected"] += 1

@@ -7,7 +7,10 @@ socket, so the rules are tested byte by byte and with hypothesis:
 - It starts at UIDNEXT (only mail that arrives from now on) or at a given UID
   (catching up on what is already in the mailbox).
 - `first:*` returns the highest message even when no UID is >= first (RFC 3501
-  6.4.8), so returned UIDs below the cursor are dropped, never delivered twice.
+  6.4.8), so returned UIDs below the cursor are dropped, never delivered twice. The
+  receiver asks `first:*` only for UID and size; `new_uids` names the UIDs whose
+  bodies are worth fetching (`uid_set` writes them as an IMAP sequence set), and
+  `accept` moves the cursor once those bodies arrived.
 - Below the UIDNEXT seen at EXAMINE, UIDs are final, so a backlog is read in bounded
   chunks `first:last`; past it, `first:*`.
 - A UIDVALIDITY change means the mailbox was recreated and old UIDs mean nothing: the
@@ -84,17 +87,37 @@ class UidCursor:
             return UidRange(first, first + self.batch - 1)
         return UidRange(first, None)
 
-    def accept(self, uids: Iterable[int], fetched: UidRange) -> list[int]:
-        """The UIDs a FETCH of `fetched` returned; return the new ones in order and
-        move past them."""
+    def new_uids(self, uids: Iterable[int], fetched: UidRange) -> list[int]:
+        """The new UIDs, in order, among those a FETCH of `fetched` returned; the
+        cursor does not move (see `accept`)."""
         if self.next_uid is None:
             raise RuntimeError("selected() must come first")
         low = max(self.next_uid, fetched.first)
         high = fetched.last
-        new = sorted({u for u in uids if u >= low and (high is None or u <= high)})
+        return sorted({u for u in uids if u >= low and (high is None or u <= high)})
+
+    def accept(self, uids: Iterable[int], fetched: UidRange) -> list[int]:
+        """The UIDs a FETCH of `fetched` returned; return the new ones in order and
+        move past them."""
+        new = self.new_uids(uids, fetched)
         if new:
             self.next_uid = new[-1] + 1
-        if high is not None:
+        if fetched.last is not None:
             # Every UID of a closed range below UIDNEXT is final: skip past gaps.
-            self.next_uid = max(self.next_uid, high + 1)
+            self.next_uid = max(self.next_uid or 1, fetched.last + 1)
         return new
+
+
+def uid_set(uids: Iterable[int]) -> str:
+    """The UIDs as an IMAP sequence set with runs collapsed: [1, 2, 3, 7] -> "1:3,7"."""
+    ordered = sorted(set(uids))
+    if not ordered or ordered[0] < 1:
+        raise ValueError("a UID set needs UIDs >= 1")
+    runs: list[str] = []
+    start = prev = ordered[0]
+    for uid in [*ordered[1:], 0]:  # 0 ends the last run
+        if uid != prev + 1:
+            runs.append(str(start) if start == prev else f"{start}:{prev}")
+            start = uid
+        prev = uid
+    return ",".join(runs)
