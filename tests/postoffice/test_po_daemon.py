@@ -176,6 +176,61 @@ def test_letters_to_a_group_reach_every_member(daemon: Daemon) -> None:
         c.close()
 
 
+def test_a_group_name_cannot_be_taken_by_a_new_box(daemon: Daemon) -> None:
+    arm, cam = box(daemon, "robot.arm"), box(daemon, "robot.cam")
+    intruder = daemon.client()
+    with pytest.raises(BoxExists):
+        intruder.create_box("robot", "pw")  # would capture every letter to the group
+    with pytest.raises(NoSuchBox):
+        intruder.check_out("robot", "pw")  # nothing was created
+    sender = box(daemon, "other.sender")
+    sender.send("robot", b"to the group")
+    assert [x.payload for x in arm.get_mail(0)] == [b"to the group"]
+    assert [x.payload for x in cam.get_mail(0)] == [b"to the group"]
+    # Once the group has no members left, the name is free for a mailbox.
+    for member in (arm, cam):
+        member.remove()
+    intruder.create_box("robot", "pw")
+    for c in (arm, cam, intruder, sender):
+        c.close()
+
+
+def test_members_under_a_box_do_not_change_where_its_letters_go(daemon: Daemon) -> None:
+    robot = box(daemon, "robot")  # the reverse order: the mailbox first
+    # Allowed (the transport keeps "robot.arm.out" beside "robot.arm"), but the name
+    # "robot" keeps meaning the mailbox: the newcomers take none of its letters.
+    arm, cam = box(daemon, "robot.arm"), box(daemon, "robot.cam")
+    sender = box(daemon, "other.sender")
+    sender.send("robot", b"to the box")
+    assert [x.payload for x in robot.get_mail(0)] == [b"to the box"]
+    assert list(arm.get_mail(0)) == []
+    assert list(cam.get_mail(0)) == []
+    with pytest.raises(BoxExists):
+        sender.create_box("robot", "other")  # still taken, by the mailbox
+    # Without the mailbox, "robot" is the group of the members again; then it is refused.
+    robot.remove()
+    sender.send("robot", b"to the group")
+    assert [x.payload for x in arm.get_mail(0)] == [b"to the group"]
+    assert [x.payload for x in cam.get_mail(0)] == [b"to the group"]
+    with pytest.raises(BoxExists):
+        sender.create_box("robot", "pw")
+    for c in (robot, arm, cam, sender):
+        c.close()
+
+
+def test_names_being_created_count_as_existing(tmp_path: Path) -> None:
+    office = PostOffice(daemon_config(tmp_path))
+    assert office.name_conflict("robot") == ""
+    office.reserved.add("robot.arm")  # hashing its password, not committed yet
+    assert "group" in office.name_conflict("robot")
+    assert "exists" in office.name_conflict("robot.arm")
+    assert office.name_conflict("robot.cam") == ""  # a second member is fine
+    assert "being created" in office.name_conflict("robot.arm.out")
+    office.reserved = set()
+    assert office.name_conflict("robot.arm.out") == ""
+    assert office.name_conflict("robotic") == ""
+
+
 def test_disconnect_mid_getmail_loses_nothing(daemon: Daemon) -> None:
     receiver = box(daemon, "r.one")
     sender = box(daemon, "s.one")

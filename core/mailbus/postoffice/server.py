@@ -287,6 +287,7 @@ class PostOffice:
         )
         self.boxes: dict[str, Box] = {}
         self.groups: dict[str, dict[str, Box]] = {}  # group name -> its member boxes
+        self.reserved: set[str] = set()  # names of boxes being created (hash, commit)
         self.clerks: set[Clerk] = set()
         self.store: st.Store | None = None
         self.committer: Committer | None = None
@@ -376,6 +377,24 @@ class PostOffice:
         if box is not None:
             return [box]
         return list(self.groups.get(name, {}).values())
+
+    def name_conflict(self, name: str) -> str:
+        """Why a new mailbox may not be called `name` ("" if it may). A CREATEBOX never
+        changes where letters to an existing address go (it needs no credentials): so
+        `robot` is refused while `robot.arm` exists, as it would take the letters of the
+        group `robot`. A name under a mailbox is allowed (the transport keeps
+        `robot.arm.out` beside `robot.arm`): a mailbox's name keeps meaning that mailbox.
+        Names being created count as existing, so concurrent CREATEBOX cannot get round
+        this (a name whose parent is being created is refused until that is done)."""
+        reserved = self.reserved
+        if name in self.boxes or name in reserved:
+            return "a mailbox of that name exists"
+        if name in self.groups or any(r.rpartition(".")[0] == name for r in reserved):
+            return "it is the group of existing mailboxes"
+        parent = name.rpartition(".")[0]
+        if parent in reserved:
+            return f"{parent!r} is being created"
+        return ""
 
     def auth_failed(self, host: str, now: float) -> PeerFailures:
         """Count a wrong password from `host`; its record, the count included."""
@@ -679,7 +698,9 @@ class Clerk(asyncio.Protocol):
             log.info("%s: CREATEBOX refused: %s", self.peer, self._name_error)
             self._reply(Response.NOAUTH)
             return
-        if name in office.boxes:
+        conflict = office.name_conflict(name)
+        if conflict:
+            log.info("%s: CREATEBOX %s refused: %s", self.peer, name, conflict)
             self._reply(Response.BOXEXISTS)
             return
         if self._created >= config.max_boxes_per_connection or len(office.boxes) >= (
@@ -688,8 +709,12 @@ class Clerk(asyncio.Protocol):
             log.info("%s: CREATEBOX %s refused: mailbox limit", self.peer, name)
             self._reply(Response.NOAUTH)
             return
-        secret = await asyncio.to_thread(st.hash_digest, digest, config.hash_params)
-        box_id = await office.write(st.op_create_box(name, secret))
+        office.reserved.add(name)
+        try:
+            secret = await asyncio.to_thread(st.hash_digest, digest, config.hash_params)
+            box_id = await office.write(st.op_create_box(name, secret))
+        finally:
+            office.reserved.discard(name)
         if box_id is None or name in office.boxes:
             self._reply(Response.BOXEXISTS)
             return
