@@ -152,3 +152,36 @@ def test_sends_are_acknowledged_while_password_checks_are_stuck(
         for raw in raws:
             raw.close()
         sender.close()
+
+
+def test_createbox_while_hashing_is_saturated_is_refused_as_errata_allows(
+    make_daemon: Callable[..., Daemon], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = threading.Event()
+    real = st.hash_digest
+
+    def held(digest: bytes, params: st.HashParams) -> str:
+        release.wait(30)
+        return real(digest, params)
+
+    monkeypatch.setattr(st, "hash_digest", held)
+    daemon = make_daemon(hash_workers=1, hash_queue=0)
+    first = daemon.raw()
+    second = daemon.raw()
+    try:
+        first.exchange(b"\x02", b"\x01")
+        first.exchange(b"\x00\x05a.one", b"\x01")
+        first.send(password_digest("pw"))  # its hash holds the only thread
+        daemon.wait_for(lambda: daemon.office.hasher.in_hand == 1)
+        second.exchange(b"\x02", b"\x01")
+        second.exchange(b"\x00\x05a.two", b"\x01")
+        second.exchange(password_digest("pw"), bytes((Response.BOXEXISTS,)))
+        refused = [e for e in daemon.events if e.kind == "postoffice.box_refused"]
+        assert [(e.name, e.detail) for e in refused] == [("a.two", "password hashing busy")]
+        release.set()
+        assert first.recv_exactly(1) == bytes((Response.REQGRANTED,))
+    finally:
+        release.set()
+        first.close()
+        second.close()
+    assert daemon.thread.call(lambda: sorted(daemon.office.boxes)) == ["a.one"]

@@ -421,8 +421,11 @@ def test_limits_are_refused_with_their_codes(make_daemon: Callable[..., Daemon])
     client = daemon.client()
     client.create_box("lim.a", "pw")
     client.create_box("lim.b", "pw")
-    with pytest.raises(NotAuthorized):
-        client.create_box("lim.c", "pw")  # boxes per connection
+    with pytest.raises(BoxExists):
+        client.create_box("lim.c", "pw")  # boxes per connection: ERRATA's only refusal
+    with pytest.raises(NoSuchBox):
+        client.check_out("lim.c", "pw")  # refused, not created
+    assert any(e.kind == "postoffice.box_refused" and "limit" in e.detail for e in daemon.events)
     client.check_out("lim.a", "pw")
     with pytest.raises(DeliveryFailed):
         client.send("lim.b", b"x" * 101)  # letter size
@@ -440,12 +443,19 @@ def test_limits_are_refused_with_their_codes(make_daemon: Callable[..., Daemon])
         c.close()
 
 
+def test_createbox_refusals_are_only_what_errata_allows() -> None:
+    from mailbus.postoffice.protocol import ANYTIME, Request, allowed_replies
+
+    final = allowed_replies(Request.CREATEBOX, 2) - ANYTIME
+    assert final == {Response.REQGRANTED, Response.BOXEXISTS}
+
+
 def test_invalid_names_are_refused_with_codes(daemon: Daemon) -> None:
     raw = daemon.raw()
     try:
         raw.exchange(b"\x02", b"\x01")
         raw.exchange(b"\x00\x04bad!", b"\x01")
-        raw.exchange(bytes(16), b"\x02")  # CREATEBOX of an invalid name: NOAUTH
+        raw.exchange(bytes(16), b"\x06")  # CREATEBOX of an invalid name: BOXEXISTS
         raw.exchange(b"\x00", b"\x01")
         raw.exchange(b"\x00\x02\xc3\x28", b"\x01")  # not UTF-8
         raw.exchange(bytes(16), b"\x07")  # REQBOX: NONEXISTBOX

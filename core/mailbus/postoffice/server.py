@@ -752,28 +752,26 @@ class Clerk(asyncio.Protocol):
     # -- mailboxes -----------------------------------------------------------------------
     async def _create_box(self, digest: bytes) -> None:
         office, config, name = self.office, self.config, self._name
+        # Every refusal is BOXEXISTS, the only one ERRATA allows after CREATEBOX; the
+        # log and the trace say why.
         if name is None:
-            log.info("%s: CREATEBOX refused: %s", self.peer, self._name_error)
-            self._reply(Response.NOAUTH)
+            self._refuse_box("", f"invalid name: {self._name_error}")
             return
         conflict = office.name_conflict(name)
         if conflict:
-            log.info("%s: CREATEBOX %s refused: %s", self.peer, name, conflict)
-            self._reply(Response.BOXEXISTS)
+            self._refuse_box(name, conflict)
             return
         if self._created >= config.max_boxes_per_connection or len(office.boxes) >= (
             config.max_boxes
         ):
-            log.info("%s: CREATEBOX %s refused: mailbox limit", self.peer, name)
-            self._reply(Response.NOAUTH)
+            self._refuse_box(name, "mailbox limit reached")
             return
         office.reserved.add(name)
         try:
             secret = await office.hasher.run(st.hash_digest, digest, config.hash_params)
             box_id = await office.write(st.op_create_box(name, secret))
         except HashPoolFull:
-            log.info("%s: CREATEBOX %s refused: password hashing busy", self.peer, name)
-            self._reply(Response.NOAUTH)
+            self._refuse_box(name, "password hashing busy")
             return
         finally:
             office.reserved.discard(name)
@@ -786,6 +784,13 @@ class Clerk(asyncio.Protocol):
         self._created += 1
         office.trace("postoffice.box_created", name=name, extra={"peer": self.peer})
         self._reply(Response.REQGRANTED)
+
+    def _refuse_box(self, name: str, reason: str) -> None:
+        log.info("%s: CREATEBOX %s refused: %s", self.peer, name, reason)
+        self.office.trace(
+            "postoffice.box_refused", name=name, detail=reason, extra={"peer": self.peer}
+        )
+        self._reply(Response.BOXEXISTS)
 
     async def _check_out(self, digest: bytes) -> None:
         office, name = self.office, self._name
