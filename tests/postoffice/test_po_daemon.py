@@ -176,6 +176,61 @@ def test_letters_to_a_group_reach_every_member(daemon: Daemon) -> None:
         c.close()
 
 
+def test_a_group_name_cannot_be_taken_by_a_new_box(daemon: Daemon) -> None:
+    arm, cam = box(daemon, "robot.arm"), box(daemon, "robot.cam")
+    intruder = daemon.client()
+    with pytest.raises(BoxExists):
+        intruder.create_box("robot", "pw")  # would capture every letter to the group
+    with pytest.raises(NoSuchBox):
+        intruder.check_out("robot", "pw")  # nothing was created
+    sender = box(daemon, "other.sender")
+    sender.send("robot", b"to the group")
+    assert [x.payload for x in arm.get_mail(0)] == [b"to the group"]
+    assert [x.payload for x in cam.get_mail(0)] == [b"to the group"]
+    # Once the group has no members left, the name is free for a mailbox.
+    for member in (arm, cam):
+        member.remove()
+    intruder.create_box("robot", "pw")
+    for c in (arm, cam, intruder, sender):
+        c.close()
+
+
+def test_members_under_a_box_do_not_change_where_its_letters_go(daemon: Daemon) -> None:
+    robot = box(daemon, "robot")  # the reverse order: the mailbox first
+    # Allowed (the transport keeps "robot.arm.out" beside "robot.arm"), but the name
+    # "robot" keeps meaning the mailbox: the newcomers take none of its letters.
+    arm, cam = box(daemon, "robot.arm"), box(daemon, "robot.cam")
+    sender = box(daemon, "other.sender")
+    sender.send("robot", b"to the box")
+    assert [x.payload for x in robot.get_mail(0)] == [b"to the box"]
+    assert list(arm.get_mail(0)) == []
+    assert list(cam.get_mail(0)) == []
+    with pytest.raises(BoxExists):
+        sender.create_box("robot", "other")  # still taken, by the mailbox
+    # Without the mailbox, "robot" is the group of the members again; then it is refused.
+    robot.remove()
+    sender.send("robot", b"to the group")
+    assert [x.payload for x in arm.get_mail(0)] == [b"to the group"]
+    assert [x.payload for x in cam.get_mail(0)] == [b"to the group"]
+    with pytest.raises(BoxExists):
+        sender.create_box("robot", "pw")
+    for c in (robot, arm, cam, sender):
+        c.close()
+
+
+def test_names_being_created_count_as_existing(tmp_path: Path) -> None:
+    office = PostOffice(daemon_config(tmp_path))
+    assert office.name_conflict("robot") == ""
+    office.reserved.add("robot.arm")  # hashing its password, not committed yet
+    assert "group" in office.name_conflict("robot")
+    assert "exists" in office.name_conflict("robot.arm")
+    assert office.name_conflict("robot.cam") == ""  # a second member is fine
+    assert "being created" in office.name_conflict("robot.arm.out")
+    office.reserved = set()
+    assert office.name_conflict("robot.arm.out") == ""
+    assert office.name_conflict("robotic") == ""
+
+
 def test_disconnect_mid_getmail_loses_nothing(daemon: Daemon) -> None:
     receiver = box(daemon, "r.one")
     sender = box(daemon, "s.one")
@@ -366,8 +421,11 @@ def test_limits_are_refused_with_their_codes(make_daemon: Callable[..., Daemon])
     client = daemon.client()
     client.create_box("lim.a", "pw")
     client.create_box("lim.b", "pw")
-    with pytest.raises(NotAuthorized):
-        client.create_box("lim.c", "pw")  # boxes per connection
+    with pytest.raises(BoxExists):
+        client.create_box("lim.c", "pw")  # boxes per connection: ERRATA's only refusal
+    with pytest.raises(NoSuchBox):
+        client.check_out("lim.c", "pw")  # refused, not created
+    assert any(e.kind == "postoffice.box_refused" and "limit" in e.detail for e in daemon.events)
     client.check_out("lim.a", "pw")
     with pytest.raises(DeliveryFailed):
         client.send("lim.b", b"x" * 101)  # letter size
@@ -385,12 +443,19 @@ def test_limits_are_refused_with_their_codes(make_daemon: Callable[..., Daemon])
         c.close()
 
 
+def test_createbox_refusals_are_only_what_errata_allows() -> None:
+    from mailbus.postoffice.protocol import ANYTIME, Request, allowed_replies
+
+    final = allowed_replies(Request.CREATEBOX, 2) - ANYTIME
+    assert final == {Response.REQGRANTED, Response.BOXEXISTS}
+
+
 def test_invalid_names_are_refused_with_codes(daemon: Daemon) -> None:
     raw = daemon.raw()
     try:
         raw.exchange(b"\x02", b"\x01")
         raw.exchange(b"\x00\x04bad!", b"\x01")
-        raw.exchange(bytes(16), b"\x02")  # CREATEBOX of an invalid name: NOAUTH
+        raw.exchange(bytes(16), b"\x06")  # CREATEBOX of an invalid name: BOXEXISTS
         raw.exchange(b"\x00", b"\x01")
         raw.exchange(b"\x00\x02\xc3\x28", b"\x01")  # not UTF-8
         raw.exchange(bytes(16), b"\x07")  # REQBOX: NONEXISTBOX

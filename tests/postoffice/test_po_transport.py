@@ -155,6 +155,15 @@ def test_wrong_password_fails_at_init_and_is_traced(
     assert "postoffice.auth_failed" in [e.kind for e in events]
 
 
+def test_a_box_the_daemon_will_not_create_is_a_clear_error(
+    daemon: Daemon, participants: Callable[..., mailbus.Context]
+) -> None:
+    participants("crew.one")  # "crew" is now a group: no box may take its name
+    ctx = mailbus.Context(options(daemon.port, "crew", group="crew.one"))
+    with pytest.raises(TransportError, match="refused to create it"):
+        ctx.init()
+
+
 def test_no_daemon_is_a_clear_transport_error(tmp_path: Path) -> None:
     import socket
 

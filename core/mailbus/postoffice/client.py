@@ -73,7 +73,7 @@ class ResponseError(PostOfficeError):
 
 
 class NotAuthorized(ResponseError):
-    """NOAUTH: wrong password, or a mailbox the daemon will not create (limit, name)."""
+    """NOAUTH: wrong password (or a check the daemon refused to make: back-off, busy)."""
 
     code = Response.NOAUTH
 
@@ -97,7 +97,8 @@ class MailTimeout(ResponseError):
 
 
 class BoxExists(ResponseError):
-    """BOXEXISTS: a mailbox with that name exists."""
+    """BOXEXISTS: the daemon will not create that mailbox (it exists, the name is invalid
+    or a group's, or a limit is reached: the daemon's log says which)."""
 
     code = Response.BOXEXISTS
 
@@ -325,7 +326,7 @@ class PostOfficeClient:
 
     # -- the API -----------------------------------------------------------------------
     def create_box(self, name: str, password: str | bytes) -> None:
-        """Create a mailbox (BoxExists, NotAuthorized when refused)."""
+        """Create a mailbox (BoxExists when refused: taken, a group's name, a limit)."""
         frames: list[ClientFrame] = [
             Command(Request.CREATEBOX),
             Name(check_identifier(name)),

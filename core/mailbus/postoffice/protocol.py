@@ -385,11 +385,11 @@ def _steps(*steps: tuple[Field | None, tuple[Response, ...]]) -> tuple[Step, ...
 
 
 R = Response
-# From ERRATA.md. Beyond it, this daemon may answer NOAUTH to a CREATEBOX it refuses
-# (limit reached, invalid name); see docs/postoffice.md.
+# From ERRATA.md. CREATEBOX has one refusal, BOXEXISTS, also for names that are invalid,
+# a group's, over a limit (see docs/postoffice.md).
 SEQUENCES: Mapping[Request, tuple[Step, ...]] = {
     Request.CREATEBOX: _steps(
-        (None, ()), (Field.NAME, ()), (Field.DIGEST, (R.REQGRANTED, R.BOXEXISTS, R.NOAUTH))
+        (None, ()), (Field.NAME, ()), (Field.DIGEST, (R.REQGRANTED, R.BOXEXISTS))
     ),
     Request.REQBOX: _steps(
         (None, (R.ALREADYCONN,)),

@@ -4,9 +4,11 @@ Why asyncio rather than a thread per clerk: most clerks spend their life waiting
 the client's next byte, for mail during GETMAIL, for a password back-off), and timers
 for COMMTIMEOUT and GETMAIL deadlines are free on an event loop, where a thread per
 connection would cost a stack each and a lock around every mailbox. The two things that
-block run elsewhere: scrypt in the default executor, and fsync of the store's WAL in the
-default executor too (see `Committer`), so the loop keeps serving while a group of
-commits is made durable. SQLite's own work (an INSERT, a COMMIT without fsync) takes
+block run elsewhere, each on threads of its own: scrypt on `HashPool` (few threads, a
+bounded queue), fsync and checkpoints of the store's WAL on the committer's executor
+(see `Committer`). So the loop keeps serving while commits are made durable, and a flood
+of password checks can neither stall the fsync that acknowledged letters wait for nor
+queue without limit. SQLite's own work (an INSERT, a COMMIT without fsync) takes
 microseconds and runs on the loop, which keeps it single-threaded and free of locks.
 
 A clerk is an asyncio.Protocol: it feeds the bytes it receives to
@@ -19,10 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
+import secrets
 import threading
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -77,6 +82,12 @@ class ServerConfig:
     auth_max_waiting: int = 8  # connections of one peer host in back-off at once
     auth_forget_s: float = 60.0  # a peer's failures are forgotten after this quiet
     hash_params: st.HashParams = field(default_factory=st.HashParams)
+    hash_workers: int = 2  # threads running scrypt
+    # scrypt jobs waiting beyond those; more are refused at once. None: max_connections
+    # (a connection has at most one job in hand, so legitimate bursts such as every
+    # participant reconnecting after a restart are never refused); lower it to refuse
+    # instead of queueing.
+    hash_queue: int | None = None
     max_buffer_bytes: int = 1024 * 1024  # input a client may send ahead of the replies
 
 
@@ -104,6 +115,9 @@ class Committer:
     def __init__(self, store: st.Store, loop: asyncio.AbstractEventLoop) -> None:
         self.store = store
         self.loop = loop
+        # Its own threads: at most one fsync and one checkpoint run at a time, and
+        # nothing else (scrypt, to_thread users) can sit in front of them.
+        self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="postoffice-store")
         self.full = store.sync == "full"
         self._pending: list[tuple[Callable[[Any], Any], Done | None]] = []
         self._deletes: list[int] = []
@@ -188,7 +202,7 @@ class Committer:
         if self._syncing is not None or not self._unsynced:
             return
         waiting, self._unsynced = self._unsynced, []
-        syncing = self.loop.run_in_executor(None, self.store.sync_wal)
+        syncing = self.loop.run_in_executor(self.executor, self.store.sync_wal)
         self._syncing = syncing
 
         def synced(_: object) -> None:
@@ -221,7 +235,7 @@ class Committer:
             self.store.sync_wal()
             self.store.checkpoint()
 
-        future = self.loop.run_in_executor(None, run)
+        future = self.loop.run_in_executor(self.executor, run)
         self._maintenance = future
 
         def finished(_: object) -> None:
@@ -243,6 +257,7 @@ class Committer:
         if self._dirty_timer is not None:
             self._dirty_timer.cancel()
             self._dirty_timer = None
+        self.executor.shutdown(wait=False)  # idle by now
 
 
 class Box:
@@ -256,6 +271,7 @@ class Box:
         self.pending = 0  # letters accepted but not committed yet
         self.holder: Clerk | None = None
         self.removed = False
+        self.known = b""  # PostOffice.memo of the digest last found right, or b""
 
     def mail_arrived(self) -> None:
         if self.holder is not None:
@@ -272,6 +288,37 @@ class PeerFailures:
     count: int = 0
     last: float = 0.0  # loop time of the last one
     waiting: int = 0  # its connections waiting out a back-off now
+    until: float = 0.0  # loop time its back-off ends: no password is hashed before
+
+
+class HashPoolFull(Exception):
+    """The scrypt threads and their queue are all taken."""
+
+
+class HashPool:
+    """scrypt on threads of its own, with a bounded queue: beyond `workers + queue` jobs
+    in hand, `run` refuses at once (HashPoolFull) rather than queue without limit."""
+
+    def __init__(self, workers: int, queue: int) -> None:
+        self.executor = ThreadPoolExecutor(
+            max_workers=max(1, workers), thread_name_prefix="postoffice-scrypt"
+        )
+        self.limit = max(1, workers) + max(0, queue)
+        self.in_hand = 0  # jobs running or queued (only touched on the loop)
+        self.refused = 0
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        if self.in_hand >= self.limit:
+            self.refused += 1
+            raise HashPoolFull
+        self.in_hand += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+        finally:
+            self.in_hand -= 1
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
 
 
 class PostOffice:
@@ -287,6 +334,10 @@ class PostOffice:
         )
         self.boxes: dict[str, Box] = {}
         self.groups: dict[str, dict[str, Box]] = {}  # group name -> its member boxes
+        self.reserved: set[str] = set()  # names of boxes being created (hash, commit)
+        queue = config.max_connections if config.hash_queue is None else config.hash_queue
+        self.hasher = HashPool(config.hash_workers, queue)
+        self._memo_key = secrets.token_bytes(32)  # this process only, never stored
         self.clerks: set[Clerk] = set()
         self.store: st.Store | None = None
         self.committer: Committer | None = None
@@ -339,6 +390,7 @@ class PostOffice:
         if self.store is not None:
             self.store.close()
             self.store = None
+        self.hasher.close()
 
     def spawn(self, coro: Any) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
@@ -376,6 +428,31 @@ class PostOffice:
         if box is not None:
             return [box]
         return list(self.groups.get(name, {}).values())
+
+    def memo(self, box: Box, digest: bytes) -> bytes:
+        """A keyed fast hash of a digest found right for `box` (in memory only, with a key
+        that dies with the process): a later check-out with the same password is
+        recognised without scrypt, so it is granted at once even while its host is in
+        back-off, and wrong guesses cannot lock out an owner already seen."""
+        return hmac.digest(self._memo_key, box.secret.encode() + b"\0" + digest, "sha256")
+
+    def name_conflict(self, name: str) -> str:
+        """Why a new mailbox may not be called `name` ("" if it may). A CREATEBOX never
+        changes where letters to an existing address go (it needs no credentials): so
+        `robot` is refused while `robot.arm` exists, as it would take the letters of the
+        group `robot`. A name under a mailbox is allowed (the transport keeps
+        `robot.arm.out` beside `robot.arm`): a mailbox's name keeps meaning that mailbox.
+        Names being created count as existing, so concurrent CREATEBOX cannot get round
+        this (a name whose parent is being created is refused until that is done)."""
+        reserved = self.reserved
+        if name in self.boxes or name in reserved:
+            return "a mailbox of that name exists"
+        if name in self.groups or any(r.rpartition(".")[0] == name for r in reserved):
+            return "it is the group of existing mailboxes"
+        parent = name.rpartition(".")[0]
+        if parent in reserved:
+            return f"{parent!r} is being created"
+        return ""
 
     def auth_failed(self, host: str, now: float) -> PeerFailures:
         """Count a wrong password from `host`; its record, the count included."""
@@ -675,28 +752,45 @@ class Clerk(asyncio.Protocol):
     # -- mailboxes -----------------------------------------------------------------------
     async def _create_box(self, digest: bytes) -> None:
         office, config, name = self.office, self.config, self._name
+        # Every refusal is BOXEXISTS, the only one ERRATA allows after CREATEBOX; the
+        # log and the trace say why.
         if name is None:
-            log.info("%s: CREATEBOX refused: %s", self.peer, self._name_error)
-            self._reply(Response.NOAUTH)
+            self._refuse_box("", f"invalid name: {self._name_error}")
             return
-        if name in office.boxes:
-            self._reply(Response.BOXEXISTS)
+        conflict = office.name_conflict(name)
+        if conflict:
+            self._refuse_box(name, conflict)
             return
         if self._created >= config.max_boxes_per_connection or len(office.boxes) >= (
             config.max_boxes
         ):
-            log.info("%s: CREATEBOX %s refused: mailbox limit", self.peer, name)
-            self._reply(Response.NOAUTH)
+            self._refuse_box(name, "mailbox limit reached")
             return
-        secret = await asyncio.to_thread(st.hash_digest, digest, config.hash_params)
-        box_id = await office.write(st.op_create_box(name, secret))
+        office.reserved.add(name)
+        try:
+            secret = await office.hasher.run(st.hash_digest, digest, config.hash_params)
+            box_id = await office.write(st.op_create_box(name, secret))
+        except HashPoolFull:
+            self._refuse_box(name, "password hashing busy")
+            return
+        finally:
+            office.reserved.discard(name)
         if box_id is None or name in office.boxes:
             self._reply(Response.BOXEXISTS)
             return
-        office.add_box(Box(box_id, name, secret, []))
+        box = Box(box_id, name, secret, [])
+        box.known = office.memo(box, digest)
+        office.add_box(box)
         self._created += 1
         office.trace("postoffice.box_created", name=name, extra={"peer": self.peer})
         self._reply(Response.REQGRANTED)
+
+    def _refuse_box(self, name: str, reason: str) -> None:
+        log.info("%s: CREATEBOX %s refused: %s", self.peer, name, reason)
+        self.office.trace(
+            "postoffice.box_refused", name=name, detail=reason, extra={"peer": self.peer}
+        )
+        self._reply(Response.BOXEXISTS)
 
     async def _check_out(self, digest: bytes) -> None:
         office, name = self.office, self._name
@@ -718,21 +812,52 @@ class Clerk(asyncio.Protocol):
             self._reply(Response.REQGRANTED)
 
     async def _verify(self, box: Box, digest: bytes) -> bool:
-        """Check a password. A right one is accepted at once, whatever failed before,
-        so wrong guesses cannot lock the owner out of a box. A wrong one is answered
-        only after a back-off that doubles with the recent failures of the peer's host
-        (across its connections and boxes, so reconnecting does not reset it); the
-        connection waits it out alone. A host with `auth_max_waiting` connections in
-        back-off already has the next failing connection closed at once: the waits
-        (tasks, timers) a host can pile up are bounded."""
-        ok = await asyncio.to_thread(st.verify_digest, digest, box.secret)
-        if ok:
-            return True
+        """Check a password, hashing as little as a flood allows.
+
+        - A digest found right before (`PostOffice.memo`) is granted at once, without
+          scrypt and whatever failed before: guessing cannot lock out a known owner.
+        - Otherwise nothing is hashed while the peer's host is in back-off (after a
+          wrong password, a wait that doubles with the host's recent failures, across
+          its connections and boxes so reconnecting does not reset it): the attempt
+          waits until the back-off ends, then is checked. A host with
+          `auth_max_waiting` connections waiting already has the next one answered
+          NOAUTH and closed at once, without hashing: its waits and hashes are bounded.
+        - scrypt runs on `HashPool`; when its queue is full the attempt is answered
+          NOAUTH at once, without hashing.
+        - A wrong password is answered NOAUTH after the back-off it starts (less what
+          the attempt already waited)."""
         office, config = self.office, self.config
-        failures = office.auth_failed(self.host, self.loop.time())
+        memo = office.memo(box, digest)
+        if box.known and hmac.compare_digest(box.known, memo):
+            return True
+        started = self.loop.time()
+        failures = office.auth_failures.get(self.host)
+        if failures is not None and started < failures.until:
+            if failures.waiting >= config.auth_max_waiting:
+                self._refuse_unhashed(box, "too many attempts waiting, closing")
+                self._close()
+                return False
+            failures.waiting += 1
+            try:
+                await asyncio.sleep(failures.until - started)
+            finally:
+                failures.waiting -= 1
+            if self._lost:
+                return False  # gone meanwhile: nothing to check
+        try:
+            ok = await office.hasher.run(st.verify_digest, digest, box.secret)
+        except HashPoolFull:
+            self._refuse_unhashed(box, "password checks busy")
+            return False
+        if ok:
+            box.known = memo
+            return True
+        now = self.loop.time()
+        failures = office.auth_failed(self.host, now)
         backoff = min(
             config.auth_delay_s * 2 ** min(failures.count - 1, 30), config.auth_delay_max_s
         )
+        failures.until = max(failures.until, now + backoff)
         crowded = failures.waiting >= config.auth_max_waiting
         office.trace(
             "postoffice.auth_failed",
@@ -746,13 +871,26 @@ class Clerk(asyncio.Protocol):
             self._reply(Response.NOAUTH)
             self._close()
             return False
-        failures.waiting += 1
-        try:
-            await asyncio.sleep(backoff)
-        finally:
-            failures.waiting -= 1
+        delay = backoff - (now - started)  # an attempt that waited before has been slowed
+        if delay > 0:
+            failures.waiting += 1
+            try:
+                await asyncio.sleep(delay)
+            finally:
+                failures.waiting -= 1
         self._reply(Response.NOAUTH)
         return False
+
+    def _refuse_unhashed(self, box: Box, reason: str) -> None:
+        """NOAUTH without checking the password (back-off crowded, hashing busy)."""
+        log.info("%s: password for %s not checked: %s", self.peer, box.name, reason)
+        self.office.trace(
+            "postoffice.auth_refused",
+            name=box.name,
+            detail=f"password from {self.peer} not checked: {reason}",
+            extra={"peer": self.peer},
+        )
+        self._reply(Response.NOAUTH)
 
     def _release(self, reason: str) -> None:
         box = self.box

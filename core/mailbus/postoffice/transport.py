@@ -52,6 +52,7 @@ from mailbus.postoffice.client import (
     CommTimeout,
     ConnectionLost,
     DeliveryFailed,
+    NoSuchBox,
     NotAuthorized,
     PostOfficeClient,
     PostOfficeError,
@@ -201,6 +202,11 @@ class _Connection:
         except BoxInUse:
             client.close()
             raise TransportError(f"box {self.box!r} is checked out by another connection") from None
+        except NoSuchBox:
+            client.close()
+            # CREATEBOX said BOXEXISTS but there is no such box: the daemon refused it.
+            why = " (the daemon refused to create it: see its log)" if opts.create else ""
+            raise TransportError(f"PostOffice has no box {self.box!r}{why}") from None
         except PostOfficeError as exc:
             client.close()
             self._note(exc)
