@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import mailbus
 import polars as pl
@@ -160,6 +161,53 @@ def test_no_password_is_ever_recorded(tmp_path: Path) -> None:
     for secret in (password, "s3cr3t", "dTpw", "letmein", "x:y@"):
         assert secret not in text
     assert REDACTED in text and "bob:" in text and "mail.example.org" in text
+
+
+PO_SECRET = "Zq9-0ffice-K3y"  # no "pass" in it: only the literal rule can catch it
+
+
+@pytest.mark.parametrize(
+    ("sections", "env"),
+    [
+        ({"postoffice": {"box": "robot.arm", "password": PO_SECRET}}, None),
+        # The environment wins over the table; the table's password is a secret too.
+        ({"postoffice": {"box": "robot.arm", "password": "table-0nly"}}, PO_SECRET),
+        ({"broker": {"bridges": [{"name": "b", "smtp-password": PO_SECRET}]}}, None),
+    ],
+    ids=["postoffice-table", "postoffice-env", "nested-table-key"],
+)
+def test_no_postoffice_or_table_password_is_ever_recorded(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    sections: dict[str, Any],
+    env: str | None,
+) -> None:
+    from mailbus.postoffice.transport import PASSWORD_ENV
+
+    if env is None:
+        monkeypatch.delenv(PASSWORD_ENV, raising=False)
+    else:
+        monkeypatch.setenv(PASSWORD_ENV, env)
+    # Inprocess transport: redaction depends on the options only, not on the wire.
+    with mailbus.Context(Options(sections=sections)) as ctx:
+        recorder = Recorder(tmp_path / "s", context=ctx)
+        sub = ctx.subscription("t")
+        pub = ctx.publisher("t")
+        table = sections.get("postoffice", {}).get("password", "")
+        body = f"box key {PO_SECRET} and {table}"
+        pub.publish(body, headers={"Note": f"k {PO_SECRET}"})
+        _drain(sub, 1)
+        ctx.tracer.event(
+            "error", detail=f"checkout refused for {PO_SECRET}", extra={"why": PO_SECRET}
+        )
+        recorder.stop()
+    frame = open_session(tmp_path / "s").read()
+    text = json.dumps(frame.drop("body").to_dicts(), default=str) + "".join(
+        b.decode() for b in frame["body"].drop_nulls()
+    )
+    assert PO_SECRET not in text and "table-0nly" not in text
+    assert text.count(REDACTED) >= 4 and "checkout refused for" in text
+    assert "box key" in text and "Note" in text
 
 
 def test_refuses_an_existing_session_and_bad_options(tmp_path: Path) -> None:

@@ -46,6 +46,10 @@ def test_redactor_rules() -> None:
     tricky = Redactor(["d]xx"])
     assert "d]xx" not in tricky.text("d]xxxx") and "d]xx" not in tricky.text("ad]xxd]xx")
     assert Redactor().body(b"untouched") == b"untouched"
+    # One secret inside another: the longer goes first, nothing of it is left.
+    nested = Redactor(["k3y", "0ffice-k3y-9"])
+    assert nested.text("use 0ffice-k3y-9 now") == f"use {REDACTED} now"
+    assert nested.body(b"0ffice-k3y-9") == REDACTED.encode()
 
 
 @settings(max_examples=60)

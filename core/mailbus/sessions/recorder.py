@@ -44,6 +44,7 @@ from mailbus.trace import TraceEvent
 
 if TYPE_CHECKING:
     from mailbus.context import Context
+    from mailbus.options import Options
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,36 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temp, path)
+
+
+def _section_secrets(value: object, found: set[str]) -> None:
+    """Every non-empty string under a key that names a password, at any depth."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(key, str) and "password" in key.lower() and isinstance(item, str):
+                if item:
+                    found.add(item)
+            else:
+                _section_secrets(item, found)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _section_secrets(item, found)
+
+
+def context_secrets(options: Options, environ: Mapping[str, str] | None = None) -> set[str]:
+    """The passwords a context with these options may use, to redact them all: the mail
+    password, every `password` key of the option tables (`[postoffice] password`...)
+    and the PostOffice password from the environment, which wins over the table's."""
+    from mailbus.postoffice.transport import PASSWORD_ENV
+
+    env = os.environ if environ is None else environ
+    found: set[str] = set()
+    if options.password:
+        found.add(options.password)
+    _section_secrets(options.sections, found)
+    if env.get(PASSWORD_ENV):
+        found.add(env[PASSWORD_ENV])
+    return found
 
 
 class Recorder:
@@ -176,8 +207,9 @@ class Recorder:
         """Record this context's trace events (transport, participant, and the password
         to redact are taken from it)."""
         options = context.options
-        if options.password:
-            self._secrets.add(options.password)
+        found = context_secrets(options) - self._secrets
+        if found:
+            self._secrets |= found
             self._redactor = None
         if not self.transport:
             self.transport = options.transport

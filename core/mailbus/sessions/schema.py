@@ -82,7 +82,8 @@ class Redactor:
     context's password) replaced wherever they occur, bodies included."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self._secrets = tuple(s for s in secrets if s)
+        # Longest first: a secret inside another must not leave the rest of the longer.
+        self._secrets = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
         self._secret_bytes = tuple(s.encode("utf-8") for s in self._secrets)
         self._secret_names: dict[str, bool] = {}
         literal = "|".join(re.escape(s) for s in self._secrets)
