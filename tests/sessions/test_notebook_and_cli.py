@@ -93,3 +93,24 @@ def test_replay_and_analyze_commands(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["analyze", str(SAMPLES / "demo"), "--table", "services"]) == 0
     printed = capsys.readouterr().out
     assert "== services" in printed and "demo/add" in printed and "== topics" not in printed
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--stop", "1e999"], "--stop must be a finite number of seconds"),
+        (["--start", "1e999"], "--start must be a finite number of seconds"),
+        (["--start", "nan"], "--start must be a finite number of seconds"),
+        (["--rate", "1e999"], "rate must be a positive finite factor"),
+        (["--include", "["], "bad --include filter '['"),
+        (["--exclude", "(x"], "bad --exclude filter '(x'"),
+    ],
+)
+def test_replay_refuses_bad_numbers_and_filters_in_one_line(
+    capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    assert main(["replay", str(SAMPLES / "gaps"), *flags]) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mailbus replay: error: "), err
+    assert message in err

@@ -176,6 +176,44 @@ def test_window_filter_and_remap(tmp_path: Path) -> None:
         Player(session, mailbus.Context(), rate=0)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"start_s": float("inf")}, "start_s must be a finite"),
+        ({"stop_s": float("inf")}, "stop_s must be a finite"),
+        ({"start_s": float("nan")}, "start_s must be a finite"),
+        ({"start_s": -1.0}, "start_s must be a finite"),
+        ({"start_s": 2.0, "stop_s": 1.0}, "start_s <= stop_s"),
+        ({"rate": float("inf")}, "rate must be a positive finite"),
+        ({"rate": float("nan")}, "rate must be a positive finite"),
+        ({"include": "["}, "bad include filter '\\['"),
+        ({"exclude": "(a"}, "bad exclude filter"),
+    ],
+)
+def test_player_refuses_bad_windows_rates_and_filters(
+    tmp_path: Path, kwargs: dict[str, object], message: str
+) -> None:
+    session = write_session(tmp_path / "s", _messages([0.0, 0.1]))
+    with mailbus.Context() as ctx, pytest.raises(ValueError, match=message):
+        Player(session, ctx, **kwargs)  # type: ignore[arg-type]
+
+
+def test_seek_refuses_what_is_not_a_finite_offset_and_clamps_far_ones(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "s", _messages([0.0, 0.1, 0.2]))
+    with mailbus.Context() as ctx:
+        player = Player(session, ctx)
+        for bad in (float("inf"), float("-inf"), float("nan"), -0.5):
+            with pytest.raises(ValueError, match="seek offset must be a finite number"):
+                player.seek(bad)
+        assert player.position_s == 0.0  # a refused seek moves nothing
+        player.seek(1e300)  # finite but beyond int64 nanoseconds: the end
+        assert player.position_s == pytest.approx(0.2)
+        assert player.total == 3
+        # A window reaching far past the end keeps every email.
+        assert Player(session, ctx, start_s=0.0, stop_s=1e300).total == 3
+        assert Player(session, ctx, start_s=1e300).total == 0
+
+
 def _record_doubler(path: Path) -> None:
     with mailbus.Context() as ctx:
         recorder = Recorder(path, context=ctx)

@@ -154,13 +154,27 @@ def _record(args: argparse.Namespace) -> int:
 # -- replay ---------------------------------------------------------------------------
 def _replay(args: argparse.Namespace) -> int:
     from mailbus.errors import MailbusError
-    from mailbus.sessions.player import Player, ServiceMock, parse_remap
+    from mailbus.sessions.player import (
+        Player,
+        ServiceMock,
+        check_offset,
+        check_rate,
+        compile_filter,
+        parse_remap,
+    )
     from mailbus.sessions.reader import SessionError, open_session
     from mailbus.sessions.recorder import Recorder, RecorderError
 
     stop = threading.Event()
     progress = Progress()
     try:
+        # Checked first, named as the user typed them (inf, nan, a broken regex).
+        check_rate(args.rate)
+        check_offset(args.start, "--start")
+        if args.stop is not None:
+            check_offset(args.stop, "--stop")
+        compile_filter(args.include, "--include")
+        compile_filter(args.exclude, "--exclude")
         session = open_session(args.session, allow_empty=False, skip_bad_parts=args.skip_bad_parts)
         remap = parse_remap(args.remap)
         context = _context(args)

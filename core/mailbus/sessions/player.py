@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import math
 import re
 import threading
 import time
@@ -77,6 +78,47 @@ class ReplayEvent:
     truncated: bool
 
 
+# Offsets are held in int64 nanoseconds: a finite offset beyond this (292 years, far past
+# the end of any session) is clamped rather than overflowing the conversion.
+MAX_OFFSET_S = (2**63 - 1) / 1e9
+# A wait is done in slices of at most this (Condition.wait overflows on huge timeouts,
+# which an absurdly slow but finite rate can produce).
+_MAX_WAIT_S = 60.0
+
+
+def check_offset(value: float, what: str) -> float:
+    """`value` seconds if it is a finite number >= 0, else ValueError naming `what`."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{what} must be a number of seconds, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{what} must be a finite number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+def check_rate(rate: float) -> float:
+    if isinstance(rate, bool) or not isinstance(rate, int | float):
+        raise ValueError(f"rate must be a number, got {rate!r}")
+    if not (math.isfinite(rate) and rate > 0):
+        raise ValueError(f"rate must be a positive finite factor, got {rate!r}")
+    return float(rate)
+
+
+def _offset_ns(seconds: float) -> int:
+    return int(min(seconds, MAX_OFFSET_S) * 1e9)
+
+
+def compile_filter(pattern: str | None, what: str) -> re.Pattern[str] | None:
+    """The compiled name filter, or ValueError saying which one is malformed."""
+    if not pattern:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"bad {what} filter {pattern!r}: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"bad {what} filter: too deeply nested") from None
+
+
 def _header_map(value: object) -> dict[str, str]:
     if not value:
         return {}
@@ -95,6 +137,8 @@ def replay_events(
     """What a replay sends, in order: each email once, taken from the sender's event
     (message.published, request.sent, response.sent) or, when only the receiving side
     was recorded, from its email.received event."""
+    include_re = compile_filter(include, "include")
+    exclude_re = compile_filter(exclude, "exclude")
     if not isinstance(session, Session):
         session = open_session(session)
     frame = (
@@ -115,8 +159,6 @@ def replay_events(
         .sort("_t", "event_index")
         .collect()
     )
-    include_re = re.compile(include) if include else None
-    exclude_re = re.compile(exclude) if exclude else None
     events: list[ReplayEvent] = []
     start: int | None = None
     for row in frame.iter_rows(named=True):
@@ -184,10 +226,12 @@ class Player:
         services: bool = True,
         on_sent: Callable[[Player, ReplayEvent], None] | None = None,
     ) -> None:
-        if not rate > 0:
-            raise ValueError("rate must be a positive factor")
-        if start_s < 0 or (stop_s is not None and stop_s < start_s):
-            raise ValueError("need 0 <= start_s <= stop_s")
+        rate = check_rate(rate)
+        start_s = check_offset(start_s, "start_s")
+        if stop_s is not None:
+            stop_s = check_offset(stop_s, "stop_s")
+            if stop_s < start_s:
+                raise ValueError(f"need start_s <= stop_s, got {start_s} > {stop_s}")
         self.remap = dict(remap or {})
         for old, new in self.remap.items():
             check_name(new, f"remapped name for {old!r}")
@@ -196,7 +240,7 @@ class Player:
         self.loop = loop
         self.on_sent = on_sent
         events = replay_events(session, include=include, exclude=exclude, services=services)
-        lo, hi = int(start_s * 1e9), None if stop_s is None else int(stop_s * 1e9)
+        lo, hi = _offset_ns(start_s), None if stop_s is None else _offset_ns(stop_s)
         self.events = [e for e in events if e.offset_ns >= lo and (hi is None or e.offset_ns <= hi)]
         self._offsets = [e.offset_ns for e in self.events]
         self._window_start = lo
@@ -264,9 +308,11 @@ class Player:
             self._cond.notify_all()
 
     def seek(self, offset_s: float) -> None:
-        """Continue from the first email at or after `offset_s` seconds."""
+        """Continue from the first email at or after `offset_s` seconds (a finite number
+        >= 0, else ValueError; past the end: the end)."""
+        target = _offset_ns(check_offset(offset_s, "seek offset"))
         with self._cond:
-            self._index = bisect.bisect_left(self._offsets, int(offset_s * 1e9))
+            self._index = bisect.bisect_left(self._offsets, target)
             self._reanchor()
             self._cond.notify_all()
 
@@ -330,7 +376,7 @@ class Player:
                 delay = due - time.monotonic()
                 if delay <= 0:
                     break
-                self._cond.wait(delay)
+                self._cond.wait(min(delay, _MAX_WAIT_S))
             event = self.events[self._index]
             self._index += 1
             if self._paused:  # stepping keeps the schedule anchored on the next email
@@ -428,8 +474,7 @@ class ServiceMock:
         rate: float = 1.0,
     ) -> None:
         check_name(service, "service")
-        if not rate > 0:
-            raise ValueError("rate must be a positive factor")
+        rate = check_rate(rate)
         self.context = context
         self.service = service
         self.delay = delay
@@ -466,6 +511,14 @@ class ServiceMock:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def _wait_stopped(self, seconds: float) -> bool:
+        """Wait `seconds` (in slices: Event.wait overflows on huge ones); True if stopped."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if self._stop.wait(min(left, _MAX_WAIT_S)):
+                return True
+        return self._stop.is_set()
+
     def answer_for(self, body: str) -> tuple[str, float]:
         """The recorded response (and round trip in s) to give to a request `body`."""
         answers = self._by_body.get(body)
@@ -485,7 +538,7 @@ class ServiceMock:
             if request is None:
                 continue
             body, rtt = self.answer_for(request.body)
-            if self.delay and rtt > 0 and self._stop.wait(rtt / self.rate):
+            if self.delay and rtt > 0 and self._wait_stopped(rtt / self.rate):
                 return
             try:
                 self._server.send_response(request, body)
