@@ -83,6 +83,33 @@ def test_foreign_parquet_and_bad_manifest(tmp_path: Path) -> None:
         open_session(broken)
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("[" * 100_000, "JSON nested too deeply"),
+        ('{"a":' * 100_000, "JSON nested too deeply"),
+        (b"\xff\xfe{}", "cannot be read"),
+        (None, "cannot be read"),  # manifest.json is a directory
+    ],
+    ids=["deep-list", "deep-object", "not-utf8", "a-directory"],
+)
+def test_unreadable_manifest_is_a_session_error(
+    tmp_path: Path, content: str | bytes | None, message: str
+) -> None:
+    broken = tmp_path / "b"
+    broken.mkdir()
+    manifest = broken / "manifest.json"
+    if content is None:
+        manifest.mkdir()
+    elif isinstance(content, bytes):
+        manifest.write_bytes(content)
+    else:
+        manifest.write_text(content)
+    with pytest.raises(SessionError, match=message) as caught:
+        open_session(broken)
+    assert "manifest.json" in str(caught.value)
+
+
 def test_missing_and_not_a_directory(tmp_path: Path) -> None:
     with pytest.raises(SessionError, match="no such directory"):
         open_session(tmp_path / "nope")
@@ -119,6 +146,7 @@ def test_leftover_temporary_part_is_ignored(tmp_path: Path) -> None:
         ("truncate", "truncated"),
         ("newer", "Upgrade mailbus"),
         ("missing", "no such directory"),
+        ("nested", "nested too deeply"),
     ],
 )
 def test_cli_reports_bad_sessions_without_traceback(
@@ -132,6 +160,8 @@ def test_cli_reports_bad_sessions_without_traceback(
         manifest = json.loads((path / "manifest.json").read_text())
         manifest["schema_version"] = 7
         (path / "manifest.json").write_text(json.dumps(manifest))
+    elif damage == "nested":
+        (path / "manifest.json").write_text("[" * 100_000)
     else:
         path = tmp_path / "missing"
     for command in (["analyze", str(path)], ["replay", str(path)]):

@@ -150,9 +150,17 @@ def open_session(
     manifest_path = directory / MANIFEST
     if manifest_path.exists():
         try:
-            loaded = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
+            text = manifest_path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:  # a directory, unreadable, not UTF-8
+            raise SessionError(f"{manifest_path} cannot be read: {exc}") from None
+        try:
+            loaded = json.loads(text)
+        except ValueError as exc:
             raise SessionError(f"{manifest_path} is not valid JSON: {exc}") from None
+        except RecursionError:  # "[[[[..." deeper than the parser's stack
+            raise SessionError(
+                f"{manifest_path} is not a session manifest: JSON nested too deeply"
+            ) from None
         if not isinstance(loaded, dict):
             raise SessionError(f"{manifest_path} is not a JSON object")
         manifest = loaded
