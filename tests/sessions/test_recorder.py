@@ -350,3 +350,65 @@ def test_concurrent_emitters_lose_nothing_in_silence(tmp_path: Path) -> None:
     frame = open_session(tmp_path / "s").read()
     assert frame.filter(pl.col("kind") == "message.published").height == counts["events"]
     assert frame["event_index"].is_unique().all()
+
+
+def test_an_event_racing_stop_is_never_left_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listener call that passed the quick stopped-check, then stalls (here: in
+    cap_body) while stop() runs to the end, must not queue a row nobody will write."""
+    from mailbus.sessions import recorder as recorder_module
+    from mailbus.trace import TraceEvent
+
+    entered, release = threading.Event(), threading.Event()
+    real_cap_body = recorder_module.cap_body
+
+    def stalling_cap_body(body: str, cap: int) -> tuple[bytes, int, bool]:
+        if body == "racer":
+            entered.set()
+            assert release.wait(10)
+        return real_cap_body(body, cap)
+
+    monkeypatch.setattr(recorder_module, "cap_body", stalling_cap_body)
+    recorder = Recorder(tmp_path / "s")
+    recorder.listener(TraceEvent("message.published", 1, name="t", body="before"))
+    racer = threading.Thread(
+        target=recorder.listener,
+        args=(TraceEvent("message.published", 2, name="t", body="racer"),),
+    )
+    racer.start()
+    try:
+        assert entered.wait(10)  # the racer is past the quick check, about to queue
+        manifest = recorder.stop()
+    finally:
+        release.set()
+        racer.join(10)
+    assert not racer.is_alive()
+    assert recorder.queued == 0  # nothing queued behind the final drain
+    frame = open_session(tmp_path / "s").read()
+    assert frame["body"].to_list() == [b"before"]
+    assert manifest["counts"]["events"] == 1 and manifest["counts"]["dropped"] == 0
+
+
+def test_stop_under_concurrent_emitters_leaves_nothing_queued(tmp_path: Path) -> None:
+    from mailbus.trace import TraceEvent
+
+    recorder = Recorder(tmp_path / "s", max_queued=300, batch_rows=100)
+    go = threading.Barrier(5)
+
+    def emit(n: int) -> None:
+        go.wait(10)
+        for i in range(3_000):
+            recorder.listener(TraceEvent("message.published", i, name=f"t{n}", body="x" * 20))
+
+    threads = [threading.Thread(target=emit, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    go.wait(10)
+    manifest = recorder.stop()  # while the emitters run
+    for thread in threads:
+        thread.join(30)
+    assert recorder.queued == 0
+    frame = open_session(tmp_path / "s").read()
+    written = frame.filter(pl.col("kind") == "message.published").height
+    assert written == manifest["counts"]["events"] <= 12_000

@@ -178,6 +178,12 @@ class Recorder:
         self._detach: list[Callable[[], None]] = []
         self._lock = threading.Lock()  # manifest counters, read by `status`
         self._count_lock = threading.Lock()
+        # Held by the listener to check `_closed` and queue a row, and by stop() to set
+        # it: once stop() holds it, no row can join the queue behind the writer's final
+        # drain (a row queued is a row written, or counted as dropped). `_stopped` is the
+        # same, read without the lock: a quick way out, not the check that counts.
+        self._append_lock = threading.Lock()
+        self._closed = False
         self.dropped = 0
         self.filtered = 0
         self.queue_high_water = 0
@@ -236,8 +242,10 @@ class Recorder:
         return ok
 
     def listener(self, event: TraceEvent) -> None:
-        """The trace listener: cheap, never blocks, never raises for a full queue."""
-        if self._stopped:
+        """The trace listener: cheap, never blocks for long, never raises for a full queue.
+        An event whose call is still running when stop() begins counts as after the stop:
+        it is not recorded (as the events after stop() are not)."""
+        if self._stopped:  # unlocked fast path; the check that counts is below
             return
         if (self._kinds is not None and event.kind not in self._kinds) or (
             event.name and not self._wanted(event.name)
@@ -246,11 +254,8 @@ class Recorder:
                 self.filtered += 1
             return
         queue = self._queue
-        length = len(queue)
-        if length >= self.max_queued:
-            with self._count_lock:
-                self.dropped += 1
-            self._wake.set()
+        if len(queue) >= self.max_queued:  # full: drop before capping the body
+            self._drop()
             return
         body = event.body
         if body is None:
@@ -258,11 +263,29 @@ class Recorder:
         else:
             data, size, cut = cap_body(body, self.body_cap)
             row = (next(self._index), event, data, size, cut)
-        queue.append(row)
+        lock = self._append_lock
+        lock.acquire()  # cheaper than `with` on this hot path
+        try:
+            if self._closed:
+                return
+            length = len(queue)
+            full = length >= self.max_queued
+            if not full:
+                queue.append(row)
+        finally:
+            lock.release()
+        if full:
+            self._drop()
+            return
         if length >= self.queue_high_water:
             self.queue_high_water = length + 1
         if length + 1 >= self.batch_rows:
             self._wake.set()
+
+    def _drop(self) -> None:
+        with self._count_lock:  # engine threads call concurrently; += is not atomic
+            self.dropped += 1
+        self._wake.set()
 
     # -- life cycle -----------------------------------------------------------------------
     def stop(self, timeout: float = 30.0) -> dict[str, Any]:
@@ -271,7 +294,8 @@ class Recorder:
         for detach in self._detach:
             detach()
         self._detach.clear()
-        self._stopped = True
+        with self._append_lock:  # waits for a listener queueing a row right now
+            self._closed = self._stopped = True
         self._stopping.set()
         self._wake.set()
         self._thread.join(timeout)
@@ -328,8 +352,9 @@ class Recorder:
         except BaseException as exc:  # report through stop(); keep the complete parts
             self.error = exc
             log.exception("session recorder failed")
-            self._stopped = True
-            self._queue.clear()
+            with self._append_lock:  # no row joins the queue after it is cleared
+                self._closed = self._stopped = True
+                self._queue.clear()
             with contextlib.suppress(OSError):
                 self._write_manifest("failed")
 
