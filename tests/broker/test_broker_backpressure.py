@@ -6,8 +6,16 @@ import threading
 
 import pytest
 from broker_helpers import Recorder, Source, kinds, wait_until
-from mailbus.broker import Backpressure, Broker, Message, Overflow, PublishTimeoutError
-from mailbus.broker.broker import DROPPED, REFUSED
+from mailbus.broker import (
+    Backpressure,
+    Broker,
+    BrokerError,
+    Message,
+    ModuleStartError,
+    Overflow,
+    PublishTimeoutError,
+)
+from mailbus.broker.broker import DROPPED, MODULE_FAILED, MODULE_REMOVED, REFUSED
 from mailbus.trace import TraceEvent
 
 
@@ -217,3 +225,92 @@ def test_exact_accounting_under_contention(broker: Broker, overflow: Overflow) -
     assert stats.delivered + stats.dropped == 4 * per_thread
     if overflow is Overflow.BLOCK:
         assert stats.dropped == 0
+
+
+class Exiter(Recorder):
+    """A module whose receive waits for its gate, then raises SystemExit (a
+    BaseException, not an Exception) on b"exit"."""
+
+    def receive(self, message: Message) -> None:
+        if message.content == b"exit":
+            self.entered.set()
+            assert self.gate is not None and self.gate.wait(30)
+            raise SystemExit("module quit")
+        super().receive(message)
+
+
+def test_a_worker_killed_by_a_base_exception_is_failed_and_never_overfilled(
+    broker: Broker, events: list[TraceEvent]
+) -> None:
+    source, sink = Source(), Exiter()
+    sink.gate = threading.Event()
+    broker.add_module("source", source)
+    broker.add_module("sink", sink, capacity=10)  # the default: block
+    broker.add_link(source, sink)
+    broker.publish(source, m("exit"))
+    assert sink.entered.wait(10)
+    for i in range(5):
+        broker.publish(source, m(f"queued {i}"))
+    sink.gate.set()
+    assert wait_until(lambda: broker.snapshot().module("sink").state == "failed")
+    assert wait_until(lambda: sink.destroyed == 1)  # destroy ran as the worker ended
+    for i in range(50):  # never blocks, never queues beyond capacity: each is counted
+        assert broker.publish(source, m(f"late {i}")) == 1
+    stats = broker.snapshot().module("sink")
+    assert stats.queue_depth == 0 and stats.delivered == 0
+    assert (stats.failed, stats.dropped, stats.refused) == (1, 55, 0)
+    assert len(kinds(events, DROPPED)) == 55
+    failed = kinds(events, MODULE_FAILED)
+    assert [(e.name, e.extra["phase"], e.extra["error"]) for e in failed] == [
+        ("sink", "receive", "SystemExit"),
+        ("sink", "worker", "SystemExit"),
+    ]
+    assert "module quit" in failed[1].detail
+    assert broker.wait_idle(10)  # a dead worker does not count as busy
+    with pytest.raises(ModuleStartError, match="failed"):
+        broker.start_module(sink)
+    with pytest.raises(BrokerError, match="failed"):
+        broker.publish(sink, m("from the dead"))
+    broker.remove_module(sink)
+    final = broker.final_stats("sink")
+    assert final is not None and final.state == "failed" and final.dropped == 55
+    assert [e.name for e in kinds(events, MODULE_REMOVED)] == ["sink"]
+    assert broker.publish(source, m("no links left")) == 0
+
+
+def test_a_publisher_blocked_on_a_sink_whose_worker_dies_is_released_and_counted(
+    broker: Broker, events: list[TraceEvent]
+) -> None:
+    source, sink = Source(), Exiter()
+    sink.gate = threading.Event()
+    broker.add_module("source", source)
+    broker.add_module("sink", sink, capacity=1, backpressure=Backpressure(timeout=None))
+    broker.add_link(source, sink)
+    broker.publish(source, m("exit"))
+    assert sink.entered.wait(10)
+    broker.publish(source, m("queued"))
+    blocked = threading.Thread(target=lambda: broker.publish(source, m("was blocked")))
+    blocked.start()
+    assert wait_until(lambda: broker.snapshot().module("sink").blocked_publishers == 1)
+    sink.gate.set()
+    blocked.join(10)
+    assert not blocked.is_alive()  # released by the death, not left waiting forever
+    assert wait_until(lambda: sink.destroyed == 1)  # the worker's last drain is done
+    stats = broker.snapshot().module("sink")
+    assert (stats.state, stats.queue_depth, stats.failed, stats.dropped) == ("failed", 0, 1, 2)
+    assert sink.contents == []
+
+
+def test_a_base_exception_in_start_fails_the_module(
+    broker: Broker, events: list[TraceEvent]
+) -> None:
+    class Quitter(Recorder):
+        def start(self) -> None:
+            raise SystemExit("no start")
+
+    broker.add_module("quitter", Quitter(), capacity=2)
+    with pytest.raises(ModuleStartError, match="no start"):
+        broker.start_module("quitter")
+    assert wait_until(lambda: len(kinds(events, MODULE_FAILED)) == 2)
+    assert [e.extra["phase"] for e in kinds(events, MODULE_FAILED)] == ["start", "worker"]
+    assert broker.snapshot().module("quitter").state == "failed"

@@ -65,6 +65,7 @@ LINK_REMOVED = "broker.link_removed"
 DESTROYED = "broker.destroyed"
 
 _Item = tuple[str, Message]
+FAILED = "failed"
 
 
 class _StartCall:
@@ -132,7 +133,10 @@ class _Record:
         self.dropped = 0
         self.refused = 0
         self.stats_lock = threading.Lock()
-        self.state = "running"  # "stopping" once removal began, "stopped" when the worker ended
+        # "stopping" once removal began, "stopped" when the worker ended; "failed" when the
+        # worker died (a receive or start raised a BaseException such as SystemExit) while
+        # the module is still attached: what is published to it then is dropped, counted.
+        self.state = "running"
         self.stop = False  # set once no publisher can reach the queue any more
         self.abort = False  # stop without delivering what is queued
         self.started = False
@@ -281,6 +285,8 @@ class Broker:
         """Run the module's optional start() on its worker (so never beside a receive)
         and wait for it; ModuleStartError if it raised."""
         record = self._record(module)
+        if record.state == FAILED:
+            raise ModuleStartError(f"module {record.name!r} failed (its worker ended)")
         if getattr(record.module, "start", None) is None:
             record.started = True
             return
@@ -316,7 +322,9 @@ class Broker:
             record = self._by_name.get(name)
             if record is None:
                 raise UnknownModuleError(f"no module named {name!r} is attached")
-            record.state = "stopping"
+            failed = record.state == FAILED
+            if not failed:
+                record.state = "stopping"
             del self._by_name[name]
             del self._by_id[id(record.module)]
             gone = [key for key in self._links if name in key]
@@ -352,6 +360,15 @@ class Broker:
         record.poke()
         for source_name, sink_name in gone:
             self._trace(LINK_REMOVED, sink_name, extra={"source": source_name, "sink": sink_name})
+        if failed:  # its worker ended (or is ending: destroy); only the record is left
+            if not record.done.wait(timeout):
+                raise BrokerError(
+                    f"module {name!r} failed and its destroy() did not return within {timeout} s"
+                )
+            while record.queue:  # none expected: publishes drop once it failed
+                self._dropped(record, record.queue.popleft(), "module removed before delivery")
+            self._record_removed(record)
+            return
         if record.ident == threading.get_ident():
             return  # removed from its own receive: the worker ends after it returns
         if not record.done.wait(timeout):
@@ -445,13 +462,15 @@ class Broker:
         refused: list[str] | None = None
         timeout = 0.0
         with record.publish_lock:
+            if record.state == FAILED:
+                raise BrokerError(f"module {record.name!r} failed (its worker ended); remove it")
             if record.state != "running":
                 raise UnknownModuleError(f"module {record.name!r} has been removed")
             record.published += 1
             routes = record.routes
             for sink, backpressure in routes:
                 queue = sink.queue
-                if len(queue) < sink.capacity:
+                if len(queue) < sink.capacity and sink.state != FAILED:
                     queue.append(item)
                     if sink.sleeping:
                         sink.poke()
@@ -472,8 +491,12 @@ class Broker:
         return len(routes)
 
     def _overflow(self, sink: _Record, backpressure: Backpressure, item: _Item) -> bool:
-        """The sink's queue is full: apply `backpressure`. False if it refused the item."""
+        """The sink's queue is full, or its worker died: apply `backpressure`. False if it
+        refused the item."""
         queue = sink.queue
+        if sink.state == FAILED:  # nobody will ever take it: never queue, count it
+            self._dropped(sink, item, "module failed (its worker ended), dropped the message")
+            return True
         overflow = backpressure.overflow
         if overflow is Overflow.DROP_NEWEST:
             self._dropped(sink, item, "queue full, dropped the newest message")
@@ -513,6 +536,9 @@ class Broker:
                         sink.space.wait(remaining)
                 finally:
                     sink.waiting -= 1
+            if sink.state == FAILED:  # died while we waited
+                self._dropped(sink, item, "module failed (its worker ended), dropped the message")
+                return True
             if timed_out:
                 with sink.stats_lock:
                     sink.refused += 1
@@ -551,6 +577,7 @@ class Broker:
         receive: Callable[[Message], object] = record.module.receive
         low_water = record.low_water
         tracer = self._message_tracer
+        died: BaseException | None = None
         try:
             while True:
                 if control:
@@ -570,6 +597,10 @@ class Broker:
                             # Report first, count after: a counter seen implies its event.
                             self._module_failed(record, "receive", exc, source)
                             record.failed += 1
+                        except BaseException as exc:  # SystemExit...: the worker ends
+                            self._module_failed(record, "receive", exc, source)
+                            record.failed += 1
+                            raise
                         else:
                             record.delivered += 1
                             if tracer is not None and tracer.active:
@@ -595,8 +626,10 @@ class Broker:
                     continue
                 record.wake.acquire()
                 record.sleeping = False
+        except BaseException as exc:  # not re-raised: a thread has nobody to raise to
+            died = exc
         finally:
-            self._finish(record)
+            self._finish(record, died)
 
     def _run_control(self, record: _Record) -> None:
         while record.control:
@@ -605,29 +638,53 @@ class Broker:
     def _run_start(self, record: _Record, call: _StartCall) -> None:
         try:
             record.module.start()
-        except Exception as exc:
+        except BaseException as exc:  # a BaseException then ends the worker (re-raised)
             call.error = exc
             self._module_failed(record, "start", exc, "")
+            if not isinstance(exc, Exception):
+                raise
         else:
             record.started = True
             self._trace(MODULE_STARTED, record.name)
         finally:
             call.done.set()
 
-    def _finish(self, record: _Record) -> None:
+    def _finish(self, record: _Record, died: BaseException | None = None) -> None:
+        if died is not None:
+            self._worker_died(record, died)
         queue = record.queue
+        reason = (
+            "module removed before delivery"
+            if record.state != FAILED
+            else "module failed (its worker ended) before delivery"
+        )
         while queue:
-            self._dropped(record, queue.popleft(), "module removed before delivery")
-        while record.control:  # a start() asked for after removal
+            self._dropped(record, queue.popleft(), reason)
+        while record.control:  # a start() asked for after removal or death
             call = record.control.popleft()
-            call.error = UnknownModuleError(f"module {record.name!r} was removed")
+            call.error = (
+                UnknownModuleError(f"module {record.name!r} was removed")
+                if record.state != FAILED
+                else BrokerError(f"module {record.name!r} failed (its worker ended)")
+            )
             call.done.set()
         try:
             record.module.destroy()
         except Exception as exc:
             self._module_failed(record, "destroy", exc, "")
-        record.state = "stopped"
+        except BaseException as exc:  # the worker is ending anyway; report, go on
+            self._module_failed(record, "destroy", exc, "")
         self._by_ident.pop(record.ident, None)
+        if record.state == FAILED:
+            # Still attached: the owner sees it failed and removes it (see _remove).
+            with record.space:
+                record.space.notify_all()
+            record.done.set()
+            return
+        record.state = "stopped"
+        self._record_removed(record)
+
+    def _record_removed(self, record: _Record) -> None:
         self._final[record.name] = self._stats(record)
         while len(self._final) > MAX_FINAL_STATS:
             del self._final[next(iter(self._final))]
@@ -644,7 +701,44 @@ class Broker:
             },
         )
 
-    def _module_failed(self, record: _Record, phase: str, exc: Exception, source: str) -> None:
+    def _worker_died(self, record: _Record, exc: BaseException) -> None:
+        """The worker is ending on a BaseException. Report it; if the module is still
+        attached, mark it failed and make sure nothing can be queued for it any more
+        (the caller drains what is there). A module being removed just ends."""
+        with self._lock:  # _remove reads and sets the state under it too
+            attached = record.state == "running"
+            if attached:
+                record.state = FAILED
+        log.error(
+            "module %r: its worker ended on %r%s",
+            record.name,
+            exc,
+            "; it stays attached as failed until removed, messages for it are dropped"
+            if attached
+            else "",
+        )
+        self._trace(
+            MODULE_FAILED,
+            record.name,
+            detail=f"worker ended: {type(exc).__name__}: {exc}",
+            extra={"phase": "worker", "source": "", "error": type(exc).__name__},
+        )
+        if not attached:
+            return
+        # Blocked publishers stop waiting and drop (they see FAILED).
+        with record.space:
+            record.space.notify_all()
+        # Barrier, as in _remove: a publish that read the state before it changed appends
+        # under its source's lock; once every lock was held once, none can still append,
+        # so the drain that follows leaves nothing behind.
+        with self._lock:
+            sources = list(self._by_name.values())
+        for source in sources:
+            if source is not record:
+                with source.publish_lock:
+                    pass
+
+    def _module_failed(self, record: _Record, phase: str, exc: BaseException, source: str) -> None:
         # A failing module may fail on every message: log the first few in full.
         self._failure_logs += 1
         if self._failure_logs <= 20:
@@ -709,7 +803,7 @@ class Broker:
         deadline = time.monotonic() + timeout
         while True:
             records = list(self._by_name.values())
-            if all(not r.queue and r.sleeping for r in records):
+            if all(not r.queue and (r.sleeping or r.done.is_set()) for r in records):
                 return True
             remaining = deadline - time.monotonic()
             if remaining <= 0:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 class ModuleStats:
     name: str
     kind: str  # the module's class name
-    state: str  # "running", "stopping" or "stopped"
+    state: str  # "running", "stopping", "stopped", or "failed" (its worker died)
     started: bool  # start() has run
     queue_depth: int
     capacity: int
