@@ -119,6 +119,43 @@ def test_gateway_check(gateway_file: Path, tmp_path: Path, env: dict[str, str]) 
     assert "modules[0].loader: cannot import 'nowhere_xyz'" in failed.stderr
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("[" * 100_000, "JSON nested too deeply"),
+        (
+            json.dumps({"modules": [{"name": "x", "loader": "gw_cli_raises:Thing"}]}),
+            "modules[0].loader: importing 'gw_cli_raises' failed: RuntimeError: at import",
+        ),
+        (
+            json.dumps({"modules": [{"name": "x", "loader": "gw_cli_syntax:Thing"}]}),
+            "modules[0].loader: importing 'gw_cli_syntax' failed: SyntaxError",
+        ),
+    ],
+    ids=["nested", "runtime-error", "syntax-error"],
+)
+def test_gateway_check_reports_deep_json_and_broken_loaders(
+    tmp_path: Path, env: dict[str, str], content: str, message: str
+) -> None:
+    (tmp_path / "gw_cli_raises.py").write_text('raise RuntimeError("at import")\n')
+    (tmp_path / "gw_cli_syntax.py").write_text("def broken(:\n")
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    paths = [str(tmp_path), *filter(None, [env.get("PYTHONPATH")])]
+    env = {**env, "PYTHONPATH": os.pathsep.join(paths)}
+    result = subprocess.run(
+        mailbus_cmd("gateway", "check", str(path)),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
 def test_gateway_run_with_a_bad_file(tmp_path: Path, env: dict[str, str]) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"modules": [{"name": "*", "loader": "a:b"}]}')

@@ -309,6 +309,52 @@ def test_loader_errors(loader: Any, problem: str) -> None:
     assert caught.value.where == "modules[0].loader"
 
 
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("[" * 100_000, ""),
+        ('{"modules": ' * 100_000, ""),
+        ('{"modules": [{"name": "m", "loader": "a:b", "args": ' + "[" * 100_000, ""),
+    ],
+    ids=["deep-list", "deep-object", "deep-args"],
+)
+def test_json_nested_too_deeply_is_a_config_error(tmp_path: Path, text: str, where: str) -> None:
+    with pytest.raises(GatewayConfigError, match="JSON nested too deeply") as caught:
+        parse_gateway_json(text)
+    assert caught.value.where == where
+    path = tmp_path / "deep.json"
+    path.write_text(text)
+    with pytest.raises(GatewayConfigError, match="nested too deeply") as caught:
+        load_gateway_file(path)
+    assert caught.value.where == str(path)
+
+
+BROKEN_MODULES = {
+    "gw_raises_at_import": ('raise RuntimeError("no config here")\n', "RuntimeError: no config"),
+    "gw_bad_syntax": ("def broken(:\n", "SyntaxError: "),
+    "gw_exits_at_import": ("import sys\nsys.exit(3)\n", "SystemExit: 3"),
+    "gw_bad_getattr": (
+        "def __getattr__(name):\n    raise KeyError(name)\n",
+        "getting 'Thing' of 'gw_bad_getattr' failed: KeyError",
+    ),
+}
+
+
+@pytest.mark.parametrize("module_name", sorted(BROKEN_MODULES))
+def test_a_loader_module_that_fails_to_import_is_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module_name: str
+) -> None:
+    source, problem = BROKEN_MODULES[module_name]
+    (tmp_path / f"{module_name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    gateway = Gateway.from_dict({"modules": [{"name": "m", "loader": f"{module_name}:Thing"}]})
+    with pytest.raises(GatewayConfigError) as caught:
+        gateway.start()
+    assert caught.value.where == "modules[0].loader"
+    assert problem in caught.value.problem
+    assert gateway.broker.destroyed  # what was built is torn down
+
+
 def test_entry_point_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A real installed-distribution layout: importlib.metadata finds it on sys.path.
     dist = tmp_path / "fake_broker_modules-1.0.dist-info"

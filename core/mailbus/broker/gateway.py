@@ -227,6 +227,8 @@ def parse_gateway_json(text: str | bytes) -> GatewaySpec:
         ) from None
     except UnicodeDecodeError as exc:
         raise GatewayConfigError("", f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+    except RecursionError:  # "[[[[..." deeper than the parser's stack
+        raise GatewayConfigError("", "not a gateway description: JSON nested too deeply") from None
     return parse_gateway(data)
 
 

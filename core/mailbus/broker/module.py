@@ -55,6 +55,10 @@ def load_import_path(path: str, where: str = "loader") -> ModuleFactory:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise GatewayConfigError(where, f"cannot import {module_name!r}: {exc}") from exc
+    except (Exception, SystemExit) as exc:  # its code raised (or exited) while importing
+        raise GatewayConfigError(
+            where, f"importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
     for part in attribute.split("."):
         try:
             target = getattr(target, part)
@@ -62,6 +66,10 @@ def load_import_path(path: str, where: str = "loader") -> ModuleFactory:
             raise GatewayConfigError(
                 where, f"{module_name!r} has no attribute {attribute!r}"
             ) from None
+        except Exception as exc:  # a module __getattr__ or a descriptor that raised
+            raise GatewayConfigError(
+                where, f"getting {attribute!r} of {module_name!r} failed: {exc!r}"
+            ) from exc
     if not callable(target):
         raise GatewayConfigError(where, f"{path!r} is not callable")
     factory: ModuleFactory = target
@@ -84,7 +92,7 @@ def load_entry_point(name: str, where: str = "loader") -> ModuleFactory:
         raise GatewayConfigError(where, f"entry point {name!r} is ambiguous: {values}")
     try:
         target = points[0].load()
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         raise GatewayConfigError(where, f"entry point {name!r} failed to load: {exc!r}") from exc
     if not callable(target):
         raise GatewayConfigError(where, f"entry point {name!r} is not callable")
