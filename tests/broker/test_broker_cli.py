@@ -200,3 +200,24 @@ def test_gateway_run_prints_periodic_stats(gateway_file: Path, env: dict[str, st
         if proc.poll() is None:
             proc.kill()
         proc.wait(10)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--stats-every", "1e999"],  # crashed: OverflowError from the wait
+        ["--stats-every", "-1"],  # spun printing stats
+        ["--stats-every", "nan"],
+        ["--seconds", "nan"],
+        ["--seconds", "0"],
+    ],
+)
+def test_gateway_run_refuses_durations_that_are_not_positive_and_finite(
+    gateway_file: Path, capsys: pytest.CaptureFixture[str], flags: list[str]
+) -> None:
+    from mailbus.cli import main
+
+    with pytest.raises(SystemExit) as caught:  # argparse's usage error, before any start
+        main(["gateway", "run", str(gateway_file), *flags])
+    assert caught.value.code == 2
+    assert "must be a positive finite number" in capsys.readouterr().err

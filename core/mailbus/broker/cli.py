@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import sys
 import threading
@@ -86,14 +87,29 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds (inf would overflow a wait, nan never ends)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
+    return value
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("gateway", help="run a broker gateway described by a JSON file")
     actions = parser.add_subparsers(dest="gateway_command", metavar="ACTION", required=True)
     run = actions.add_parser("run", help="build the gateway and run it until Ctrl-C or SIGTERM")
     run.add_argument("file", metavar="FILE.json")
-    run.add_argument("--seconds", type=float, default=None, help="stop after N seconds")
+    run.add_argument("--seconds", type=_seconds, default=None, help="stop after N seconds")
     run.add_argument(
-        "--stats-every", type=float, default=None, metavar="S", help="print queue stats every S s"
+        "--stats-every",
+        type=_seconds,
+        default=None,
+        metavar="S",
+        help="print queue stats every S s",
     )
     run.set_defaults(handler=_run)
     check = actions.add_parser("check", help="validate the file and find every module's factory")
