@@ -114,3 +114,15 @@ def test_replay_refuses_bad_numbers_and_filters_in_one_line(
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("mailbus replay: error: "), err
     assert message in err
+
+
+@pytest.mark.parametrize("size", ["1e999", "nan", "0", "2e6"])
+def test_record_refuses_a_part_size_it_cannot_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], size: str
+) -> None:
+    # 1e999 crashed with OverflowError once the context was up.
+    with pytest.raises(SystemExit) as caught:
+        main(["record", str(tmp_path / "s"), "--part-mb", size, "--seconds", "1"])
+    assert caught.value.code == 2
+    assert "argument --part-mb" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()

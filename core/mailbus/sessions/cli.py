@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import signal
 import sys
 import threading
@@ -304,6 +305,13 @@ def _positive(text: str) -> float:
     return value
 
 
+def _size_mb(text: str) -> float:
+    value = _positive(text)
+    if not math.isfinite(value) or value > 1024 * 1024:  # a part of up to a terabyte
+        raise argparse.ArgumentTypeError(f"must be at most {1024 * 1024} MB, got {text}")
+    return value
+
+
 def _non_negative(text: str) -> float:
     value = float(text)
     if value < 0:
@@ -319,7 +327,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     record.add_argument("--exclude", metavar="REGEX", help="leave out topics/services matching")
     record.add_argument("--body-cap", type=int, default=DEFAULT_BODY_CAP, metavar="BYTES")
     record.add_argument("--max-queued", type=int, default=DEFAULT_MAX_QUEUED, metavar="EVENTS")
-    record.add_argument("--part-mb", type=_positive, default=64.0, help="split parts at this size")
+    record.add_argument("--part-mb", type=_size_mb, default=64.0, help="split parts at this size")
     record.add_argument("--part-seconds", type=_positive, default=300.0, help="...or this age")
     record.add_argument("--demo", action="store_true", help="run the demo system and record it")
     record.set_defaults(handler=_record)
