@@ -314,3 +314,30 @@ def test_a_base_exception_in_start_fails_the_module(
     assert wait_until(lambda: len(kinds(events, MODULE_FAILED)) == 2)
     assert [e.extra["phase"] for e in kinds(events, MODULE_FAILED)] == ["start", "worker"]
     assert broker.snapshot().module("quitter").state == "failed"
+
+
+@pytest.mark.parametrize("timeout", [1e300, float("inf")])
+def test_a_huge_block_timeout_waits_instead_of_overflowing(broker: Broker, timeout: float) -> None:
+    assert Backpressure(timeout=float("inf")).timeout is None  # for ever: one spelling
+    source, sink = gated(broker, capacity=1, backpressure=Backpressure(timeout=timeout))
+    broker.publish(source, m("in receive"))
+    assert sink.entered.wait(10)
+    broker.publish(source, m("queued"))
+    errors: list[BaseException] = []
+
+    def publish() -> None:
+        try:
+            broker.publish(source, m("was blocked"))
+        except BaseException as exc:  # OverflowError from the wait, before the fix
+            errors.append(exc)
+
+    blocked = threading.Thread(target=publish)
+    blocked.start()
+    assert wait_until(
+        lambda: broker.snapshot().module("sink").blocked_publishers == 1 or bool(errors)
+    )
+    assert sink.gate is not None
+    sink.gate.set()
+    blocked.join(10)
+    assert not blocked.is_alive() and errors == []
+    assert wait_until(lambda: sink.contents == [b"in receive", b"queued", b"was blocked"])

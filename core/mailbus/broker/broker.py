@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 
 WILDCARD = "*"
 DEFAULT_STOP_TIMEOUT = 10.0
+MAX_WAIT_SLICE = 3600.0  # longest single wait of a blocked publisher (then it looks again)
 MAX_FINAL_STATS = 1024
 
 # Trace event kinds of the broker (TraceEvent.name is the module the event concerns).
@@ -533,7 +534,8 @@ class Broker:
                         if remaining <= 0:
                             timed_out = True
                             break
-                        sink.space.wait(remaining)
+                        # In slices: Condition.wait overflows on a huge timeout (1e300).
+                        sink.space.wait(min(remaining, MAX_WAIT_SLICE))
                 finally:
                     sink.waiting -= 1
             if sink.state == FAILED:  # died while we waited

@@ -32,6 +32,8 @@ class Backpressure:
         object.__setattr__(self, "overflow", Overflow(self.overflow))
         if self.timeout is not None and (math.isnan(self.timeout) or self.timeout < 0):
             raise ValueError(f"back-pressure timeout must be >= 0 or None, got {self.timeout}")
+        if self.timeout is not None and math.isinf(self.timeout):
+            object.__setattr__(self, "timeout", None)  # for ever, spelt the one way
 
     def describe(self) -> str:
         if self.overflow is not Overflow.BLOCK:
