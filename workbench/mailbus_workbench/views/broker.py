@@ -10,7 +10,7 @@ from textual.widgets import DataTable, Static
 from mailbus_workbench.views.base import View
 from mailbus_workbench.widgets import format as fmt
 
-STATE_STYLE = {"running": "green", "stopping": "yellow", "stopped": "dim"}
+STATE_STYLE = {"running": "green", "stopping": "yellow", "stopped": "dim", "failed": "bold red"}
 
 
 class BrokerView(View):
