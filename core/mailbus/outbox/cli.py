@@ -2,25 +2,26 @@
 
 The outbox directory comes from `--dir`, else $MAILBUS_OUTBOX_DIR, else `dir` in the
 `[outbox]` table of the options file. `list` and `show` read without the lock; `retry`
-and `purge` change the outbox, so they take its lock and fail (exit 1) while a sender
-process holds it.
+and `purge` change the outbox: under its lock when it is free, else through the running
+sender that holds it (mailbus.outbox.admin.run), waiting up to `--timeout` seconds for
+its answer.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
-import shutil
 import sys
 import time
 from typing import Any
 
 from mailbus.errors import ConfigError, MailbusError
 from mailbus.options import load_options
-from mailbus.outbox.admin import locked_storage, purge, retry_now
-from mailbus.outbox.listing import find_entry, list_outbox, show_entry
-from mailbus.outbox.storage import State
+from mailbus.outbox.admin import DEFAULT_TIMEOUT_S, run
+from mailbus.outbox.control import Request
+from mailbus.outbox.listing import list_outbox, show_entry
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,15 +30,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--dir", help="outbox directory (default: $MAILBUS_OUTBOX_DIR, [outbox] dir)"
     )
     common.add_argument("--json", action="store_true", help="machine-readable output")
+    changing = argparse.ArgumentParser(add_help=False)
+    changing.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="S",
+        help=f"wait this long for a running sender to answer (default {DEFAULT_TIMEOUT_S:g})",
+    )
     queue = subparsers.add_parser("queue", help="inspect and manage the durable outbox")
     actions = queue.add_subparsers(dest="queue_command", metavar="ACTION")
     actions.add_parser("list", parents=[common], help="every entry with its state")
     show = actions.add_parser("show", parents=[common], help="one entry and its email")
     show.add_argument("id")
-    retry = actions.add_parser("retry", parents=[common], help="make entries due now")
+    retry = actions.add_parser("retry", parents=[common, changing], help="make entries due now")
     retry.add_argument("ids", nargs="*", metavar="ID")
     retry.add_argument("--all", action="store_true", help="every queued and dead entry")
-    purge = actions.add_parser("purge", parents=[common], help="remove entries unsent")
+    purge = actions.add_parser("purge", parents=[common, changing], help="remove entries unsent")
     purge.add_argument("ids", nargs="*", metavar="ID")
     purge.add_argument("--dead", action="store_true", help="every dead entry")
     purge.add_argument("--corrupt", action="store_true", help="every set-aside entry")
@@ -46,6 +55,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     for parser, handler in ((show, _show), (retry, _retry), (purge, _purge)):
         parser.set_defaults(handler=handler)
     actions.choices["list"].set_defaults(handler=_list)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
 
 
 def _directory(args: argparse.Namespace) -> str:
@@ -135,14 +154,8 @@ def _retry(args: argparse.Namespace) -> int:
         return _fail(args, "name entry ids or use --all")
 
     def body(directory: str) -> int:
-        with locked_storage(directory) as storage:
-            entries = (
-                [*storage.list_queue().entries, *storage.list_dead().entries]
-                if args.all
-                else [find_entry(storage, i) for i in args.ids]
-            )
-            done = retry_now(storage, entries)
-        _report(args, "retried", done)
+        request = Request("retry", tuple(args.ids), frozenset({"all"} if args.all else ()))
+        _report(args, "retried", run(directory, request, args.timeout))
         return 0
 
     return _guarded(args, body)
@@ -153,25 +166,9 @@ def _purge(args: argparse.Namespace) -> int:
         return _fail(args, "name entry ids or use --dead, --corrupt or --all")
 
     def body(directory: str) -> int:
-        with locked_storage(directory) as storage:
-            if args.all:
-                entries = [*storage.list_queue().entries, *storage.list_dead().entries]
-            elif args.dead:
-                entries = list(storage.list_dead().entries)
-            else:
-                entries = []
-            entries += [find_entry(storage, i) for i in args.ids]
-            done = purge(storage, entries)
-            if args.corrupt or args.all:
-                for name in storage.list_corrupt():
-                    path = storage.root / State.CORRUPT / name
-                    if path.is_dir() and not path.is_symlink():
-                        shutil.rmtree(path)
-                    else:
-                        path.unlink()
-                    done.append(name)
-                storage.remove_uncommitted()
-        _report(args, "purged", done)
+        select = {name for name in ("all", "dead", "corrupt") if getattr(args, name)}
+        request = Request("purge", tuple(args.ids), frozenset(select))
+        _report(args, "purged", run(directory, request, args.timeout))
         return 0
 
     return _guarded(args, body)

@@ -10,7 +10,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from mailbus.outbox.fs_storage import CONTENTS, FsStorage
+from mailbus.outbox.fs_storage import CONTENTS, UUID_RE, FsStorage
 from mailbus.outbox.storage import CleanupListing, Entry, Listing, State, VanishedError
 
 # The names a user sees for each state.
@@ -96,7 +96,10 @@ def list_outbox(directory: str | os.PathLike[str], now_ns: int | None = None) ->
 
 
 def find_entry(storage: FsStorage, entry_id: str) -> Entry:
-    """The entry with this id in whichever state holds it; VanishedError if none."""
+    """The entry with this id in whichever state holds it; VanishedError if none (or if
+    `entry_id` is not an outbox id: it becomes a path)."""
+    if not UUID_RE.fullmatch(entry_id):
+        raise VanishedError(f"no queued, in-flight or dead entry {entry_id!r} (not an outbox id)")
     for state in (State.QUEUED, State.INFLIGHT, State.DEAD):
         if os.path.lexists(storage.root / state / entry_id):
             return storage.read(state, entry_id)

@@ -128,12 +128,30 @@ class OutboxLock:
     def held(self) -> bool:
         return self._fd is not None
 
+    def record(self) -> tuple[str, str] | None:
+        """(pid, note) as the current holder wrote them in the lock file, None while it
+        is empty (free, or taken a moment ago and not written yet)."""
+        try:
+            words = self.path.read_text(encoding="ascii").split()
+        except (OSError, UnicodeDecodeError):
+            return ("?", "")
+        if not words:
+            return None
+        return words[0], " ".join(words[1:])
+
     def holder(self) -> str:
         """The pid recorded by the current holder, for error messages."""
-        try:
-            return self.path.read_text(encoding="ascii").strip() or "?"
-        except (OSError, UnicodeDecodeError):
-            return "?"
+        record = self.record()
+        return "?" if record is None else record[0]
+
+    def set_note(self, note: str) -> None:
+        """Record `note` after our pid (what the holder offers, e.g. to answer control
+        requests); only while held."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                data = f"{os.getpid()} {note}".strip() + "\n"
+                os.pwrite(self._fd, data.encode("ascii"), 0)
+                os.ftruncate(self._fd, len(data))
 
     def acquire(self, timeout: float = 0.0) -> None:
         """Take the lock, polling up to `timeout` seconds; OutboxLockedError if another
@@ -355,12 +373,27 @@ class Scheduler:
             self.changed.notify_all()
             return count
 
+    def forget(self, entry_ids: Iterable[str]) -> int:
+        """Drop the named entries from the queue in memory (purged, or about to be
+        added again with a new schedule). Returns how many were there."""
+        unwanted = set(entry_ids)
+        with self.changed:
+            kept = [item for item in self._heap if item[2].id not in unwanted]
+            count = len(self._heap) - len(kept)
+            if count:
+                heapq.heapify(kept)
+                self._heap = kept
+                self.changed.notify_all()
+            return count
+
     # -- sending --------------------------------------------------------------------------
-    def run_due(self) -> int:
-        """Send everything due now; returns how many entries were handled."""
+    def run_due(self, between: Callable[[], None] | None = None) -> int:
+        """Send everything due now; returns how many entries were handled. `between` is
+        called after each entry (the sender serves control requests there, so that a
+        long run of failing deliveries does not keep them waiting)."""
         handled = self._finish_unfinished()
         while True:
-            due = self.take_due(self.clock())
+            due = self.take_due(self.clock(), 1 if between is not None else 64)
             if not due:
                 return handled
             for entry in due:
@@ -371,6 +404,8 @@ class Scheduler:
                         self.busy -= 1
                         self.changed.notify_all()
                 handled += 1
+            if between is not None:
+                between()
 
     def _finish_unfinished(self) -> int:
         with self.changed:

@@ -17,8 +17,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mailbus.email_message import Email, from_bytes, new_message_id, to_bytes
-from mailbus.errors import ConfigError, TransportError
+from mailbus.errors import ConfigError, MailbusError, TransportError
 from mailbus.options import Options
+from mailbus.outbox import admin, control
 from mailbus.outbox.fs_storage import FsStorage
 from mailbus.outbox.scheduler import OutboxLock, RecoveryReport, RetryPolicy, Scheduler
 from mailbus.outbox.storage import Destination, Entry, Metadata, Schedule
@@ -26,6 +27,9 @@ from mailbus.trace import Tracer
 from mailbus.transport import EmailReceiver, EmailSender, Inbound, Transport
 
 log = logging.getLogger(__name__)
+# How often the delivery thread looks for control requests (`mailbus queue retry/purge`
+# from another process), also while it waits or delivers a long run of mail.
+CONTROL_POLL_S = 0.25
 
 
 def email_for_delivery(entry: Entry, data: bytes) -> Email:
@@ -47,6 +51,8 @@ class OutboxSender(EmailSender):
 
     Opening takes the outbox directory's lock (waiting up to `lock_timeout` seconds,
     OutboxLockedError after that) and recovers what a previous process left, at once.
+    While running, the delivery thread also carries out the retry/purge requests that
+    `mailbus.outbox.admin.run` leaves in `<dir>/control/` (see mailbus.outbox.control).
     """
 
     def __init__(
@@ -72,7 +78,10 @@ class OutboxSender(EmailSender):
         self._stop = threading.Event()
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._control_checked = 0.0
+        self._control_error = ""
         try:
+            control.control_dir(self.storage.root)
             self.scheduler = Scheduler(self.storage, self._deliver, policy=policy, tracer=tracer)
             self.recovery: RecoveryReport = self.scheduler.recover()
         except BaseException:
@@ -85,6 +94,8 @@ class OutboxSender(EmailSender):
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="mailbus-outbox", daemon=True)
             self._thread.start()
+            # Only now: admin waits for an answer only from a holder that says it serves.
+            self.lock.set_note(control.SERVES_CONTROL)
 
     def _deliver(self, entry: Entry, data: bytes) -> None:
         self._send_sync(email_for_delivery(entry, data))
@@ -93,14 +104,92 @@ class OutboxSender(EmailSender):
         scheduler = self.scheduler
         while not self._stop.is_set():
             try:
-                scheduler.run_due()
+                self._serve_control()
+                scheduler.run_due(self._serve_control)
             except Exception as exc:
                 # Storage trouble outside one entry (listing, I/O): report, pause, go on.
                 log.exception("outbox delivery loop failed")
                 if self.tracer is not None and self.tracer.active:
                     self.tracer.event("outbox.storage_error", detail=f"delivery loop: {exc}")
                 self._stop.wait(1.0)
-            scheduler.wait_for_work(None, self._stop.is_set)
+            # Bounded: control requests come from other processes, which cannot notify.
+            scheduler.wait_for_work(CONTROL_POLL_S, self._stop.is_set)
+
+    def _trace(self, kind: str, detail: str, **extra: object) -> None:
+        if self.tracer is not None and self.tracer.active:
+            self.tracer.event(kind, detail=detail, extra=extra)
+
+    def _serve_control(self) -> None:
+        """Carry out waiting control requests (at most every CONTROL_POLL_S), on the
+        delivery thread, between deliveries: nothing is being sent meanwhile."""
+        now = time.monotonic()
+        if now - self._control_checked < CONTROL_POLL_S:
+            return
+        self._control_checked = now
+        root = self.storage.root
+        try:
+            for incoming in control.scan(root):
+                if incoming.rejected:
+                    self._reject(incoming)
+                elif incoming.abandoned:
+                    control.answer(
+                        root,
+                        control.Result(
+                            incoming.request_id,
+                            error="a sender took this request and stopped before answering; "
+                            "it may be partly done",
+                        ),
+                    )
+                elif incoming.request is not None:
+                    self._apply(incoming.request)
+            self._control_error = ""
+        except (OSError, MailbusError) as exc:
+            # Said once, not every poll: the next change of error is said again.
+            if str(exc) != self._control_error:
+                self._control_error = str(exc)
+                log.warning("outbox: control requests cannot be served: %s", exc)
+                self._trace("outbox.storage_error", f"control: {exc}")
+
+    def _reject(self, incoming: control.Incoming) -> None:
+        root = self.storage.root
+        target = control.set_aside(root, incoming.name)
+        log.warning(
+            "outbox: set aside control/%s as corrupt/%s: %s",
+            incoming.name,
+            target.name,
+            incoming.rejected,
+        )
+        self._trace("outbox.control_rejected", incoming.rejected, file=incoming.name)
+        if incoming.request_id:
+            error = f"request refused: {incoming.rejected} (set aside as corrupt/{target.name})"
+            control.answer(root, control.Result(incoming.request_id, error=error))
+
+    def _apply(self, request: control.Request) -> None:
+        applied = admin.Applied()
+        error = ""
+        try:
+            admin.apply(self.storage, request, applied, by_sender=True)
+        except (OSError, MailbusError) as exc:
+            error = str(exc)
+        except Exception as exc:
+            # A bug here must still answer the admin and keep the sender running.
+            log.exception("outbox: control request %s failed", request.request_id)
+            error = f"{type(exc).__name__}: {exc}"
+        finally:
+            # What changed on disk changes in memory too, also after an error.
+            scheduler = self.scheduler
+            scheduler.forget([*applied.removed, *(e.id for e in applied.requeued)])
+            scheduler.add(applied.requeued)
+        control.answer(
+            self.storage.root, control.Result(request.request_id, tuple(applied.done), error)
+        )
+        self._trace(
+            "outbox.control",
+            error or f"{request.action}: {len(applied.done)} done",
+            action=request.action,
+            request_id=request.request_id,
+            done=len(applied.done),
+        )
 
     def send(self, email: Email) -> None:
         """Store `email` durably, then return; raise TransportError (StorageFullError

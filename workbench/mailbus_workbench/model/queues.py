@@ -1,8 +1,8 @@
 """The durable outbox as the queue view sees it: list, retry and purge.
 
-Listing reads without the lock (`mailbus.outbox.listing`); retry and purge take the
-outbox lock like `mailbus queue retry/purge` and fail with a clear message while a
-sender process holds it."""
+Listing reads without the lock (`mailbus.outbox.listing`); retry and purge go through
+`mailbus.outbox.admin.run` like `mailbus queue retry/purge`: under the outbox lock when
+it is free, else carried out by the running sender that holds it."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from mailbus.outbox.admin import locked_storage, retry_now
-from mailbus.outbox.admin import purge as purge_entries
-from mailbus.outbox.listing import QueueItem, find_entry, list_outbox
+from mailbus.outbox.admin import run
+from mailbus.outbox.control import Request
+from mailbus.outbox.listing import QueueItem, list_outbox
 
 
 def outbox_dir(sections: Mapping[str, Mapping[str, Any]]) -> Path | None:
@@ -35,11 +35,9 @@ def load(directory: Path, now_ns: int | None = None) -> list[QueueItem]:
 
 def retry(directory: Path, ids: Iterable[str]) -> list[str]:
     """Make queued entries due now and revive dead ones; return the ids done."""
-    with locked_storage(directory) as storage:
-        return retry_now(storage, [find_entry(storage, i) for i in ids])
+    return run(directory, Request("retry", tuple(ids)))
 
 
 def purge(directory: Path, ids: Iterable[str]) -> list[str]:
     """Remove entries unsent; return the ids done."""
-    with locked_storage(directory) as storage:
-        return purge_entries(storage, [find_entry(storage, i) for i in ids])
+    return run(directory, Request("purge", tuple(ids)))
