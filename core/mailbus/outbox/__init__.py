@@ -6,6 +6,8 @@ EmailSender. See docs/outbox.md.
 - scheduler: due sends, back-off, dead letters, start-up recovery, the lock
 - sender: OutboxSender, the EmailSender that enqueues and delivers in the background
 - listing: the plain view used by `mailbus queue` and the workbench
+- admin: retry and purge by hand, directly or through the running sender
+- control: the request/answer files by which admin reaches a running sender
 - cli: `mailbus queue`
 """
 
