@@ -112,14 +112,17 @@ def test_purge_removes_entries_and_their_data(outbox_dir: Path, filled: dict[str
     assert os.listdir(outbox_dir / "corrupt") == []
 
 
-def test_changes_are_refused_while_a_sender_holds_the_outbox(
+def test_changes_are_refused_while_a_holder_that_takes_no_requests_has_the_outbox(
     outbox_dir: Path, filled: dict[str, Entry]
 ) -> None:
+    # Not started: no delivery thread to carry out requests (test_outbox_control.py has
+    # the running sender).
     sender = OutboxSender(RecordingSender(), outbox_dir, start=False)
     try:
         done = mailbus("queue", "purge", "--all", "--dir", str(outbox_dir))
         assert done.returncode == 1
         assert f"in use by process {os.getpid()}" in done.stderr
+        assert "which does not take retry/purge requests" in done.stderr
         # Reading needs no lock.
         assert mailbus("queue", "list", "--dir", str(outbox_dir)).returncode == 0
     finally:

@@ -395,3 +395,31 @@ def test_malformed_requests_are_refused_clearly(data: bytes) -> None:
 def test_no_bytes_make_the_decoder_fail_otherwise(data: bytes) -> None:
     with contextlib.suppress(ControlError):
         control.decode_request(data)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=40),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner),
+    max_leaves=12,
+)
+
+
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "version": st.sampled_from([1, 2, "1"]),
+            "action": st.sampled_from(["retry", "purge", "drop", 1]),
+            "request_id": st.sampled_from(["0f0f0f0f-0000-4000-8000-000000000001", "x", None]),
+            "ids": _json,
+            "select": st.lists(st.sampled_from(["all", "dead", "corrupt", "x"]), max_size=3),
+        },
+    )
+)
+def test_json_requests_decode_or_are_refused_clearly(value: dict[str, Any]) -> None:
+    try:
+        request = control.decode_request(json.dumps(value).encode())
+    except ControlError:
+        return
+    assert request.action in ("retry", "purge") and value["version"] == 1
+    assert control.decode_request(request.to_json()) == request
