@@ -38,7 +38,8 @@ attempt, age, size and last error. The listing is read once a second, off the UI
 - **r** retry the selected entry now (a dead one is revived), after confirmation
 - **d** purge the selected entry (it will never be sent), after confirmation
 
-Retry and purge take the outbox lock: while a sender process runs, they are refused.
+While no sender runs, retry and purge change the queue directly; while one runs, it
+carries them out itself (it reads `<dir>/control/` within half a second) and reports.
 """
     BINDINGS = [
         Binding("r", "retry", "Retry", id="queues.retry"),
