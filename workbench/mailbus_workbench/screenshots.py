@@ -1,12 +1,22 @@
 """SVG screenshots of every screen on fixed data: `python -m mailbus_workbench.screenshots
-[DIRECTORY]` (default `screenshots/`). The snapshot tests use the same scenes."""
+[DIRECTORY]` (default `screenshots/`). The snapshot tests use the same scenes.
+
+Screens that read something outside the model (the outbox, a broker, the PostOffice
+store, a session directory) get it from `scene_app`, which makes that data with fixed ids
+and times and holds it still while the picture is taken."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import random
 import sys
-from collections.abc import Awaitable, Callable
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +27,8 @@ from mailbus_workbench.fixtures import fixed_app
 
 if TYPE_CHECKING:
     from mailbus.broker import Broker
+
+    from mailbus_workbench.app import WorkbenchApp
 
 SIZE = (130, 38)
 Scene = Callable[[Pilot[Any]], Awaitable[None]]
@@ -123,6 +135,75 @@ async def history_cap(pilot: Pilot[Any]) -> None:
     await pilot.pause()
 
 
+async def _wait_loaded(pilot: Pilot[Any], view: Any) -> None:
+    """Until a view that lists in a worker (`loads` counts its listings) has shown one."""
+    for _ in range(250):  # bounded: 5 s
+        if view.loads:
+            return
+        await pilot.pause(0.02)
+    raise TimeoutError(f"{type(view).__name__} listed nothing within 5 s")
+
+
+async def queues_scene(pilot: Pilot[Any]) -> None:
+    from mailbus_workbench.views.queues import QueuesView
+
+    await pilot.pause()
+    await pilot.press("6")
+    await _wait_loaded(pilot, pilot.app.query_one(QueuesView))
+    pilot.app.query_one("#queue-table").focus()
+    await pilot.pause()
+
+
+async def broker_scene(pilot: Pilot[Any]) -> None:
+    await pilot.pause()
+    await pilot.press("7")
+    await pilot.pause()
+
+
+async def mailboxes_scene(pilot: Pilot[Any]) -> None:
+    from mailbus_workbench.views.mailboxes import MailboxesView
+
+    await pilot.pause()
+    await pilot.press("8")
+    await _wait_loaded(pilot, pilot.app.query_one(MailboxesView))
+    await pilot.pause()
+
+
+async def sessions_scene(pilot: Pilot[Any], analyse: bool = False) -> None:
+    from mailbus_workbench.views.sessions import AnalysisScreen, SessionsView, default_directory
+
+    await pilot.pause()
+    app = pilot.app
+    if app.active_view_id != "sessions":  # type: ignore[attr-defined]
+        await pilot.press("9")
+    view = app.query_one(SessionsView)
+    for _ in range(500):  # opening runs in a worker; bounded wait (10 s)
+        if view.session is not None or view.last_error:
+            break
+        await pilot.pause(0.02)
+    if view.session is None:
+        raise TimeoutError(f"the session did not open: {view.last_error or 'timed out'}")
+    # The suggested directory is stamped with the wall clock: use the frozen one.
+    app.query_one("#rec-dir", Input).value = default_directory(app.model.clock())  # type: ignore[attr-defined]
+    if analyse:
+        await pilot.press("f9", "f5")
+        for _ in range(1500):  # bounded: 30 s
+            screen = app.screen
+            if isinstance(screen, AnalysisScreen) and (screen.tables or screen.error):
+                break
+            await pilot.pause(0.02)
+        screen = app.screen
+        if not (isinstance(screen, AnalysisScreen) and screen.tables):
+            error = screen.error if isinstance(screen, AnalysisScreen) else ""
+            raise RuntimeError(f"the analysis did not finish: {error or 'not within 30 s'}")
+        screen.query_one("#analysis-table-topics").focus()
+    await pilot.pause()
+
+
+async def analysis_scene(pilot: Pilot[Any]) -> None:
+    await sessions_scene(pilot, analyse=True)
+
+
 def still(scene: Scene) -> Scene:
     """Run `scene`, then stop cursors blinking so that the picture is reproducible."""
 
@@ -146,64 +227,116 @@ SCENES: dict[str, Scene] = {
         "wait-sets": wait_sets,
         "publish": publish,
         "call": call,
+        "queues": queues_scene,
+        "broker": broker_scene,
+        "mailboxes": mailboxes_scene,
+        "sessions": sessions_scene,
+        "analysis": analysis_scene,
         "log": log,
         "help": help_screen,
         "history-cap": history_cap,
     }.items()
 }
+# Scenes that need the sessions part (mailbus.sessions, with polars).
+SESSION_SCENES = frozenset({"sessions", "analysis"})
+# The session these scenes open, relative to the repository (the working directory).
+SAMPLE_SESSION = "sample_sessions/demo"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def fixed_ids(seed: int = 0x5EED) -> Callable[[], str]:
+    """A stand-in for the outbox's uuid4 ids: the same sequence of valid ids each run."""
+    rng = random.Random(seed)
+    return lambda: str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
 
 def sample_outbox(directory: Path) -> Path:
-    """An outbox with a queued, a retried and a dead mail, at the fixed clock's times."""
+    """An outbox with a queued, a retried and a dead mail, at the fixed clock's times and
+    with fixed ids (the real storage code writes it; only its id source is replaced)."""
+    from unittest import mock
+
     from mailbus.outbox.fs_storage import FsStorage
     from mailbus.outbox.storage import Destination, Metadata, Schedule
 
     from mailbus_workbench.fixtures import T0
 
-    storage = FsStorage(directory)
-    rows = [
-        ("sensors/temperature", "ops@example.org", 0, 0, ""),
-        ("demo/add", "lab@example.org", 3, 45, "SMTP 451 try again later"),
-        ("robot/log", "archive@example.net", 30, 0, "SMTP 550 mailbox unavailable"),
-    ]
-    entries = []
-    for n, (subject, to, attempts, due_s, error) in enumerate(rows):
-        data = f"Message-ID: <out{n}@localhost>\r\nSubject: {subject}\r\n\r\nbody\r\n".encode()
-        enqueuer = storage.enqueue()
-        enqueuer.write(data)
-        created = int((T0 - 3600 * n - 42) * 1e9)
-        meta = Metadata(
-            f"<out{n}@localhost>", "mailbus@localhost", (to,), subject, len(data), created
-        )
-        due = int((T0 + 12 + due_s) * 1e9)
-        (entry,) = enqueuer.commit([Destination(meta, Schedule(attempts, due, 0, error))])
-        entries.append(entry)
-    storage.dead_letter(storage.send_start(entries[2]))
+    with mock.patch("mailbus.outbox.fs_storage.new_id", fixed_ids()):
+        storage = FsStorage(directory)
+        rows = [
+            ("sensors/temperature", "ops@example.org", 0, 0, ""),
+            ("demo/add", "lab@example.org", 3, 45, "SMTP 451 try again later"),
+            ("robot/log", "archive@example.net", 30, 0, "SMTP 550 mailbox unavailable"),
+        ]
+        entries = []
+        for n, (subject, to, attempts, due_s, error) in enumerate(rows):
+            data = f"Message-ID: <out{n}@localhost>\r\nSubject: {subject}\r\n\r\nbody\r\n".encode()
+            enqueuer = storage.enqueue()
+            enqueuer.write(data)
+            created = int((T0 - 3600 * n - 42) * 1e9)
+            meta = Metadata(
+                f"<out{n}@localhost>", "mailbus@localhost", (to,), subject, len(data), created
+            )
+            due = int((T0 + 12 + due_s) * 1e9)
+            (entry,) = enqueuer.commit([Destination(meta, Schedule(attempts, due, 0, error))])
+            entries.append(entry)
+        storage.dead_letter(storage.send_start(entries[2]))
     return directory
 
 
-async def queues_scene(pilot: Pilot[Any]) -> None:
-    from mailbus_workbench.views.queues import QueuesView
-
-    await pilot.pause()
-    await pilot.press("6")
-    view = pilot.app.query_one(QueuesView)
-    for _ in range(200):  # the listing runs in a worker; bounded wait
-        if view.loads:
-            break
-        await pilot.pause(0.02)
-    pilot.app.query_one("#queue-table").focus()
-    await pilot.pause()
+# Mailbox name, (created, seconds before T0), letters (sender, payload).
+SAMPLE_MAILBOXES: list[tuple[str, float, list[tuple[str, bytes]]]] = [
+    ("lab", 86_400 * 3 + 125, [("planner", b'{"cmd": "move", "to": [1, 2]}')] * 4),
+    ("ops", 86_400 * 12 + 3_600, [("sensors", b"temperature high: 31.5 C" * 40)] * 17),
+    ("archive", 3_600 * 5 + 17, []),
+    ("robot-arm", 600, [("lab", b"x" * 70_000), ("planner", b"stop")]),
+]
 
 
-async def broker_scene(pilot: Pilot[Any]) -> None:
-    await pilot.pause()
-    await pilot.press("7")
-    await pilot.pause()
+def sample_postoffice(path: Path) -> Path:
+    """A PostOffice store written by the real store code: four mailboxes (one empty),
+    created and filled at fixed times before the frozen clock's start."""
+    from mailbus.postoffice.store import (
+        HashParams,
+        Store,
+        hash_digest,
+        op_add_letter,
+        op_create_box,
+        password_digest,
+    )
+
+    from mailbus_workbench.fixtures import T0
+
+    store = Store(path, sync="normal")
+    try:
+        # Never checked here: the cheapest scrypt cost keeps set-up fast.
+        secret = hash_digest(password_digest("sample"), HashParams(log2_n=2))
+        ids = store.run_batch([op_create_box(name, secret) for name, _, _ in SAMPLE_MAILBOXES])
+        store.run_batch(
+            [
+                op_add_letter([box_id], sender, payload)
+                for box_id, (_, _, letters) in zip(ids, SAMPLE_MAILBOXES, strict=True)
+                for sender, payload in letters
+            ]
+        )
+
+        # The store stamps the wall clock; the picture needs the fixed one.
+        def stamp(conn: Any) -> None:
+            for box_id, (_, before, _) in zip(ids, SAMPLE_MAILBOXES, strict=True):
+                created = round((T0 - before) * 1e9)
+                conn.execute("UPDATE boxes SET created_ns = ? WHERE id = ?", (created, box_id))
+                conn.execute(
+                    "UPDATE letters SET received_ns = ? WHERE box_id = ?", (created, box_id)
+                )
+
+        store.run_batch([stamp])
+    finally:
+        store.close()
+    return path
 
 
 def sample_broker() -> tuple[Broker, Any]:
-    """A broker whose slow sink holds its queue, so that depths show."""
+    """A broker whose slow sink holds its queue, so that depths show; returned once
+    every count is still (the held sink keeps the rest queued)."""
     import threading
 
     from mailbus.broker import Broker, Message
@@ -215,7 +348,7 @@ def sample_broker() -> tuple[Broker, Any]:
 
         def receive(self, message: Message) -> None:
             self.entered.set()
-            self.release.wait(30)
+            self.release.wait(60)
 
         def destroy(self) -> None:
             self.release.set()
@@ -227,6 +360,7 @@ def sample_broker() -> tuple[Broker, Any]:
         def destroy(self) -> None:
             pass
 
+    published = 38
     broker = Broker.create()
     sensor, held = Quiet(), Held()
     broker.add_module("from robot/pose", sensor)
@@ -234,100 +368,83 @@ def sample_broker() -> tuple[Broker, Any]:
     broker.add_module("tally", Quiet(), capacity=1000)
     broker.add_link("*", "tally")
     broker.add_link("from robot/pose", "archive")
-    for i in range(38):
+    for i in range(published):
         broker.publish(sensor, Message(f"pose {i}"))
         if i == 0:
             held.entered.wait(10)
+    # The tally's worker drains its queue on its own thread: wait until it has, so
+    # that no count moves while the picture is taken. Bounded.
+    deadline = time.monotonic() + 10
+    while True:
+        stats = {m.name: m for m in broker.snapshot().modules}
+        tally, archive = stats["tally"], stats["archive"]
+        if (
+            tally.delivered == published
+            and tally.queue_depth == 0
+            and archive.queue_depth == published - 1
+        ):
+            break
+        if time.monotonic() > deadline:
+            _close_broker(broker, held)
+            raise TimeoutError(f"the sample broker did not settle: {stats}")
+        time.sleep(0.005)  # polling the worker's counters, not waiting for a time
     return broker, held
 
 
-def sample_session(directory: Path) -> Path:
-    """A short real recording: the demo's topics and service for about a second."""
-    import time
-
-    import mailbus
-    from mailbus.demo import DemoSystem
-    from mailbus.sessions.recorder import Recorder
-
-    with mailbus.Context(mailbus.Options()) as context:
-        recorder = Recorder(directory, context=context)
-        demo = DemoSystem(context, seed=5)
-        demo.start()
-        time.sleep(1.5)  # what is recorded: the demo's own pace
-        demo.stop()
-        recorder.stop()
-    return directory
+def _close_broker(broker: Broker, held: Any) -> None:
+    held.release.set()
+    for name in ("from robot/pose", "archive", "tally"):
+        broker.remove_module(name, timeout=5)
+    broker.dec_ref()
 
 
-async def sessions_scene(pilot: Pilot[Any], analyse: bool = False) -> None:
-    from mailbus_workbench.views.sessions import AnalysisScreen, SessionsView
+@contextlib.contextmanager
+def scene_app(name: str) -> Iterator[WorkbenchApp]:
+    """The app for scene `name` on fixed data, with what the scene reads outside the
+    model made and held still until the `with` ends. Paths are relative to a fixed
+    working directory (set here), so that the directories shown are the same each run."""
+    if name == "queues":
+        with tempfile.TemporaryDirectory() as scratch, contextlib.chdir(scratch):
+            yield fixed_app(outbox_dir=sample_outbox(Path("outbox")))
+    elif name == "mailboxes":
+        with tempfile.TemporaryDirectory() as scratch, contextlib.chdir(scratch):
+            store = sample_postoffice(Path("postoffice.db"))
+            app = fixed_app()
+            app.settings = replace(app.settings, postoffice_store=store)
+            yield app
+    elif name == "broker":
+        broker, held = sample_broker()
+        try:
+            yield fixed_app(brokers={"gateway": broker})
+        finally:
+            _close_broker(broker, held)
+    elif name in SESSION_SCENES:
+        if not (REPO / SAMPLE_SESSION / "manifest.json").is_file():
+            raise FileNotFoundError(f"no sample session at {REPO / SAMPLE_SESSION}")
+        with contextlib.chdir(REPO):
+            yield fixed_app(session=SAMPLE_SESSION)
+    else:
+        yield fixed_app()
 
-    await pilot.pause()
-    if pilot.app.active_view_id != "sessions":  # type: ignore[attr-defined]
-        await pilot.press("9")
-    view = pilot.app.query_one(SessionsView)
-    for _ in range(500):  # opening runs in a worker; bounded wait
-        if view.session is not None:
-            break
-        await pilot.pause(0.02)
-    if analyse:
-        await pilot.press("f9", "f5")
-        for _ in range(1500):
-            screen = pilot.app.screen
-            if isinstance(screen, AnalysisScreen) and screen.tables:
-                break
-            await pilot.pause(0.02)
-    await pilot.pause()
 
-
-async def _shoot(name: str, scene: Scene, directory: Path, **kwargs: object) -> Path:
-    app = fixed_app(**kwargs)
-    async with app.run_test(size=SIZE) as pilot:
-        await scene(pilot)
-        await pilot.pause()
-        path = app.save_screenshot(f"{name}.svg", str(directory))
+async def _shoot(name: str, scene: Scene, directory: Path) -> Path:
+    with scene_app(name) as app:
+        async with app.run_test(size=SIZE) as pilot:
+            await scene(pilot)
+            await pilot.pause()
+            path = app.save_screenshot(f"{name}.svg", str(directory))
     return Path(path)
 
 
 async def shoot_all(directory: Path) -> list[Path]:
-    import tempfile
-
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = [await _shoot(name, scene, directory) for name, scene in SCENES.items()]
-    # Outbox entries get random ids: a screenshot, not a snapshot.
-    with tempfile.TemporaryDirectory() as scratch:
-        outbox = sample_outbox(Path(scratch) / "outbox")
-        paths.append(await _shoot("queues", still(queues_scene), directory, outbox_dir=outbox))
     from mailbus_workbench.views.sessions import sessions_available
 
-    if sessions_available():
-        with tempfile.TemporaryDirectory() as scratch:
-            session = str(sample_session(Path(scratch) / "demo-run"))
-
-            async def opened(pilot: Pilot[Any]) -> None:
-                await sessions_scene(pilot)
-
-            async def analysed(pilot: Pilot[Any]) -> None:
-                await sessions_scene(pilot, analyse=True)
-
-            from mailbus_workbench.engine import EngineHost
-
-            for name, scene in (("sessions", opened), ("analysis", analysed)):
-                engine = EngineHost(demo=False)
-                paths.append(
-                    await _shoot(name, still(scene), directory, engine=engine, session=session)
-                )
-    broker, held = sample_broker()
-    try:
-        paths.append(
-            await _shoot("broker", still(broker_scene), directory, brokers={"gateway": broker})
-        )
-    finally:
-        held.release.set()
-        for name in ("from robot/pose", "archive", "tally"):
-            broker.remove_module(name, timeout=5)
-        broker.dec_ref()
-    return paths
+    directory = directory.resolve()  # the scenes change the working directory
+    directory.mkdir(parents=True, exist_ok=True)
+    skip = set() if sessions_available() else SESSION_SCENES
+    return [
+        await _shoot(name, scene, directory) for name, scene in SCENES.items() if name not in skip
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
