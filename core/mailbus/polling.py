@@ -125,6 +125,8 @@ class PollingManager:
                 size=len(email.body),
                 headers=email.headers,
                 detail=type(envelope).__name__.lower(),
+                # Who sent it and to whom: an observer shows the email as it came.
+                extra={"from": email.sender, "to": email.to, "cc": email.cc},
             )
         for handler in self._handlers:
             try:

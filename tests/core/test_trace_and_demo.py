@@ -28,6 +28,9 @@ def test_publish_and_receive_events_carry_fields(
     assert published.gid == pub.gid and received.source_gid == pub.gid
     assert received.body == "body" and received.size == 4
     assert received.reception_timestamp_ns >= published.source_timestamp_ns
+    # Who sent it and to whom, for observers that show the email as it came.
+    assert received.extra["from"] == ctx.address
+    assert received.extra["to"] == ctx.recipients.to and received.extra["cc"] == ()
 
 
 def test_demo_runs_headless_and_prints_a_summary() -> None:

@@ -273,6 +273,16 @@ def test_raw_source_is_an_email_mailbus_can_read_back() -> None:
     assert names[:4] == ["Subject", "Message-ID", "In-Reply-To", "References"]
 
 
+def test_raw_source_shows_the_addresses_the_event_carries() -> None:
+    event = response_event("demo/add", "{}", T0, 3, "<p3@x>", "<r3@x>")
+    event.extra = {"from": "robot@lab.org", "to": ["ops@lab.org"], "cc": ["bad address"]}
+    raw = raw_source(event)
+    assert "From: robot@lab.org" in raw and "To: ops@lab.org" in raw
+    assert "bad address" not in raw and "Cc:" not in raw  # dropped, the rest still shown
+    event.extra = {}
+    assert "From: mailbus@localhost" in raw_source(event)  # older recordings
+
+
 def test_raw_source_reports_what_cannot_be_built() -> None:
     bad = TraceEvent(Kind.RECEIVED.value, 1, name="a\r\nBcc: x", body="", detail="message")
     assert raw_source(bad).startswith("(cannot build the RFC 5322 source")

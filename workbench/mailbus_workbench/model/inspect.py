@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 
-from mailbus.email_message import Email, to_bytes
+from mailbus.email_message import DEFAULT_SENDER, Email, to_bytes
 from mailbus.errors import MailbusError
+from mailbus.names import check_address
 from mailbus.trace import TraceEvent
 
 PRETTY_MAX_CHARS = 256 * 1024  # larger bodies are shown as they came (parsing costs)
@@ -47,9 +49,14 @@ def header_rows(event: TraceEvent) -> list[tuple[str, str]]:
 
 
 def to_email(event: TraceEvent) -> Email:
-    """The email a received-event stands for (the trace carries no addresses, so From
-    is the default sender and there are no recipients)."""
+    """The email a received-event stands for: addresses from the event (events recorded
+    before they carried them show the default sender and no recipients)."""
+    extra = event.extra
+    sender = _addresses((extra.get("from"),))
     return Email(
+        sender=sender[0] if sender else DEFAULT_SENDER,
+        to=_addresses(extra.get("to")),
+        cc=_addresses(extra.get("cc")),
         subject=event.name,
         body=event.body or "",
         headers={k: v for k, v in event.headers.items()},
@@ -57,6 +64,19 @@ def to_email(event: TraceEvent) -> Email:
         in_reply_to=event.in_reply_to,
         references=_references(event),
     )
+
+
+def _addresses(value: object) -> tuple[str, ...]:
+    """The valid addresses in `value` (a tuple live, a JSON list from a recording):
+    one the builder would refuse must not cost the whole raw view."""
+    if not isinstance(value, list | tuple):
+        return ()
+    valid = []
+    for address in value:
+        if isinstance(address, str):
+            with contextlib.suppress(MailbusError):
+                valid.append(check_address(address))
+    return tuple(valid)
 
 
 def _references(event: TraceEvent) -> tuple[str, ...]:
