@@ -121,7 +121,7 @@ def check_url(key: str, url: str, schemes: tuple[str, ...]) -> str:
         raise ConfigError(key, f"scheme must be one of {', '.join(schemes)}, got {shown!r}")
     if not parts.hostname:
         raise ConfigError(key, f"no host in URL {shown!r}")
-    if parts.password is not None or parts.username is not None or "@" in url:
+    if "@" in url:
         # Credentials in a URL end up in logs and traces; keep them in their own keys.
         # Any `@` counts: `smtp://user:pa/ss@host` splits as host `user`, port `pa`.
         raise ConfigError(

@@ -303,18 +303,16 @@ class ImapReceiver(EmailReceiver):
             self._check_uidvalidity(client)
         uids = self.cursor.next_range()
         sizes = self._uid_fetch(client, str(uids), SIZE_ITEMS)
-        wanted = [
-            uid
-            for uid in self.cursor.new_uids(sizes, uids)
-            if _size(sizes[uid]) <= self.max_message_bytes
-        ]
+        new = self.cursor.new_uids(sizes, uids)
+        wanted = [uid for uid in new if _size(sizes[uid]) <= self.max_message_bytes]
         bodies: dict[int, Any] = {}
         if wanted:
             bodies = self._uid_fetch(client, uid_set(wanted), body_items(self.max_message_bytes))
         # imaplib keeps untagged EXISTS/RECENT for ever; we read them through NOOP.
         client._imap.untagged_responses.clear()
         out: list[Inbound] = []
-        for uid in self.cursor.accept(sizes, uids):
+        self.cursor.accept(new, uids)  # the bodies are here: move past them
+        for uid in new:
             item = self._inbound(uid, _size(sizes[uid]), bodies.get(uid))
             if item is not None:
                 out.append(item)

@@ -134,26 +134,20 @@ def settle(
     rejected = tuple(r for r in by_index if r.permanent)
     deferred = tuple(r.address for r in by_index if not r.permanent)
     every_rcpt_refused = len(replies) == len(recipients) and len(refused) == len(recipients)
-    if failure is None:
-        # Delivered to the accepted recipients; try the deferred ones again.
+    if failure is None or every_rcpt_refused:
+        # Delivered to the accepted recipients, or the transaction ended at RCPT: each
+        # recipient has its own answer; the deferred ones are tried again.
         return Outcome(
             done=not deferred,
             failure=None if not deferred else _deferred_failure(by_index),
             rejected=rejected,
             retry=deferred,
-            delivered=True,
-        )
-    if every_rcpt_refused:
-        # The transaction ended at RCPT: each recipient has its own answer.
-        return Outcome(
-            done=not deferred,
-            failure=None if not deferred else _deferred_failure(by_index),
-            rejected=rejected,
-            retry=deferred,
+            delivered=failure is None,
         )
     # It failed elsewhere (connection, TLS, MAIL FROM, DATA): the whole email, less
     # the recipients refused for good, is in question.
-    rest = tuple(r for r in recipients if r not in {x.address for x in rejected})
+    refused_for_good = {x.address for x in rejected}
+    rest = tuple(r for r in recipients if r not in refused_for_good)
     if not rest:
         return Outcome(done=True, rejected=rejected)
     return Outcome(done=False, failure=failure, rejected=rejected, retry=rest)
@@ -219,9 +213,8 @@ class SmtpSender(EmailSender):
         curl.setopt(pycurl.TCP_KEEPALIVE, 1)
         curl.setopt(pycurl.TCP_NODELAY, 1)
         # One refused recipient must not cost the others the email; which one was
-        # refused is read from the protocol trace.
+        # refused is read from the protocol trace (switched on per transfer).
         curl.setopt(MAIL_RCPT_ALLOWFAILS, 1)
-        curl.setopt(pycurl.VERBOSE, 1)
         curl.setopt(pycurl.DEBUGFUNCTION, self._debug)
         return curl
 
@@ -388,6 +381,10 @@ class SmtpSender(EmailSender):
             curl.setopt(pycurl.UPLOAD, 1)
             curl.setopt(pycurl.READFUNCTION, io.BytesIO(item.data).read)
             curl.setopt(pycurl.INFILESIZE, len(item.data))
+            # The trace passes every chunk of the email (and of TLS) through Python: only
+            # worth it when there is more than one recipient to tell apart. One
+            # recipient's refusal is the transfer's own result.
+            curl.setopt(pycurl.VERBOSE, len(item.recipients) > 1)
             try:
                 curl.perform()
             except pycurl.error as exc:

@@ -465,9 +465,12 @@ class Hub:
             self._queue.append((message.reply(type="msg_ack"), 0))
 
     # -- reports --------------------------------------------------------------------------
-    def _trace(self, kind: str, message: Message, detail: str, *, error: bool = False) -> None:
+    def _trace(self, kind: str, message: Message, detail: str) -> None:
+        self.tracer.emit(self._event(kind, message, detail))
+
+    def _event(self, kind: str, message: Message, detail: str) -> TraceEvent:
         dump = message.dump()
-        event = TraceEvent(
+        return TraceEvent(
             kind,
             time.time_ns(),
             name=str(message.to),
@@ -476,24 +479,23 @@ class Hub:
             # JSON-safe (data JSON cannot hold shows as its repr): recorders store it.
             extra={"hub": self.name, "message": json.loads(dump)},
         )
-        self._emit(event, error)
-
-    def _emit(self, event: TraceEvent, error: bool) -> None:
-        self.tracer.emit(event)
-        relay = self._errors_to
-        if error and relay is not None and relay is not self.tracer and relay.active:
-            relay.emit(event)
 
     def _errors_traced(self) -> bool:
         relay = self._errors_to
         return self.tracer.active or (relay is not None and relay.active)
+
+    def _emit_error(self, event: TraceEvent) -> None:
+        """An error goes to the hub's tracer and to its context's (see __init__)."""
+        self.tracer.emit(event)
+        if self._errors_to is not None:
+            self._errors_to.emit(event)
 
     def _report(self, kind: str, message: Message, detail: str) -> None:
         """An error: counted, traced with the message's dump, logged."""
         self.counters[kind] += 1
         log.warning("hub %s: %s: %s: %s", self.name, kind, detail, message.dump())
         if self._errors_traced():
-            self._trace(kind, message, detail, error=True)
+            self._emit_error(self._event(kind, message, detail))
 
     def _report_raw(self, headers: Mapping[str, str], body: str, detail: str) -> None:
         self.counters[E.UNDELIVERABLE] += 1
@@ -507,4 +509,4 @@ class Hub:
                 headers=dict(headers),
                 extra={"hub": self.name},
             )
-            self._emit(event, error=True)
+            self._emit_error(event)
