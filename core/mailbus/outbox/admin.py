@@ -14,8 +14,6 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from mailbus.outbox import control
@@ -31,18 +29,6 @@ DEFAULT_TIMEOUT_S = 10.0
 SETTLE_S = 1.0
 
 
-@contextmanager
-def locked_storage(directory: str | os.PathLike[str]) -> Iterator[FsStorage]:
-    """The outbox at `directory` under its lock (refused at once if a sender has it)."""
-    storage = FsStorage(directory, create=False)
-    lock = OutboxLock(storage.lock_path)
-    lock.acquire(0.0)
-    try:
-        yield storage
-    finally:
-        lock.release()
-
-
 def _retry_one(storage: FsStorage, entry: Entry, now_ns: int) -> Entry:
     schedule = Schedule(
         entry.schedule.attempts, now_ns, entry.schedule.last_attempt_ns, entry.schedule.last_error
@@ -53,32 +39,13 @@ def _retry_one(storage: FsStorage, entry: Entry, now_ns: int) -> Entry:
     return entry
 
 
-def retry_now(storage: FsStorage, entries: Iterable[Entry]) -> list[str]:
-    """Make queued entries due now and revive dead ones (in-flight ones are left to
-    their sender); return the ids done."""
-    now = time.time_ns()
-    return [
-        _retry_one(storage, entry, now).id for entry in entries if entry.state is not State.INFLIGHT
-    ]
-
-
-def purge(storage: FsStorage, entries: Iterable[Entry]) -> list[str]:
-    """Remove entries unsent; return the ids done."""
-    done: list[str] = []
-    for entry in entries:
-        storage.cleanup(storage.drop(entry))
-        done.append(entry.id)
-    return done
-
-
 @dataclass
 class Applied:
-    """What `apply` did so far (also when it stopped on an error): the ids done, the
-    entries now queued with a new schedule, and the ids removed."""
+    """What `apply` did so far (also when it stopped on an error): the ids (and corrupt
+    names) done, and the entries now queued with a new schedule."""
 
     done: list[str] = field(default_factory=list)
     requeued: list[Entry] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
 
 
 def _selected(storage: FsStorage, request: Request) -> list[Entry]:
@@ -89,13 +56,7 @@ def _selected(storage: FsStorage, request: Request) -> list[Entry]:
     elif "dead" in request.select:
         entries += storage.list_dead().entries
     entries += [find_entry(storage, entry_id) for entry_id in request.ids]
-    seen: set[str] = set()
-    unique = []
-    for entry in entries:
-        if entry.id not in seen:
-            seen.add(entry.id)
-            unique.append(entry)
-    return unique
+    return list({entry.id: entry for entry in entries}.values())  # each once, in order
 
 
 def apply(
@@ -119,7 +80,6 @@ def apply(
     for entry in entries:
         storage.cleanup(storage.drop(entry))
         applied.done.append(entry.id)
-        applied.removed.append(entry.id)
     if request.select & {"corrupt", "all"}:
         for name in storage.list_corrupt():
             path = storage.root / State.CORRUPT / name

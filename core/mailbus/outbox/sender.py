@@ -178,7 +178,7 @@ class OutboxSender(EmailSender):
         finally:
             # What changed on disk changes in memory too, also after an error.
             scheduler = self.scheduler
-            scheduler.forget([*applied.removed, *(e.id for e in applied.requeued)])
+            scheduler.forget(applied.done)  # removed or requeued: re-added below
             scheduler.add(applied.requeued)
         control.answer(
             self.storage.root, control.Result(request.request_id, tuple(applied.done), error)
