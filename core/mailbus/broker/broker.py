@@ -366,8 +366,7 @@ class Broker:
                 raise BrokerError(
                     f"module {name!r} failed and its destroy() did not return within {timeout} s"
                 )
-            while record.queue:  # none expected: publishes drop once it failed
-                self._dropped(record, record.queue.popleft(), "module removed before delivery")
+            # Nothing is queued: _worker_died's barrier, then _finish's drain.
             self._record_removed(record)
             return
         if record.ident == threading.get_ident():
@@ -655,19 +654,20 @@ class Broker:
         if died is not None:
             self._worker_died(record, died)
         queue = record.queue
+        failed = record.state == FAILED
         reason = (
-            "module removed before delivery"
-            if record.state != FAILED
-            else "module failed (its worker ended) before delivery"
+            "module failed (its worker ended) before delivery"
+            if failed
+            else "module removed before delivery"
         )
         while queue:
             self._dropped(record, queue.popleft(), reason)
         while record.control:  # a start() asked for after removal or death
             call = record.control.popleft()
             call.error = (
-                UnknownModuleError(f"module {record.name!r} was removed")
-                if record.state != FAILED
-                else BrokerError(f"module {record.name!r} failed (its worker ended)")
+                BrokerError(f"module {record.name!r} failed (its worker ended)")
+                if failed
+                else UnknownModuleError(f"module {record.name!r} was removed")
             )
             call.done.set()
         try:
@@ -677,10 +677,9 @@ class Broker:
         except BaseException as exc:  # the worker is ending anyway; report, go on
             self._module_failed(record, "destroy", exc, "")
         self._by_ident.pop(record.ident, None)
-        if record.state == FAILED:
-            # Still attached: the owner sees it failed and removes it (see _remove).
-            with record.space:
-                record.space.notify_all()
+        if failed:
+            # Still attached: the owner sees it failed and removes it (see _remove). Its
+            # blocked publishers were released by _worker_died.
             record.done.set()
             return
         record.state = "stopped"

@@ -178,12 +178,11 @@ class Recorder:
         self._detach: list[Callable[[], None]] = []
         self._lock = threading.Lock()  # manifest counters, read by `status`
         self._count_lock = threading.Lock()
-        # Held by the listener to check `_closed` and queue a row, and by stop() to set
+        # Held by the listener to check `_stopped` and queue a row, and by stop() to set
         # it: once stop() holds it, no row can join the queue behind the writer's final
-        # drain (a row queued is a row written, or counted as dropped). `_stopped` is the
-        # same, read without the lock: a quick way out, not the check that counts.
+        # drain (a row queued is a row written, or counted as dropped). stop() detaches
+        # the listener first, so only a call already running can still get there.
         self._append_lock = threading.Lock()
-        self._closed = False
         self.dropped = 0
         self.filtered = 0
         self.queue_high_water = 0
@@ -245,8 +244,6 @@ class Recorder:
         """The trace listener: cheap, never blocks for long, never raises for a full queue.
         An event whose call is still running when stop() begins counts as after the stop:
         it is not recorded (as the events after stop() are not)."""
-        if self._stopped:  # unlocked fast path; the check that counts is below
-            return
         if (self._kinds is not None and event.kind not in self._kinds) or (
             event.name and not self._wanted(event.name)
         ):
@@ -266,17 +263,12 @@ class Recorder:
         lock = self._append_lock
         lock.acquire()  # cheaper than `with` on this hot path
         try:
-            if self._closed:
+            if self._stopped:
                 return
             length = len(queue)
-            full = length >= self.max_queued
-            if not full:
-                queue.append(row)
+            queue.append(row)
         finally:
             lock.release()
-        if full:
-            self._drop()
-            return
         if length >= self.queue_high_water:
             self.queue_high_water = length + 1
         if length + 1 >= self.batch_rows:
@@ -295,7 +287,7 @@ class Recorder:
             detach()
         self._detach.clear()
         with self._append_lock:  # waits for a listener queueing a row right now
-            self._closed = self._stopped = True
+            self._stopped = True
         self._stopping.set()
         self._wake.set()
         self._thread.join(timeout)
@@ -353,7 +345,7 @@ class Recorder:
             self.error = exc
             log.exception("session recorder failed")
             with self._append_lock:  # no row joins the queue after it is cleared
-                self._closed = self._stopped = True
+                self._stopped = True
                 self._queue.clear()
             with contextlib.suppress(OSError):
                 self._write_manifest("failed")
