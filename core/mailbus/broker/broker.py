@@ -49,7 +49,6 @@ log = logging.getLogger(__name__)
 
 WILDCARD = "*"
 DEFAULT_STOP_TIMEOUT = 10.0
-MAX_WAIT_SLICE = 3600.0  # longest single wait of a blocked publisher (then it looks again)
 MAX_FINAL_STATS = 1024
 
 # Trace event kinds of the broker (TraceEvent.name is the module the event concerns).
@@ -533,8 +532,7 @@ class Broker:
                         if remaining <= 0:
                             timed_out = True
                             break
-                        # In slices: Condition.wait overflows on a huge timeout (1e300).
-                        sink.space.wait(min(remaining, MAX_WAIT_SLICE))
+                        sink.space.wait(remaining)  # <= TIMEOUT_MAX (BackPressure)
                 finally:
                     sink.waiting -= 1
             if sink.state == FAILED:  # died while we waited

@@ -8,6 +8,7 @@ a link asks for it. A drop is always counted on the sink and traced as `broker.d
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -32,8 +33,9 @@ class Backpressure:
         object.__setattr__(self, "overflow", Overflow(self.overflow))
         if self.timeout is not None and (math.isnan(self.timeout) or self.timeout < 0):
             raise ValueError(f"back-pressure timeout must be >= 0 or None, got {self.timeout}")
-        if self.timeout is not None and math.isinf(self.timeout):
-            object.__setattr__(self, "timeout", None)  # for ever, spelt the one way
+        if self.timeout is not None and self.timeout > threading.TIMEOUT_MAX:
+            # For ever, spelt the one way (and no wait can overflow on 1e300 or inf).
+            object.__setattr__(self, "timeout", None)
 
     def describe(self) -> str:
         if self.overflow is not Overflow.BLOCK:

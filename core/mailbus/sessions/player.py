@@ -81,9 +81,6 @@ class ReplayEvent:
 # Offsets are held in int64 nanoseconds: a finite offset beyond this (292 years, far past
 # the end of any session) is clamped rather than overflowing the conversion.
 MAX_OFFSET_S = (2**63 - 1) / 1e9
-# A wait is done in slices of at most this (Condition.wait overflows on huge timeouts,
-# which an absurdly slow but finite rate can produce).
-_MAX_WAIT_S = 60.0
 
 
 def check_offset(value: float, what: str) -> float:
@@ -376,7 +373,7 @@ class Player:
                 delay = due - time.monotonic()
                 if delay <= 0:
                     break
-                self._cond.wait(min(delay, _MAX_WAIT_S))
+                self._cond.wait(min(delay, threading.TIMEOUT_MAX))  # a slow rate: huge delays
             event = self.events[self._index]
             self._index += 1
             if self._paused:  # stepping keeps the schedule anchored on the next email
@@ -512,12 +509,8 @@ class ServiceMock:
         self.stop()
 
     def _wait_stopped(self, seconds: float) -> bool:
-        """Wait `seconds` (in slices: Event.wait overflows on huge ones); True if stopped."""
-        deadline = time.monotonic() + seconds
-        while (left := deadline - time.monotonic()) > 0:
-            if self._stop.wait(min(left, _MAX_WAIT_S)):
-                return True
-        return self._stop.is_set()
+        """Wait `seconds` (capped: Event.wait overflows on huge ones); True if stopped."""
+        return self._stop.wait(min(seconds, threading.TIMEOUT_MAX))
 
     def answer_for(self, body: str) -> tuple[str, float]:
         """The recorded response (and round trip in s) to give to a request `body`."""
