@@ -837,11 +837,7 @@ class Clerk(asyncio.Protocol):
                 self._refuse_unhashed(box, "too many attempts waiting, closing")
                 self._close()
                 return False
-            failures.waiting += 1
-            try:
-                await asyncio.sleep(failures.until - started)
-            finally:
-                failures.waiting -= 1
+            await self._sit_out(failures, failures.until - started)
             if self._lost:
                 return False  # gone meanwhile: nothing to check
         try:
@@ -873,13 +869,18 @@ class Clerk(asyncio.Protocol):
             return False
         delay = backoff - (now - started)  # an attempt that waited before has been slowed
         if delay > 0:
-            failures.waiting += 1
-            try:
-                await asyncio.sleep(delay)
-            finally:
-                failures.waiting -= 1
+            await self._sit_out(failures, delay)
         self._reply(Response.NOAUTH)
         return False
+
+    @staticmethod
+    async def _sit_out(failures: PeerFailures, seconds: float) -> None:
+        """Wait out a back-off, counted among the host's waiting attempts."""
+        failures.waiting += 1
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            failures.waiting -= 1
 
     def _refuse_unhashed(self, box: Box, reason: str) -> None:
         """NOAUTH without checking the password (back-off crowded, hashing busy)."""
