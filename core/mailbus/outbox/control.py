@@ -28,13 +28,13 @@ import stat
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from mailbus.outbox.fs_storage import DIR_MODE, FILE_MODE, UUID_RE, new_id
-from mailbus.outbox.storage import OutboxError, State
+from mailbus.outbox.storage import OutboxError, State, json_object
 
 CONTROL_DIR = "control"
 # What an OutboxSender writes after its pid in the lock file: "this holder answers
@@ -130,13 +130,11 @@ def validate(action: str, ids: Any, select: Any, request_id: Any) -> None:
         raise ControlError(f"{action}: no entries named and no selector")
 
 
-def _object(data: bytes, what: str) -> dict[str, Any]:
+def _object(data: bytes, what: str) -> Mapping[str, Any]:
     try:
-        value = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+        value = json_object(data, what)
+    except ValueError as exc:
         raise ControlError(f"unreadable {what}: {exc}") from None
-    if not isinstance(value, dict):
-        raise ControlError(f"unreadable {what}: not a JSON object")
     if value.get("version") != 1:
         raise ControlError(f"unreadable {what}: unknown version {value.get('version')!r}")
     return value

@@ -91,7 +91,7 @@ class Metadata:
 
     @classmethod
     def from_json(cls, data: bytes) -> Metadata:
-        raw = _object(data, "metadata")
+        raw = json_object(data, "metadata")
         recipients = raw.get("recipients")
         if not isinstance(recipients, list) or not all(isinstance(r, str) for r in recipients):
             raise ValueError("metadata: recipients must be a list of strings")
@@ -127,7 +127,7 @@ class Schedule:
 
     @classmethod
     def from_json(cls, data: bytes) -> Schedule:
-        raw = _object(data, "schedule")
+        raw = json_object(data, "schedule")
         return cls(
             attempts=_field(raw, "attempts", int),
             next_attempt_ns=_field(raw, "next_attempt_ns", int),
@@ -136,7 +136,8 @@ class Schedule:
         )
 
 
-def _object(data: bytes, what: str) -> Mapping[str, Any]:
+def json_object(data: bytes, what: str) -> Mapping[str, Any]:
+    """The JSON object in `data` (ValueError naming `what` if it is not one)."""
     try:
         raw = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
