@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from mailbus.outbox.fs_storage import DIR_MODE, FILE_MODE, UUID_RE, new_id
+from mailbus.outbox.fs_storage import DIR_MODE, UUID_RE, new_id, replace_file
 from mailbus.outbox.storage import OutboxError, State, json_object
 
 CONTROL_DIR = "control"
@@ -179,31 +179,6 @@ def control_dir(root: Path) -> Path:
     return path
 
 
-def _write_atomically(directory: Path, tmp_name: str, name: str, data: bytes, sync: bool) -> None:
-    tmp = directory / tmp_name
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if sync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, directory / name)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    if sync:
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-
 def _read_regular(path: Path, limit: int) -> bytes:
     """The bytes of a regular file, never following a symlink, at most `limit`+1."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
@@ -228,7 +203,7 @@ def submit(root: Path, request: Request) -> None:
     """Put `request` where the sender finds it: temp name, fsync, rename, fsync dir."""
     directory = control_dir(root)
     name = f"{request.request_id}.request"
-    _write_atomically(directory, f".{name}.tmp", name, request.to_json(), sync=True)
+    replace_file(directory, f".{name}.tmp", name, request.to_json())
 
 
 def withdraw(root: Path, request_id: str) -> bool:
@@ -334,7 +309,7 @@ def answer(root: Path, result: Result) -> None:
     claim. Not fsynced: after a power cut nobody waits for it."""
     directory = root / CONTROL_DIR
     name = f"{result.request_id}.result"
-    _write_atomically(directory, f".{name}.tmp", name, result.to_json(), sync=False)
+    replace_file(directory, f".{name}.tmp", name, result.to_json(), durable=False)
     forget_taken(root, result.request_id)
 
 

@@ -169,6 +169,29 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+def replace_file(
+    directory: Path, tmp_name: str, name: str, data: bytes, *, durable: bool = True
+) -> None:
+    """Give `directory/name` the content `data` in one step: written under `tmp_name`,
+    then renamed (durable: the file and the rename fsynced). OSError leaves no tmp."""
+    tmp = directory / tmp_name
+    fd = _create(tmp)
+    try:
+        try:
+            _write_all(fd, data)
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, directory / name)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if durable:
+        _fsync_dir(directory)
+
+
 def _read(path: StrPath) -> bytes:
     with open(path, "rb") as f:
         return f.read()
@@ -437,19 +460,9 @@ class FsStorage(Storage):
         if not os.path.lexists(self.root / entry.state / entry.id):
             raise VanishedError(f"{entry.state.value}/{entry.id} is gone")
         dest_dir = self.data / entry.mail / entry.dest
-        tmp = dest_dir / f"{SCHEDULE}.{new_id()}.tmp"
         try:
-            fd = _create(tmp)
-            try:
-                _write_all(fd, schedule.to_json())
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.rename(tmp, dest_dir / SCHEDULE)
-            _fsync_dir(dest_dir)
+            replace_file(dest_dir, f"{SCHEDULE}.{new_id()}.tmp", SCHEDULE, schedule.to_json())
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
             raise storage_error(exc, f"reschedule {entry.id}") from exc
         return Entry(entry.id, entry.mail, entry.dest, entry.state, entry.metadata, schedule)
 
