@@ -18,6 +18,11 @@ import polars as pl
 MAX_ROWS = 100_000
 EXPORT_FORMATS = ("svg", "png")
 
+# Charts go out as the Vega-Lite mimetype, which JupyterLab, Notebook 7 and VS Code
+# render themselves; Altair's html renderer would fetch vega-embed from a CDN.
+if alt.renderers.active == "default":
+    alt.renderers.enable("mimetype")
+
 
 def _require(frame: pl.DataFrame, *columns: str) -> None:
     for column in columns:
