@@ -212,3 +212,28 @@ def test_a_call_that_times_out_is_a_result() -> None:
             monitor.stop()
         assert result.status == "timeout" and result.response is None and not result.ok
         assert context.is_initialized  # not ours: left running
+
+
+def test_re_running_a_cell_stops_the_monitor_it_made_before() -> None:
+    from types import SimpleNamespace
+
+    from mailbus.notebook import monitor as monitor_module
+
+    monitor_module._on_pre_run_cell(SimpleNamespace(cell_id="cell-1"))
+    first = Monitor.demo(speed=4.0, seed=1)
+    second = None
+    try:
+        monitor_module._on_pre_run_cell(SimpleNamespace(cell_id="cell-1"))
+        second = Monitor.demo(speed=4.0, seed=1)
+        assert not first.running and not first.context.is_initialized
+        assert second.running
+        monitor_module._on_pre_run_cell(SimpleNamespace(cell_id="cell-2"))
+        third = Monitor(second.context)  # same context: replaces too
+        assert not second.running and third.running
+        third.stop()
+        assert second.model.listener not in second.context.tracer._listeners
+    finally:
+        monitor_module._on_pre_run_cell(SimpleNamespace(cell_id=None))
+        first.stop()
+        if second is not None:
+            second.stop()

@@ -35,8 +35,29 @@ from mailbus.sessions.recorder import Recorder, context_secrets
 
 DEFAULT_UPDATE_HZ = 4.0
 _ESM = (Path(__file__).with_name("monitor.js")).read_text(encoding="utf-8")
-# One live monitor per context: a re-run cell replaces, never doubles, the listener.
+# One live monitor per context, and per notebook cell: a re-run cell replaces, never
+# doubles, the listener (and the demo it started).
 _LIVE: weakref.WeakValueDictionary[int, Monitor] = weakref.WeakValueDictionary()
+_BY_CELL: weakref.WeakValueDictionary[str, Monitor] = weakref.WeakValueDictionary()
+_cell = {"id": "", "hooked": False}
+
+
+def _on_pre_run_cell(info: Any) -> None:
+    """IPython's pre_run_cell event: which cell runs (front ends that send a cell id)."""
+    _cell["id"] = getattr(info, "cell_id", None) or ""
+
+
+def _hook_cells() -> None:
+    if _cell["hooked"]:
+        return
+    _cell["hooked"] = True
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None:
+        shell.events.register("pre_run_cell", _on_pre_run_cell)
 
 
 class Monitor(anywidget.AnyWidget):
@@ -72,10 +93,14 @@ class Monitor(anywidget.AnyWidget):
         self._stop = threading.Event()
         self._stopped = False
         self._stop_lock = threading.Lock()
-        previous = _LIVE.get(id(context))
-        if previous is not None:
-            previous.stop()
+        _hook_cells()
+        self._cell_id = str(_cell["id"])
+        for previous in (_LIVE.get(id(context)), _BY_CELL.get(self._cell_id)):
+            if previous is not None:
+                previous.stop()
         _LIVE[id(context)] = self
+        if self._cell_id:
+            _BY_CELL[self._cell_id] = self
         self._detach = context.tracer.add_listener(self.model.listener)
         for spec in fields:
             self.watch(spec)
@@ -154,6 +179,8 @@ class Monitor(anywidget.AnyWidget):
             self.context.shutdown()
         if _LIVE.get(id(self.context)) is self:
             del _LIVE[id(self.context)]
+        if self._cell_id and _BY_CELL.get(self._cell_id) is self:
+            del _BY_CELL[self._cell_id]
         atexit.unregister(self.stop)
 
     def close(self) -> None:
