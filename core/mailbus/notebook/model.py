@@ -32,12 +32,24 @@ DEFAULT_MAX_TOPICS = 1_000
 LATEST_PREVIEW_CHARS = 2_000
 
 
+_UNPARSED = object()
+
+
 def json_path_value(body: str, path: Sequence[str]) -> float | None:
     """The number at `path` (keys or list indices) in a JSON body, else None."""
+    return path_number(_parse(body), path)
+
+
+def _parse(body: str) -> Any:
     try:
-        value: Any = json.loads(body)
-    except ValueError:
-        return None
+        return json.loads(body)  # plain data only: json never runs code
+    except (ValueError, RecursionError):
+        return _UNPARSED
+
+
+def path_number(document: Any, path: Sequence[str]) -> float | None:
+    """The number at `path` in a parsed JSON document, else None."""
+    value = document
     for key in path:
         if isinstance(value, dict):
             value = value.get(key)
@@ -155,9 +167,12 @@ class MonitorModel:
         body = event.body or ""
         topic.latest = body[:LATEST_PREVIEW_CHARS]
         topic.latest_at = now
+        document: Any = _UNPARSED
         for spec, (name, path) in self._fields.items():
             if name == event.name:
-                value = json_path_value(body, path)
+                if document is _UNPARSED:  # parse once, for all of this topic's fields
+                    document = _parse(body)
+                value = path_number(document, path)
                 if value is not None:
                     samples = self._samples[spec]
                     samples.append((now, value))
