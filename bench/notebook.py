@@ -7,8 +7,9 @@ Figures (last stdout line, JSON):
 - input_msgs_per_s: messages the monitor's model took in per second during the flood;
 - widget_updates_per_s: snapshots pushed to the widget per second (bound: update_hz);
 - kernel_cpu_share: the kernel process's CPU time over wall time during the flood (1.0
-  = one core), with the monitor; baseline_cpu_share is the same flood without it and
-  monitor_cpu_share the difference;
+  = one core), with the monitor; baseline_cpu_share is the same flood without it,
+  traced_baseline_cpu_share with tracing on and a listener that does nothing, and
+  monitor_cpu_share the monitor's own part (kernel minus traced baseline);
 - rss_mb_after_1m_msgs: resident memory once a million messages went through the
   monitor (the flood, then synthetic events fed to the listener at full speed).
 """
@@ -70,6 +71,15 @@ def run(seconds: float) -> dict[str, Any]:
     out["baseline_published_msgs_per_s"] = sent / wall
     out["baseline_cpu_share"] = cpu / wall
     log(f"baseline: {sent / wall:,.0f} msg/s published, CPU share {cpu / wall:.2f}")
+    # Tracing on with a listener that does nothing: what any trace listener costs.
+    with Context() as context:
+        context.tracer.add_listener(lambda event: None)
+        demo = DemoSystem(context, seed=1)
+        demo.start()
+        sent, wall, cpu = flood(context, seconds)
+        demo.stop()
+    out["traced_baseline_cpu_share"] = cpu / wall
+    log(f"tracing, no-op listener: CPU share {cpu / wall:.2f}")
 
     monitor = Monitor.demo(seed=1, fields=["flood/a.v", "robot/pose.x"])
     try:
@@ -85,7 +95,7 @@ def run(seconds: float) -> dict[str, Any]:
         out["widget_updates_per_s"] = (monitor.updates - updates0) / wall
         out["update_hz_bound"] = 1 / monitor._pacer.interval
         out["kernel_cpu_share"] = cpu / wall
-        out["monitor_cpu_share"] = cpu / wall - out["baseline_cpu_share"]
+        out["monitor_cpu_share"] = cpu / wall - out["traced_baseline_cpu_share"]
         out["snapshot_json_bytes"] = len(json.dumps(snapshot))
         log(
             f"monitor: {received / wall:,.0f} msg/s in, {out['widget_updates_per_s']:.1f} "
