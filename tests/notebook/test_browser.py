@@ -1,6 +1,6 @@
 """The live notebook in a real browser: JupyterLab on loopback, Playwright driving
-Debian's chromium (no browser download) runs the monitor cell; the widget shows the
-demo's topics with counts that increase, and its chart draws."""
+Debian's chromium (no browser download) runs the whole notebook; the widget shows the
+demo's topics with counts that increase, its chart draws, and so do the Altair charts."""
 
 from __future__ import annotations
 
@@ -147,7 +147,7 @@ def test_the_live_notebook_shows_growing_topics_and_a_chart(
             page.wait_for_selector(".jp-Notebook .jp-CodeCell")
             wait_until(lambda: kernel_idle(jupyterlab), 60, "the notebook's kernel to be idle")
             page.locator(".jp-CodeCell .jp-InputArea-editor").first.click()
-            page.keyboard.press("Shift+Enter")
+            page.keyboard.press("Shift+Enter")  # the monitor's cell alone first
             page.wait_for_selector(".mailbus-monitor tr.mailbus-topic")
             expected = {"robot/pose", "sensors/temperature", "robot/log", "system/heartbeat"}
 
@@ -177,5 +177,21 @@ def test_the_live_notebook_shows_growing_topics_and_a_chart(
                 30,
                 "robot/pose's latest message",
             )
+            # Then the whole notebook (the monitor cell again, which replaces the first
+            # monitor; a call, a ten-second recording, its analysis): the Altair charts
+            # render through JupyterLab's own Vega renderer.
+            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+            page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+            wait_until(
+                lambda: page.locator(".vega-embed canvas, .vega-embed svg").count() >= 2,
+                90,
+                "the notebook's Altair charts",
+            )
+            wait_until(lambda: kernel_idle(jupyterlab), 60, "the notebook to finish")
+            # Every code cell ran (the last ones assert on the live traffic), none failed.
+            errors = page.locator("[data-mime-type='application/vnd.jupyter.stderr']")
+            assert errors.count() == 0, errors.all_inner_texts()
+            prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()
+            assert prompts and all(p.strip() not in ("[ ]:", "[*]:") for p in prompts), prompts
         finally:
             browser.close()
