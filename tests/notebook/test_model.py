@@ -238,3 +238,26 @@ def test_re_running_a_cell_stops_the_monitor_it_made_before() -> None:
         first.stop()
         if second is not None:
             second.stop()
+
+
+def test_a_monitor_from_an_options_file_sees_its_topics(tmp_path: Path) -> None:
+    from mailbus.errors import ConfigError
+
+    config = tmp_path / "mailbus.toml"
+    config.write_text('transport = "inprocess"\n', encoding="utf-8")
+    monitor = Monitor.from_options(config, topics=["notes/a"], update_hz=20.0)
+    try:
+        for i in range(3):
+            monitor.publish("notes/a", {"i": i})
+
+        def counts() -> dict[str, int]:
+            return {t["topic"]: t["count"] for t in monitor.model.snapshot()["topics"]}
+
+        wait_until(lambda: counts().get("notes/a") == 3)
+        assert monitor.frame(topic="notes/a").filter(pl.col("kind") == "email.received").height == 3
+    finally:
+        monitor.stop()
+    assert not monitor.context.is_initialized
+    config.write_text("transport = 'pigeon'\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="transport"):
+        Monitor.from_options(config)
