@@ -261,3 +261,29 @@ def test_a_monitor_from_an_options_file_sees_its_topics(tmp_path: Path) -> None:
     config.write_text("transport = 'pigeon'\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="transport"):
         Monitor.from_options(config)
+
+
+def test_bad_input_from_a_cell_gets_a_clear_error(tmp_path: Path) -> None:
+    from mailbus.errors import InvalidNameError
+    from mailbus.sessions.recorder import RecorderError
+
+    with Context() as context:
+        monitor = Monitor(context)
+        try:
+            with pytest.raises(InvalidNameError, match="topic name"):
+                monitor.publish("bad\nname", "x")
+            with pytest.raises(InvalidNameError, match="service name"):
+                monitor.call("bad\nservice", "[]", timeout=1.0)
+            with pytest.raises(ValueError, match="a field is"):
+                monitor.watch("no-dot")
+            assert monitor.fields == []
+            with monitor.record(tmp_path / "s"):
+                monitor.publish("notes/a", "kept")
+            with (
+                pytest.raises(RecorderError, match="already holds a session"),
+                monitor.record(tmp_path / "s"),
+            ):
+                pass
+            assert open_session(tmp_path / "s").complete  # the first slice is untouched
+        finally:
+            monitor.stop()
