@@ -171,6 +171,7 @@ def wait_until(condition: object, timeout: float = 10.0) -> None:
 
 
 def test_monitor_on_the_demo_counts_calls_records_and_stops(tmp_path: Path) -> None:
+    started = time.monotonic()
     monitor = Monitor.demo(speed=4.0, seed=3, update_hz=20.0, fields=["robot/pose.x"])
     try:
         wait_until(lambda: len(monitor.snapshot.get("topics", [])) >= 3)
@@ -185,6 +186,8 @@ def test_monitor_on_the_demo_counts_calls_records_and_stops(tmp_path: Path) -> N
         session = open_session(tmp_path / "slice")
         assert session.complete and session.read().height > 20
         assert monitor.frame(topic="robot/pose").height > 0
+        assert 0 < monitor.updates <= 20.0 * (time.monotonic() - started) + 1  # the bound
+        assert monitor.snapshot["fields"]["robot/pose.x"]  # the field reached the widget
         # A second monitor on the same context (a re-run cell) replaces the first.
         second = Monitor(monitor.context)
         assert second.running and not monitor.running
