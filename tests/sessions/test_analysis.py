@@ -160,18 +160,19 @@ def test_empty_session_gives_empty_tables(tmp_path: Path) -> None:
 
 
 def test_timeseries_and_plot(tiny_session: Path, tmp_path: Path) -> None:
-    from mailbus.sessions.plot import plot_timeseries
+    from mailbus.sessions.plot import plot_timeseries, save
 
     series = analysis.timeseries([tiny_session], bin_s=0.02)
     a = series.filter(pl.col("topic") == "a")
     # receptions at 1, 12, 23, 45 ms from the session's first: bins 0, 0, 1, 2
     assert a["t_s"].to_list() == pytest.approx([0.0, 0.02, 0.04])
     assert a["messages"].to_list() == [2, 1, 1]
-    plot = plot_timeseries(series, "rate_hz")
-    svg = plot._repr_svg_()
-    assert svg.startswith("<svg") and svg.count("<polyline") == 2
-    assert ">a</text>" in svg and ">b</text>" in svg
-    assert plot.save(tmp_path / "p.svg").read_text() == svg
+    chart = plot_timeseries(series, "rate_hz")
+    rows = next(iter(chart.to_dict()["datasets"].values()))
+    assert {row["topic"] for row in rows} == {"a", "b"}
+    assert len(rows) == series.drop_nulls("rate_hz").height
+    svg = save(chart, tmp_path / "p.svg").read_text()
+    assert svg.startswith("<svg") and ">a</text>" in svg and ">b</text>" in svg
     with pytest.raises(ValueError, match="no column"):
         plot_timeseries(series, "nope")
 

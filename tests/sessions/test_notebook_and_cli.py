@@ -1,4 +1,4 @@
-"""The example notebook runs; the command line records (Ctrl-C flushes), replays and
+"""The example and live notebooks run; the command line records (Ctrl-C flushes), replays and
 analyzes."""
 
 from __future__ import annotations
@@ -19,9 +19,12 @@ from mailbus.sessions.reader import open_session
 from nbclient import NotebookClient
 from sessions_helpers import SAMPLES
 
+VEGALITE = "application/vnd.vegalite.v5+json"
+WIDGET = "application/vnd.jupyter.widget-view+json"
 
-def test_example_notebook_executes() -> None:
-    notebook = nbformat.read(SAMPLES / "example.ipynb", as_version=4)
+
+def run_notebook(name: str) -> list[nbformat.NotebookNode]:
+    notebook = nbformat.read(SAMPLES / name, as_version=4)
     client = NotebookClient(
         notebook,
         timeout=120,
@@ -31,8 +34,24 @@ def test_example_notebook_executes() -> None:
     client.execute()
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
-    svgs = [o for o in outputs if "image/svg+xml" in o.get("data", {})]
-    assert len(svgs) == 2
+    return outputs
+
+
+def test_example_notebook_executes() -> None:
+    outputs = run_notebook("example.ipynb")
+    charts = [o for o in outputs if VEGALITE in o.get("data", {})]
+    assert len(charts) == 5
+    assert all(o["data"][VEGALITE]["datasets"] for o in charts)
+
+
+@pytest.mark.slow
+def test_live_notebook_executes_against_the_demo() -> None:
+    outputs = run_notebook("live.ipynb")
+    widgets = [o for o in outputs if WIDGET in o.get("data", {})]
+    assert len(widgets) == 1
+    assert len([o for o in outputs if VEGALITE in o.get("data", {})]) == 2
+    html = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
+    assert any("demo/add: answered" in h for h in html)
 
 
 def test_cli_constants_match_the_modules() -> None:

@@ -1,38 +1,35 @@
-"""A small plot helper for notebooks: rates and latency over time as an SVG line chart.
+"""Altair charts over the analysis frames: rates, latency percentiles, RTT histograms and
+sequence gaps (needs the `notebook` extra: altair, vl-convert-python).
 
-No plotting library is a dependency of Mailbus; an SVG string renders in Jupyter
-(`_repr_svg_`), in a browser and in files, and is easy to test. Frames come from
-`analysis.timeseries`; any polars frame with an x column, a y column and a series
-column works.
+A chart renders itself in Jupyter, VS Code and browsers; `save(chart, "x.svg")` (or
+.png) exports a static file through vl-convert, without a browser.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from html import escape
 from pathlib import Path
+from typing import Any
 
+import altair as alt
 import polars as pl
 
-_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+# Analysis frames are small (one row per bin, call or publisher), but a chart embeds its
+# data: refuse more rows than this rather than build a huge notebook output by accident.
+MAX_ROWS = 100_000
+EXPORT_FORMATS = ("svg", "png")
+
+# Charts go out as the Vega-Lite mimetype, which JupyterLab, Notebook 7 and VS Code
+# render themselves; Altair's html renderer would fetch vega-embed from a CDN.
+if alt.renderers.active == "default":
+    alt.renderers.enable("mimetype")
 
 
-@dataclass(frozen=True)
-class SvgPlot:
-    svg: str
-    title: str = ""
-
-    def _repr_svg_(self) -> str:
-        return self.svg
-
-    def save(self, path: str | Path) -> Path:
-        target = Path(path)
-        target.write_text(self.svg, encoding="utf-8")
-        return target
-
-
-def _fmt(value: float) -> str:
-    return f"{value:.3g}"
+def _require(frame: pl.DataFrame, *columns: str) -> None:
+    for column in columns:
+        if column not in frame.columns:
+            raise ValueError(f"no column {column!r} in the frame ({', '.join(frame.columns)})")
+    if frame.height > MAX_ROWS:
+        raise ValueError(f"{frame.height} rows is more than a chart embeds ({MAX_ROWS}); bin first")
 
 
 def plot_timeseries(
@@ -42,61 +39,105 @@ def plot_timeseries(
     x: str = "t_s",
     series: str = "topic",
     title: str | None = None,
-    width: int = 720,
-    height: int = 320,
-) -> SvgPlot:
-    """A line per `series` value of `y` against `x` (e.g. rate_hz or latency_ms_mean
-    from analysis.timeseries)."""
-    for column in (x, y, series):
-        if column not in frame.columns:
-            raise ValueError(f"no column {column!r} in the frame ({', '.join(frame.columns)})")
-    title = title if title is not None else f"{y} over {x}"
+    width: int = 560,
+    height: int = 260,
+) -> alt.Chart:
+    """A line per `series` value of `y` against `x` (rate_hz, latency_ms_mean or
+    latency_ms_max from analysis.timeseries, or any frame with those columns)."""
+    _require(frame, x, y, series)
     data = frame.select(x, y, series).drop_nulls().sort(series, x)
-    left, right, top, bottom = 60, 170, 30, 40
-    plot_w, plot_h = width - left - right, height - top - bottom
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
-        f'<text x="{left}" y="18" font-size="13">{escape(title)}</text>',
-        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" '
-        'fill="none" stroke="#999"/>',
-    ]
-    if data.height == 0:
-        parts.append(f'<text x="{left + 10}" y="{top + 20}">no data</text></svg>')
-        return SvgPlot("".join(parts), title)
-    x_lo, x_hi = float(data[x].min()), float(data[x].max())  # type: ignore[arg-type]
-    y_lo, y_hi = min(0.0, float(data[y].min())), float(data[y].max())  # type: ignore[arg-type]
-    x_span = (x_hi - x_lo) or 1.0
-    y_span = (y_hi - y_lo) or 1.0
+    chart: alt.Chart = (
+        alt.Chart(data, title=title if title is not None else f"{y} over {x}")
+        .mark_line()
+        .encode(x=alt.X(x, type="quantitative"), y=alt.Y(y, type="quantitative"), color=series)
+        .properties(width=width, height=height)
+    )
+    return chart
 
-    def px(value: float) -> float:
-        return left + (value - x_lo) / x_span * plot_w
 
-    def py(value: float) -> float:
-        return top + plot_h - (value - y_lo) / y_span * plot_h
+def plot_rates(frame: pl.DataFrame, *, title: str = "messages per second") -> alt.Chart:
+    """Message rate per topic over time (analysis.timeseries)."""
+    return plot_timeseries(frame, "rate_hz", title=title)
 
-    parts += [
-        f'<text x="{left - 5}" y="{top + 4}" text-anchor="end">{_fmt(y_hi)}</text>',
-        f'<text x="{left - 5}" y="{top + plot_h}" text-anchor="end">{_fmt(y_lo)}</text>',
-        f'<text x="{left}" y="{height - 20}">{_fmt(x_lo)}</text>',
-        f'<text x="{left + plot_w}" y="{height - 20}" text-anchor="end">{_fmt(x_hi)}</text>',
-        f'<text x="{left + plot_w / 2}" y="{height - 6}" text-anchor="middle">{escape(x)}</text>',
-    ]
-    names = data[series].unique(maintain_order=True).to_list()
-    for i, name in enumerate(names):
-        colour = _COLOURS[i % len(_COLOURS)]
-        rows = data.filter(pl.col(series) == name)
-        points = " ".join(
-            f"{px(float(a)):.1f},{py(float(b)):.1f}" for a, b in zip(rows[x], rows[y], strict=True)
+
+def plot_latency_percentiles(
+    frame: pl.DataFrame, *, name: str = "service", title: str = "round trip percentiles (ms)"
+) -> alt.Chart:
+    """Bars of the p50/p90/p99 columns per service (analysis.service_stats; with
+    name="topic" and latency_ms_* columns, analysis.topic_stats)."""
+    _require(frame, name)
+    wanted = [c for c in frame.columns if c.endswith(("_p50", "_p90", "_p99"))]
+    if not wanted:
+        raise ValueError("the frame has no *_p50/_p90/_p99 percentile columns")
+    long = (
+        frame.select(name, *wanted)
+        .unpivot(index=name, variable_name="percentile", value_name="ms")
+        .with_columns(pl.col("percentile").str.extract(r"(p\d+)$"))
+        .drop_nulls()
+    )
+    chart: alt.Chart = (
+        alt.Chart(long, title=title)
+        .mark_bar()
+        .encode(
+            x=alt.X("percentile", type="nominal"),
+            y=alt.Y("ms", type="quantitative"),
+            color=alt.Color("percentile", type="nominal"),
+            column=alt.Column(name, type="nominal"),
         )
-        parts.append(
-            f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{points}"/>'
+    )
+    return chart
+
+
+def plot_rtt_histogram(
+    frame: pl.DataFrame, *, bins: int = 30, title: str = "round trip times (ms)"
+) -> alt.Chart:
+    """Histogram of answered calls' rtt_ms per service (analysis.service_calls or
+    Monitor.services)."""
+    _require(frame, "rtt_ms", "service")
+    data = frame.select("service", "rtt_ms").drop_nulls()
+    chart: alt.Chart = (
+        alt.Chart(data, title=title)
+        .mark_bar()
+        .encode(
+            x=alt.X("rtt_ms", type="quantitative", bin=alt.Bin(maxbins=bins)),
+            y=alt.Y("count()", type="quantitative"),
+            color=alt.Color("service", type="nominal"),
         )
-        ly = top + 12 + i * 16
-        parts.append(
-            f'<line x1="{left + plot_w + 10}" y1="{ly - 4}" x2="{left + plot_w + 28}" '
-            f'y2="{ly - 4}" stroke="{colour}" stroke-width="2"/>'
-            f'<text x="{left + plot_w + 32}" y="{ly}">{escape(str(name))}</text>'
+    )
+    return chart
+
+
+def plot_sequence_gaps(
+    frame: pl.DataFrame, *, title: str = "missing sequence numbers"
+) -> alt.Chart:
+    """Missing and reordered messages per publisher (analysis.sequence_stats)."""
+    _require(frame, "name", "missing", "reordered")
+    long = frame.select("name", "missing", "reordered").unpivot(
+        index="name", variable_name="problem", value_name="messages"
+    )
+    chart: alt.Chart = (
+        alt.Chart(long, title=title)
+        .mark_bar()
+        .encode(
+            y=alt.Y("name", type="nominal"),
+            x=alt.X("messages", type="quantitative"),
+            color=alt.Color("problem", type="nominal"),
         )
-    parts.append("</svg>")
-    return SvgPlot("".join(parts), title)
+    )
+    return chart
+
+
+def save(chart: alt.TopLevelMixin, path: str | Path, *, scale: float = 1.0) -> Path:
+    """Export a static .svg or .png through vl-convert (no browser involved)."""
+    import vl_convert as vlc
+
+    target = Path(path)
+    kind = target.suffix.lstrip(".").lower()
+    if kind not in EXPORT_FORMATS:
+        raise ValueError(f"export to .svg or .png, not {target.name!r}")
+    spec: dict[str, Any] = chart.to_dict()
+    if kind == "svg":
+        target.write_text(vlc.vegalite_to_svg(spec), encoding="utf-8")
+    else:
+        target.write_bytes(vlc.vegalite_to_png(spec, scale=scale))
+    return target

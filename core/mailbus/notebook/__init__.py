@@ -1,0 +1,8 @@
+"""Mailbus in Jupyter: a live `Monitor` widget and the frames behind it (needs the
+`notebook` extra: anywidget, altair, vl-convert-python)."""
+
+from mailbus.notebook.model import MonitorModel
+from mailbus.notebook.monitor import Monitor
+from mailbus.notebook.results import CallResult, Published
+
+__all__ = ["CallResult", "Monitor", "MonitorModel", "Published"]

@@ -1,0 +1,350 @@
+"""What the notebook monitor knows about live traffic, without any widget or thread.
+
+`MonitorModel.listener` is a trace listener: it runs on engine threads, so it only
+updates counters and appends to bounded deques under one lock. Everything the widget
+shows comes from `snapshot(now)`; `frame()` and `services()` turn what was kept into
+polars frames. Memory is bounded by `max_events` rows (capped bodies), `window_s` of
+rate/field samples per topic (at most `max_samples` each) and `max_calls` calls.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+import pyarrow as pa  # type: ignore[import-untyped]
+
+from mailbus.sessions.schema import Redactor, arrow_schema, cap_body
+from mailbus.trace import Kind, TraceEvent
+
+DEFAULT_MAX_EVENTS = 50_000
+DEFAULT_BODY_CAP = 4 * 1024
+DEFAULT_WINDOW_S = 30.0
+DEFAULT_MAX_SAMPLES = 2_000
+DEFAULT_MAX_CALLS = 10_000
+DEFAULT_MAX_TOPICS = 1_000
+LATEST_PREVIEW_CHARS = 2_000
+
+
+_UNPARSED = object()
+
+
+def json_path_value(body: str, path: Sequence[str]) -> float | None:
+    """The number at `path` (keys or list indices) in a JSON body, else None."""
+    return path_number(_parse(body), path)
+
+
+def _parse(body: str) -> Any:
+    try:
+        return json.loads(body)  # plain data only: json never runs code
+    except (ValueError, RecursionError):
+        return _UNPARSED
+
+
+def path_number(document: Any, path: Sequence[str]) -> float | None:
+    """The number at `path` in a parsed JSON document, else None."""
+    value = document
+    for key in path:
+        if isinstance(value, dict):
+            value = value.get(key)
+        elif isinstance(value, list) and key.lstrip("-").isdigit():
+            index = int(key)
+            value = value[index] if -len(value) <= index < len(value) else None
+        else:
+            return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def split_field(spec: str, topics: Iterable[str]) -> tuple[str, tuple[str, ...]]:
+    """'robot/pose.x' → ('robot/pose', ('x',)): the longest known topic before a dot,
+    else everything before the first dot."""
+    for topic in sorted(topics, key=len, reverse=True):
+        if spec.startswith(topic + "."):
+            return topic, tuple(spec[len(topic) + 1 :].split("."))
+    topic, dot, rest = spec.partition(".")
+    if not dot or not topic or not rest:
+        raise ValueError(f"a field is 'topic.key[.key...]', not {spec!r}")
+    return topic, tuple(rest.split("."))
+
+
+@dataclass
+class _Topic:
+    count: int = 0
+    bytes: int = 0
+    times: deque[float] = field(default_factory=deque)  # receptions within the window
+    latest: str = ""
+    latest_at: float = 0.0
+
+
+@dataclass
+class _Call:
+    service: str
+    request_id: str
+    sent_ns: int
+    sequence_number: int
+    response_ns: int = 0
+    response_body: str = ""
+
+
+class MonitorModel:
+    """Counts, rates, latest messages, field samples and paired calls seen by a listener."""
+
+    def __init__(
+        self,
+        *,
+        max_events: int = DEFAULT_MAX_EVENTS,
+        body_cap: int = DEFAULT_BODY_CAP,
+        window_s: float = DEFAULT_WINDOW_S,
+        max_samples: int = DEFAULT_MAX_SAMPLES,
+        max_calls: int = DEFAULT_MAX_CALLS,
+        max_topics: int = DEFAULT_MAX_TOPICS,
+        secrets: Iterable[str] = (),
+        clock: Any = time.monotonic,
+    ) -> None:
+        if max_events < 1 or max_samples < 1 or max_calls < 1 or max_topics < 1:
+            raise ValueError("max_events, max_samples, max_calls and max_topics must be >= 1")
+        if not window_s > 0 or body_cap < 0:
+            raise ValueError("window_s must be > 0 and body_cap >= 0")
+        self.body_cap = body_cap
+        self.window_s = window_s
+        self.max_samples = max_samples
+        self.max_topics = max_topics
+        self._clock = clock
+        self._redactor = Redactor(secrets)
+        self._lock = threading.Lock()
+        self._events: deque[tuple[TraceEvent, bytes | None, int, bool]] = deque(maxlen=max_events)
+        self._topics: dict[str, _Topic] = {}
+        self._calls: dict[str, _Call] = {}
+        self._max_calls = max_calls
+        self._fields: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._samples: dict[str, deque[tuple[float, float]]] = {}
+        self.seen = 0
+        self.ignored_topics = 0  # messages on topics beyond max_topics
+        self.timeouts: set[str] = set()
+
+    # -- listening (engine threads) --------------------------------------------------
+    def listener(self, event: TraceEvent) -> None:
+        now = self._clock()
+        body = event.body
+        kept = cap_body(body, self.body_cap) if body is not None else None
+        with self._lock:
+            self.seen += 1
+            if kept is None:
+                self._events.append((event, None, -1, False))
+            else:
+                self._events.append((event, *kept))
+            if event.kind != Kind.RECEIVED:
+                return
+            if event.detail == "message":
+                self._message(event, now)
+            elif event.detail == "request":
+                self._request(event)
+            elif event.detail == "response":
+                self._response(event)
+
+    def _message(self, event: TraceEvent, now: float) -> None:
+        topic = self._topics.get(event.name)
+        if topic is None:
+            if len(self._topics) >= self.max_topics:
+                self.ignored_topics += 1
+                return
+            topic = self._topics[event.name] = _Topic()
+        topic.count += 1
+        topic.bytes += event.size
+        times = topic.times
+        times.append(now)
+        horizon = now - self.window_s
+        while times and (times[0] < horizon or len(times) > self.max_samples):
+            times.popleft()
+        body = event.body or ""
+        topic.latest = body[:LATEST_PREVIEW_CHARS]
+        topic.latest_at = now
+        document: Any = _UNPARSED
+        for spec, (name, path) in self._fields.items():
+            if name == event.name:
+                if document is _UNPARSED:  # parse once, for all of this topic's fields
+                    document = _parse(body)
+                value = path_number(document, path)
+                if value is not None:
+                    samples = self._samples[spec]
+                    samples.append((now, value))
+                    while samples and samples[0][0] < horizon:
+                        samples.popleft()
+
+    def _request(self, event: TraceEvent) -> None:
+        calls = self._calls
+        if len(calls) >= self._max_calls:
+            del calls[next(iter(calls))]  # the oldest (dicts keep insertion order)
+        calls[event.message_id] = _Call(
+            event.name,
+            event.message_id,
+            event.source_timestamp_ns or event.time_ns,
+            event.sequence_number,
+        )
+
+    def _response(self, event: TraceEvent) -> None:
+        call = self._calls.get(event.in_reply_to)
+        if call is not None and not call.response_ns:
+            call.response_ns = event.reception_timestamp_ns or event.time_ns
+            call.response_body = (event.body or "")[:LATEST_PREVIEW_CHARS]
+
+    # -- fields ------------------------------------------------------------------------
+    def watch_field(self, spec: str) -> None:
+        """Sample a numeric JSON path such as 'robot/pose.x' from now on."""
+        with self._lock:
+            topic, path = split_field(spec, self._topics)
+            self._fields[spec] = (topic, path)
+            self._samples.setdefault(spec, deque(maxlen=self.max_samples))
+
+    def unwatch_field(self, spec: str) -> None:
+        with self._lock:
+            self._fields.pop(spec, None)
+            self._samples.pop(spec, None)
+
+    @property
+    def fields(self) -> list[str]:
+        return list(self._fields)
+
+    # -- reading -----------------------------------------------------------------------
+    def snapshot(self, selected: str = "") -> dict[str, Any]:
+        """Plain JSON for the widget: topics with counts and rates (over the window),
+        the selected topic's latest body and the field/rate series, times relative to
+        now in seconds (negative)."""
+        now = self._clock()
+        horizon = now - self.window_s
+        with self._lock:
+            topics = []
+            rates: dict[str, list[list[float]]] = {}
+            for name, topic in sorted(self._topics.items()):
+                times = topic.times
+                while times and times[0] < horizon:
+                    times.popleft()
+                span = min(self.window_s, now - times[0]) if times else 0.0
+                rate = len(times) / span if span > 0 else 0.0
+                topics.append(
+                    {"topic": name, "count": topic.count, "bytes": topic.bytes, "rate_hz": rate}
+                )
+                rates[name] = _per_second(times, now, self.window_s)
+            latest = self._topics.get(selected)
+            series = {
+                spec: [[round(t - now, 3), v] for t, v in samples if t >= horizon]
+                for spec, samples in self._samples.items()
+            }
+        return {
+            "topics": topics,
+            "selected": selected,
+            "latest": latest.latest if latest is not None else "",
+            "latest_age_s": round(now - latest.latest_at, 3) if latest is not None else None,
+            "fields": series,
+            "rates": rates,
+            "window_s": self.window_s,
+            "seen": self.seen,
+        }
+
+    def frame(self, topic: str | None = None, last: int | None = None) -> pl.DataFrame:
+        """The kept events as a frame with a recording's columns (bodies capped at
+        `body_cap`, secrets redacted); `topic` keeps one topic or service name, `last`
+        the newest n rows."""
+        with self._lock:
+            rows = list(self._events)
+        if topic is not None:
+            rows = [row for row in rows if row[0].name == topic]
+        if last is not None:
+            if last < 0:
+                raise ValueError("last must be >= 0")
+            rows = rows[-last:] if last else []
+        return events_frame(rows, self._redactor, start_index=0)
+
+    def services(self) -> pl.DataFrame:
+        """Calls seen, requests paired with responses through In-Reply-To: service,
+        request_id, sequence_number, sent_ns, response_ns, rtt_ms, status (answered or
+        pending) and the response body."""
+        with self._lock:
+            calls = list(self._calls.values())
+        return pl.DataFrame(
+            {
+                "service": [c.service for c in calls],
+                "request_id": [c.request_id for c in calls],
+                "sequence_number": [c.sequence_number for c in calls],
+                "sent_ns": [c.sent_ns for c in calls],
+                "response_ns": [c.response_ns or None for c in calls],
+                "rtt_ms": [
+                    (c.response_ns - c.sent_ns) / 1e6 if c.response_ns else None for c in calls
+                ],
+                "status": ["answered" if c.response_ns else "pending" for c in calls],
+                "response": [c.response_body if c.response_ns else None for c in calls],
+            },
+            schema={
+                "service": pl.String,
+                "request_id": pl.String,
+                "sequence_number": pl.Int64,
+                "sent_ns": pl.Int64,
+                "response_ns": pl.Int64,
+                "rtt_ms": pl.Float64,
+                "status": pl.String,
+                "response": pl.String,
+            },
+        )
+
+
+def _per_second(times: deque[float], now: float, window_s: float) -> list[list[float]]:
+    """Messages per one-second bin over the window: [[seconds before now, count], ...]."""
+    bins = max(1, int(window_s))
+    counts = [0] * bins
+    for t in times:
+        index = int(now - t)
+        if 0 <= index < bins:
+            counts[index] += 1
+    return [[-float(i), float(c)] for i, c in reversed(list(enumerate(counts)))]
+
+
+def events_frame(
+    rows: Sequence[tuple[TraceEvent, bytes | None, int, bool]],
+    redactor: Redactor,
+    *,
+    start_index: int = 0,
+) -> pl.DataFrame:
+    """Rows of (event, capped body, body size or -1, truncated) as a recording's columns."""
+    text = redactor.text
+    events = [row[0] for row in rows]
+
+    def opt(value: str) -> str | None:
+        return text(value) if value else None
+
+    columns: dict[str, list[Any]] = {
+        "event_index": list(range(start_index, start_index + len(rows))),
+        "kind": [str(e.kind) for e in events],
+        "recorded_ns": [e.time_ns for e in events],
+        "source_ns": [e.source_timestamp_ns or None for e in events],
+        "reception_ns": [e.reception_timestamp_ns or None for e in events],
+        "name": [e.name or None for e in events],
+        "gid": [e.gid or None for e in events],
+        "source_gid": [e.source_gid or None for e in events],
+        "sequence_number": [e.sequence_number if e.sequence_number >= 0 else None for e in events],
+        "message_id": [e.message_id or None for e in events],
+        "in_reply_to": [e.in_reply_to or None for e in events],
+        "references": [list(e.references) if e.references else None for e in events],
+        "headers": [redactor.headers(e.headers) if e.headers else None for e in events],
+        "body": [redactor.body(row[1]) if row[1] is not None else None for row in rows],
+        "body_size": [row[2] if row[2] >= 0 else None for row in rows],
+        "body_truncated": [row[3] for row in rows],
+        "detail": [opt(e.detail) for e in events],
+        "extra": [
+            text(json.dumps(e.extra, default=str, sort_keys=True)) if e.extra else None
+            for e in events
+        ],
+        "transport": [None] * len(rows),
+        "participant": [None] * len(rows),
+    }
+    # Through the recording's Arrow schema, so dtypes match a session read from disk.
+    frame = pl.from_arrow(pa.table(columns, schema=arrow_schema()))
+    assert isinstance(frame, pl.DataFrame)
+    return frame

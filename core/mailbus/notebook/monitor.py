@@ -1,0 +1,241 @@
+"""`Monitor`: a live view of a context's traffic in a notebook cell (anywidget), and the
+cell-side actions (publish, call, record) with rich results.
+
+The trace listener only feeds a `MonitorModel`; one daemon thread pushes a snapshot to
+the browser at most `update_hz` times per second (default 4, at most 20), so the kernel
+is never flooded whatever the message rate. Creating a new Monitor on the same context
+(re-running the cell) stops the previous one; so do `stop()`, closing the widget and
+the kernel's exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import threading
+import time
+import weakref
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import polars as pl
+import traitlets
+
+from mailbus.context import Context
+from mailbus.demo import DemoSystem
+from mailbus.errors import ServiceTimeoutError
+from mailbus.notebook.model import DEFAULT_MAX_EVENTS, DEFAULT_WINDOW_S, MonitorModel
+from mailbus.notebook.pacing import UpdatePacer
+from mailbus.notebook.results import CallResult, Published
+from mailbus.sessions.recorder import Recorder, context_secrets
+
+DEFAULT_UPDATE_HZ = 4.0
+_ESM = (Path(__file__).with_name("monitor.js")).read_text(encoding="utf-8")
+# One live monitor per context, and per notebook cell: a re-run cell replaces, never
+# doubles, the listener (and the demo it started).
+_LIVE: weakref.WeakValueDictionary[int, Monitor] = weakref.WeakValueDictionary()
+_BY_CELL: weakref.WeakValueDictionary[str, Monitor] = weakref.WeakValueDictionary()
+_cell = {"id": "", "hooked": False}
+
+
+def _on_pre_run_cell(info: Any) -> None:
+    """IPython's pre_run_cell event: which cell runs (front ends that send a cell id)."""
+    _cell["id"] = getattr(info, "cell_id", None) or ""
+
+
+def _hook_cells() -> None:
+    if _cell["hooked"]:
+        return
+    _cell["hooked"] = True
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None:
+        shell.events.register("pre_run_cell", _on_pre_run_cell)
+
+
+class Monitor(anywidget.AnyWidget):
+    """Watch `context` live: `Monitor(ctx)`, `Monitor.demo()` or `Monitor.from_options(path)`."""
+
+    _esm = _ESM
+    snapshot = traitlets.Dict().tag(sync=True)
+    selected = traitlets.Unicode("").tag(sync=True)
+    fields = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    updates = traitlets.Int(0).tag(sync=True)
+
+    def __init__(
+        self,
+        context: Context,
+        *,
+        fields: Iterable[str] = (),
+        update_hz: float = DEFAULT_UPDATE_HZ,
+        window_s: float = DEFAULT_WINDOW_S,
+        max_events: int = DEFAULT_MAX_EVENTS,
+        owns_context: bool = False,
+        demo: DemoSystem | None = None,
+    ) -> None:
+        super().__init__()
+        self.context = context
+        self.model = MonitorModel(
+            window_s=window_s,
+            max_events=max_events,
+            secrets=context_secrets(context.options),
+        )
+        self._pacer = UpdatePacer(update_hz)
+        self._owns_context = owns_context
+        self._demo = demo
+        self._stop = threading.Event()
+        self._stopped = False
+        self._stop_lock = threading.Lock()
+        _hook_cells()
+        self._cell_id = str(_cell["id"])
+        for previous in (_LIVE.get(id(context)), _BY_CELL.get(self._cell_id)):
+            if previous is not None:
+                previous.stop()
+        _LIVE[id(context)] = self
+        if self._cell_id:
+            _BY_CELL[self._cell_id] = self
+        self._detach = context.tracer.add_listener(self.model.listener)
+        for spec in fields:
+            self.watch(spec)
+        self._thread = threading.Thread(target=self._push, name="mailbus-monitor", daemon=True)
+        self._thread.start()
+        atexit.register(self.stop)
+
+    # -- constructors ------------------------------------------------------------------
+    @classmethod
+    def demo(cls, *, speed: float = 1.0, seed: int | None = None, **kwargs: Any) -> Monitor:
+        """An in-process context running the built-in demo; `stop()` ends both."""
+        context = Context().init()
+        system = DemoSystem(context, speed=speed, seed=seed)
+        monitor = cls(context, owns_context=True, demo=system, **kwargs)
+        system.start()
+        return monitor
+
+    @classmethod
+    def from_options(
+        cls, path: str | os.PathLike[str], *, topics: Iterable[str] = (), **kwargs: Any
+    ) -> Monitor:
+        """A context from an options file, subscribed to `topics` so their messages arrive."""
+        from mailbus.options import load_options
+
+        context = Context(load_options(path)).init()
+        try:
+            for topic in topics:
+                context.subscription(topic)
+        except BaseException:
+            context.shutdown()
+            raise
+        return cls(context, owns_context=True, **kwargs)
+
+    # -- the live view -----------------------------------------------------------------
+    def watch(self, spec: str) -> None:
+        """Chart a numeric JSON field, e.g. 'robot/pose.x', from now on."""
+        self.model.watch_field(spec)
+        self.fields = self.model.fields
+
+    def unwatch(self, spec: str) -> None:
+        self.model.unwatch_field(spec)
+        self.fields = self.model.fields
+
+    def _push(self) -> None:
+        pacer = self._pacer
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if pacer.due(now):
+                try:
+                    self.snapshot = self.model.snapshot(self.selected)
+                    self.updates = pacer.sent
+                except Exception:  # a closed comm at kernel exit: stop quietly
+                    if self._stop.is_set():
+                        return
+                    raise
+            self._stop.wait(pacer.wait_s(time.monotonic()))
+
+    @property
+    def running(self) -> bool:
+        return not self._stopped
+
+    def stop(self) -> None:
+        """Detach from the context and stop pushing (and stop the demo and the context
+        this monitor made). Safe to call more than once."""
+        with self._stop_lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        self._stop.set()
+        self._detach()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(5.0)
+        if self._demo is not None:
+            self._demo.stop()
+        if self._owns_context and self.context.is_initialized:
+            self.context.shutdown()
+        if _LIVE.get(id(self.context)) is self:
+            del _LIVE[id(self.context)]
+        if self._cell_id and _BY_CELL.get(self._cell_id) is self:
+            del _BY_CELL[self._cell_id]
+        atexit.unregister(self.stop)
+
+    def close(self) -> None:
+        self.stop()
+        super().close()
+
+    # -- data --------------------------------------------------------------------------
+    def frame(self, topic: str | None = None, last: int | None = None) -> pl.DataFrame:
+        """What the monitor has kept, with a recording's columns (newest `last` rows)."""
+        return self.model.frame(topic, last)
+
+    def services(self) -> pl.DataFrame:
+        """Calls seen, paired with their responses: latency (rtt_ms) and status."""
+        return self.model.services()
+
+    # -- driving -----------------------------------------------------------------------
+    def publish(self, topic: str, body: str | dict[str, Any] | list[Any]) -> Published:
+        text = body if isinstance(body, str) else json.dumps(body)
+        message_id = self.context.publisher(topic).publish(text)
+        return Published(topic, text, message_id)
+
+    def call(
+        self, service: str, body: str | dict[str, Any] | list[Any], timeout: float = 5.0
+    ) -> CallResult:
+        """Call `service`; a timeout is a result (status 'timeout'), not an exception."""
+        text = body if isinstance(body, str) else json.dumps(body)
+        client = self.context.client(service)
+        started = time.perf_counter()
+        try:
+            response = client.call(text, timeout)
+        except ServiceTimeoutError:
+            latency = (time.perf_counter() - started) * 1e3
+            return CallResult(service, text, None, latency, "", "", "", "timeout")
+        finally:
+            client.close()
+        latency = (time.perf_counter() - started) * 1e3
+        request_id = response.in_reply_to
+        return CallResult(
+            service,
+            text,
+            response.body,
+            latency,
+            request_id,
+            response.email.message_id,
+            response.in_reply_to,
+            "answered",
+        )
+
+    @contextlib.contextmanager
+    def record(self, directory: str | os.PathLike[str], **options: Any) -> Iterator[Recorder]:
+        """`with monitor.record("dir"):` records the context's traffic meanwhile to a
+        session directory (open it with `mailbus.sessions.reader.open_session`, the
+        analysis or the workbench)."""
+        recorder = Recorder(directory, context=self.context, **options)
+        try:
+            yield recorder
+        finally:
+            recorder.stop()
