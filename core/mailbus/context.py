@@ -7,7 +7,6 @@ Use it as `with Context(options) as ctx:` or call `init()` and `shutdown()` your
 
 from __future__ import annotations
 
-import importlib
 import threading
 import weakref
 from collections import Counter
@@ -16,12 +15,13 @@ from types import TracebackType
 from typing import Generic, Self, TypeVar
 
 from mailbus.email_message import Email, new_message_id
-from mailbus.errors import ConfigError, ContextError
+from mailbus.errors import ContextError
 from mailbus.guard_condition import GuardCondition
 from mailbus.inprocess import in_process_transport
 from mailbus.options import Options, Recipients, load_options
 from mailbus.polling import PollingManager
 from mailbus.publisher import Publisher
+from mailbus.registry import TRANSPORTS, WRAPPERS, load
 from mailbus.routing import Registry, ServiceHandler, SubscriptionHandler
 from mailbus.service import ServiceClient, ServiceServer
 from mailbus.subscription import DEFAULT_DEPTH, OverflowPolicy, Subscription
@@ -31,22 +31,7 @@ from mailbus.waitset import WaitSet
 
 E = TypeVar("E")
 TransportFactory = Callable[[Options, Tracer], Transport]
-
-# Transports other than in-process live in their own modules, imported on demand.
-TRANSPORT_FACTORIES: dict[str, str] = {
-    "email": "mailbus.mail.transport:create_transport",
-    "postoffice": "mailbus.postoffice.transport:create_transport",
-}
-
-
-def _factory(name: str) -> TransportFactory:
-    module_name, _, function = TRANSPORT_FACTORIES[name].partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise ConfigError("transport", f"transport {name!r} is not available: {exc}") from None
-    factory: TransportFactory = getattr(module, function)
-    return factory
+TransportWrapper = Callable[[Transport, Options, Tracer], Transport]
 
 
 class _Registered(Generic[E]):
@@ -113,13 +98,15 @@ class Context:
                     if self.options.transport == "inprocess":
                         self._transport = in_process_transport()
                     else:
-                        factory = _factory(self.options.transport)
+                        entry = TRANSPORTS[self.options.transport]
+                        factory: TransportFactory = load(
+                            entry.factory, f"transport {self.options.transport!r}"
+                        )
                         self._transport = factory(self.options, self.tracer)
-                if "outbox" in self.options.sections:
-                    # The durable outbox goes under the sender when the options ask for it.
-                    from mailbus.outbox.sender import wrap_transport
-
-                    self._transport = wrap_transport(self._transport, self.options, self.tracer)
+                for section, target in WRAPPERS.items():
+                    if section in self.options.sections:
+                        wrap: TransportWrapper = load(target, f"[{section}]")
+                        self._transport = wrap(self._transport, self.options, self.tracer)
                 self._polling = PollingManager(
                     self._transport.receiver,
                     [self.subscription_handler.handle, self.service_handler.handle],

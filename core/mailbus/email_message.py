@@ -18,7 +18,6 @@ import contextlib
 import os
 import quopri
 import re
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from email import message_from_bytes
@@ -92,7 +91,6 @@ class Email:
 
 
 _token_pool: list[str] = []
-_token_lock = threading.Lock()
 
 
 def _random_token() -> str:
@@ -100,12 +98,12 @@ def _random_token() -> str:
     system call per message would cost as much as the rest of a publish)."""
     while True:
         try:
-            return _token_pool.pop()  # atomic: no lock on the hot path
+            return _token_pool.pop()  # atomic under the GIL: no lock on the hot path
         except IndexError:
-            with _token_lock:
-                if not _token_pool:
-                    raw = os.urandom(12 * 512).hex()
-                    _token_pool.extend(raw[i : i + 24] for i in range(0, len(raw), 24))
+            # Threads that find the pool empty together each add a batch: every token is
+            # still fresh CSPRNG output used once, so no lock (and no threading) is needed.
+            raw = os.urandom(12 * 512).hex()
+            _token_pool.extend(raw[i : i + 24] for i in range(0, len(raw), 24))
 
 
 def new_message_id(sender: str = DEFAULT_SENDER) -> str:

@@ -1,4 +1,6 @@
+import sys
 import threading
+import types
 
 import mailbus
 import pytest
@@ -74,9 +76,9 @@ def test_default_context() -> None:
 
 
 def test_unavailable_transport_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mailbus import context
+    from mailbus import registry
 
-    monkeypatch.setitem(context.TRANSPORT_FACTORIES, "email", "mailbus.nowhere:create")
+    monkeypatch.setitem(registry.TRANSPORTS, "email", registry.TransportEntry("mailbus.nowhere:c"))
     with pytest.raises(ConfigError, match="not available"):
         mailbus.Context(Options(transport="email")).init()
 
@@ -97,7 +99,7 @@ def test_context_without_options_reads_the_environment(
 
 
 def test_a_failed_init_closes_the_transport_it_opened(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mailbus import context
+    from mailbus import registry
     from mailbus.inprocess import InProcessReceiver, InProcessSender
     from mailbus.transport import Transport
 
@@ -112,8 +114,10 @@ def test_a_failed_init_closes_the_transport_it_opened(monkeypatch: pytest.Monkey
         receiver = Receiver()
         return Transport(InProcessSender(receiver), receiver)
 
-    monkeypatch.setitem(context.TRANSPORT_FACTORIES, "email", "tests_factory:create")
-    monkeypatch.setattr(context, "_factory", lambda name: factory)
+    monkeypatch.setitem(
+        registry.TRANSPORTS, "email", registry.TransportEntry("tests_factory:create")
+    )
+    monkeypatch.setitem(sys.modules, "tests_factory", types.SimpleNamespace(create=factory))
     options = Options(transport="email", sections={"outbox": {"no-such-key": 1}})
     ctx = mailbus.Context(options)
     with pytest.raises(ConfigError):

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import mailbus.context
+import mailbus.registry
 import pytest
 from mailbus import Context
 from mailbus.cli import main
@@ -106,9 +107,9 @@ def test_unavailable_transport_is_a_clear_error(
 ) -> None:
     monkeypatch.delenv("MAILBUS_CONFIG_FILE", raising=False)
     monkeypatch.setitem(
-        mailbus.context.TRANSPORT_FACTORIES,
+        mailbus.registry.TRANSPORTS,
         "postoffice",
-        "mailbus.no_such_module:create_transport",
+        mailbus.registry.TransportEntry("mailbus.no_such_module:create_transport"),
     )
     config = tmp_path / "po.toml"
     config.write_text('transport = "postoffice"\n')

@@ -16,17 +16,18 @@ import uuid
 
 def _run(args: argparse.Namespace) -> int:
     # Imported here so that `mailbus --help` does not load pycurl and imapclient.
-    import mailbus
+    from mailbus.context import Context
     from mailbus.errors import MailbusError
     from mailbus.mail.imap_receiver import ImapReceiver
     from mailbus.options import load_options
+    from mailbus.waitset import wait_for_message
 
     try:
         options = load_options(args.config)
         if options.transport != "email":
             print(f"transport is {options.transport!r}, not 'email': nothing to check")
             return 1
-        with mailbus.Context(options) as ctx:
+        with Context(options) as ctx:
             receiver = ctx.transport.receiver
             assert isinstance(receiver, ImapReceiver)
             print(f"SMTP {options.url_smtp}: login as {options.username} OK")
@@ -40,7 +41,7 @@ def _run(args: argparse.Namespace) -> int:
             sub = ctx.subscription(topic)
             start = time.perf_counter()
             ctx.publisher(topic).publish("round trip")
-            message = mailbus.wait_for_message(sub, args.timeout)
+            message = wait_for_message(sub, args.timeout)
             if message is None:
                 print(
                     f"round trip: nothing came back within {args.timeout:.0f} s "

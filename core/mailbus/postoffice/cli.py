@@ -8,22 +8,17 @@ import contextlib
 import ipaddress
 import json
 import logging
-import os
 import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mailbus.postoffice.paths import default_store
 from mailbus.postoffice.protocol import DEFAULT_PORT
 
 if TYPE_CHECKING:  # the daemon's modules load only when a subcommand runs
     from mailbus.postoffice.server import ServerConfig
     from mailbus.trace import TraceEvent, Tracer
-
-
-def default_store() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "mailbus" / "postoffice.db"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -58,10 +58,11 @@ from mailbus.postoffice.client import (
     PostOfficeError,
 )
 from mailbus.postoffice.protocol import DEFAULT_PORT, IDENTIFIER
+from mailbus.registry import TRANSPORTS
 from mailbus.trace import Tracer
 from mailbus.transport import EmailReceiver, EmailSender, Inbound, RawEmail, Transport
 
-PASSWORD_ENV = "MAILBUS_POSTOFFICE_PASSWORD"  # noqa: S105 (a variable name)
+PASSWORD_ENV = TRANSPORTS["postoffice"].secret_environment[0]
 ADDRESS_DOMAIN = "postoffice"
 SEND_SUFFIX = ".out"
 MAX_BATCH = 1000

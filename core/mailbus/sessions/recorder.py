@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Self
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
+from mailbus.registry import secret_environment
 from mailbus.sessions.schema import (
     MANIFEST,
     SCHEMA_VERSION,
@@ -71,9 +72,9 @@ class RecorderError(Exception):
 
 
 def engine_version() -> str:
-    import mailbus
+    from mailbus import __version__
 
-    return mailbus.__version__
+    return __version__
 
 
 def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
@@ -103,16 +104,14 @@ def _section_secrets(value: object, found: set[str]) -> None:
 def context_secrets(options: Options, environ: Mapping[str, str] | None = None) -> set[str]:
     """The passwords a context with these options may use, to redact them all: the mail
     password, every `password` key of the option tables (`[postoffice] password`...)
-    and the PostOffice password from the environment, which wins over the table's."""
-    from mailbus.postoffice.transport import PASSWORD_ENV
-
+    and every secret a transport declares it reads from the environment (the PostOffice
+    password, which wins over the table's)."""
     env = os.environ if environ is None else environ
     found: set[str] = set()
     if options.password:
         found.add(options.password)
     _section_secrets(options.sections, found)
-    if env.get(PASSWORD_ENV):
-        found.add(env[PASSWORD_ENV])
+    found.update(env[name] for name in secret_environment() if env.get(name))
     return found
 
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from mailbus.postoffice.paths import default_store
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -48,8 +49,6 @@ once a second: `[workbench] postoffice-store` in the options file, else
 
     @property
     def store(self) -> Path:
-        from mailbus.postoffice.cli import default_store
-
         return self.workbench.settings.postoffice_store or default_store()
 
     def refresh_view(self, now: float) -> None:
