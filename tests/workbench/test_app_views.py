@@ -246,6 +246,22 @@ async def test_palette_help_screenshot_and_theme(tmp_path: Path) -> None:
         assert app.query_one("#views", TabbedContent).active == "waitsets"
 
 
+async def test_ctrl_p_opens_the_palette_also_from_a_text_field() -> None:
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, CommandPalette), "palette closed")
+        await pilot.press("4")
+        await until(pilot, lambda: app.active_view_id == "publish", "the publish view")
+        app.query_one(PublishView).query_one(Input).focus()
+        await pilot.pause()
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
+
+
 def test_run_app_refuses_a_bad_options_file(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "bad.toml"
     path.write_text('transport = "inprocess"\n[workbench]\nhistory-cap = 0\n')

@@ -88,6 +88,11 @@ class WorkbenchApp(App[int]):
         Binding("escape", "leave_field", "Leave field", show=False, id="leave"),
         Binding("f1,question_mark", "help", "Help", id="help"),
         Binding("colon", "command_palette", "Commands", show=False, id="palette"),
+        # Any binding to the palette action makes Textual drop its own ctrl+p: keep it,
+        # with priority so it also works from a text field (where ':' is typed).
+        Binding(
+            "ctrl+p", "command_palette", "Commands", show=False, priority=True, id="palette.ctrl"
+        ),
         Binding("f12", "save_svg", "Screenshot", show=False, id="screenshot"),
         Binding("q", "quit", "Quit", id="quit"),
     ]
