@@ -532,8 +532,33 @@ def test_fuzzing_from_many_connections_leaves_the_daemon_serving(
 def test_closed_client_raises_connection_lost(daemon: Daemon) -> None:
     client = daemon.client()
     client.close()
-    with pytest.raises(PostOfficeError):
+    with pytest.raises(ConnectionLost):
         client.create_box("x.y", "pw")
+
+
+def test_a_connection_that_failed_stays_failed(daemon: Daemon) -> None:
+    """h11's rule: after ConnectionLost every call raises ConnectionLost, never a
+    protocol-state complaint about the step the failure interrupted."""
+    client = box(daemon, "lost.one")
+    client.send("lost.one", b"kept")
+    client.abort()
+    with pytest.raises(ConnectionLost) as first:
+        client.empty()
+    for call in (
+        client.empty,
+        lambda: client.send("lost.one", b"x"),
+        lambda: list(client.get_mail(0)),
+        lambda: client.check_out("lost.one", "pw"),
+        client.remove,
+        client.return_box,
+    ):
+        with pytest.raises(ConnectionLost, match="lost") as later:
+            call()
+        assert str(first.value) in str(later.value)
+    client.close()  # closing a failed client is quiet
+    with daemon.client() as fresh:  # the daemon returned the box and kept its letter
+        fresh.check_out("lost.one", "pw")
+        assert [x.payload for x in fresh.get_mail(0)] == [b"kept"]
 
 
 def test_negative_getmail_timeout_counts_as_zero(daemon: Daemon) -> None:

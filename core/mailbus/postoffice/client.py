@@ -200,6 +200,7 @@ class PostOfficeClient:
             Limits(max_payload_bytes=max_letter_bytes, max_buffer_bytes=max_letter_bytes + 64)
         )
         self._in_mail = False
+        self._lost = "the connection is closed"
         try:
             self._sock: socket.socket | None = socket.create_connection((host, port), timeout)
         except OSError as exc:
@@ -221,8 +222,16 @@ class PostOfficeClient:
 
     # -- plumbing ----------------------------------------------------------------------
     def _fail(self, error: PostOfficeError) -> PostOfficeError:
+        # A connection that failed stays failed (h11's rule): every later call raises
+        # ConnectionLost with this first reason, whatever step the protocol was at.
+        self._lost = f"the connection was lost: {error}"
         self._drop()
         return error
+
+    def _check_open(self) -> socket.socket:
+        if self._sock is None:
+            raise ConnectionLost(self._lost)
+        return self._sock
 
     def _drop(self) -> None:
         sock, self._sock = self._sock, None
@@ -231,14 +240,14 @@ class PostOfficeClient:
             sock.close()
 
     def _write(self, data: bytes) -> None:
-        if self._sock is None:
-            raise ConnectionLost("the connection is closed")
+        sock = self._check_open()
         try:
-            self._sock.sendall(data)
+            sock.sendall(data)
         except OSError as exc:
             raise self._fail(ConnectionLost(f"send failed: {exc}")) from exc
 
     def _frames(self, *frames: ClientFrame) -> bytes:
+        self._check_open()
         try:
             return b"".join(self._proto.send(frame) for frame in frames)
         except ProtocolError as exc:
@@ -256,9 +265,7 @@ class PostOfficeClient:
 
     def _event(self, wait: float | None = None) -> Reply | Mail:
         """The next reply, reading as needed for up to `wait` + the I/O timeout."""
-        sock = self._sock
-        if sock is None:
-            raise ConnectionLost("the connection is closed")
+        sock = self._check_open()
         deadline = time.monotonic() + self.timeout + (wait or 0.0)
         while True:
             try:
@@ -270,8 +277,7 @@ class PostOfficeClient:
                     Response.SHUTDOWN,
                     Response.COMMTIMEOUT,
                 ):
-                    self._drop()
-                    raise ERRORS[event.response]()
+                    raise self._fail(ERRORS[event.response]())
                 return event
             if isinstance(event, EndOfStream) or event is PAUSED:
                 raise self._fail(ConnectionLost("the daemon closed the connection"))
@@ -391,8 +397,8 @@ class PostOfficeClient:
                 try:
                     self._write(self._frames(Command(Request.SATIATED)))
                     self._check(self._reply(), Response.REQGRANTED)
-                except PostOfficeError:
-                    self._drop()
+                except PostOfficeError as exc:
+                    self._fail(exc)
             raise
         finally:
             self._in_mail = False
