@@ -88,9 +88,9 @@ def _int_header(headers: Mapping[str, str], name: str) -> int:
     if value is None:
         raise ForeignEmailError(f"missing header {name}")
     try:
-        return int(value)
-    except ValueError:
-        raise ForeignEmailError(f"header {name} is not an integer: {value[:40]!r}") from None
+        return H.parse_number(name, value)
+    except ValueError as exc:
+        raise ForeignEmailError(str(exc)) from None
 
 
 def open_envelope(email: Email, reception_timestamp_ns: int) -> Envelope:
@@ -99,9 +99,9 @@ def open_envelope(email: Email, reception_timestamp_ns: int) -> Envelope:
     timestamp = _int_header(headers, H.SOURCE_TIMESTAMP)
     publisher = headers.get(H.PUBLISHER_GID)
     if publisher is not None:
-        # Optional: a malformed or missing number leaves it at -1 rather than refusing.
-        number = headers.get(H.PUBLISHER_SEQUENCE_NUMBER, "")
-        sequence = int(number) if number.isdigit() and len(number) < 19 else -1
+        # Optional (-1 when absent), but refused when present and malformed, like the rest.
+        has_number = H.PUBLISHER_SEQUENCE_NUMBER in headers
+        sequence = _int_header(headers, H.PUBLISHER_SEQUENCE_NUMBER) if has_number else -1
         info = MessageInfo(timestamp, reception_timestamp_ns, publisher, sequence)
         return Message(email.subject, email.body, info, email)
     client = headers.get(H.CLIENT_GID)

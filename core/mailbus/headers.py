@@ -57,3 +57,21 @@ CANONICAL = {
         PUBLISHER_SEQUENCE_NUMBER,
     )
 }
+
+INT64_MAX = 2**63 - 1
+_MAX_DIGITS = len(str(INT64_MAX))
+
+
+def parse_number(name: str, value: str) -> int:
+    """A metadata number as Mailbus writes it: 1 to 19 ASCII digits, at most 2**63 - 1.
+
+    Python's int() would also take a sign, '_', surrounding spaces and any script's
+    digits ('١٢٣' is 123), and numbers of any size, which then overflow a Parquet column
+    or a C long. Raises ValueError naming the header and showing the start of the value.
+    """
+    if not (0 < len(value) <= _MAX_DIGITS and value.isascii() and value.isdigit()):
+        raise ValueError(f"header {name} is not a number of 1-19 ASCII digits: {value[:40]!r}")
+    number = int(value)
+    if number > INT64_MAX:
+        raise ValueError(f"header {name} is beyond the signed 64-bit range: {value[:40]!r}")
+    return number
