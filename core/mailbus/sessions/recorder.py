@@ -15,6 +15,7 @@ last complete part.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import logging
@@ -32,6 +33,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from mailbus.registry import secret_environment
+from mailbus.sessions.fitting import coerced, fitted_table, with_notes
 from mailbus.sessions.schema import (
     MANIFEST,
     SCHEMA_VERSION,
@@ -184,6 +186,7 @@ class Recorder:
         self._append_lock = threading.Lock()
         self.dropped = 0
         self.filtered = 0
+        self.fields_nulled = 0  # values that did not fit their column (stored null)
         self.queue_high_water = 0
         self.written = 0
         self.by_kind: Counter[str] = Counter()
@@ -323,6 +326,7 @@ class Recorder:
                 "queued": len(self._queue),
                 "dropped": self.dropped,
                 "filtered": self.filtered,
+                "fields_nulled": self.fields_nulled,
                 "parts": len(self.parts),
             }
 
@@ -389,6 +393,32 @@ class Recorder:
         self._maybe_roll()
 
     def _table(self, rows: list[_Row]) -> pa.Table:
+        try:
+            columns = self._columns(rows)
+        except Exception:  # one odd event: build row by row, coercing only that one
+            columns = self._columns_row_by_row(rows)
+        table, replaced = fitted_table(columns, self._schema)
+        if replaced:
+            with self._lock:
+                self.fields_nulled += replaced
+        return table
+
+    def _columns_row_by_row(self, rows: list[_Row]) -> dict[str, list[Any]]:
+        merged: dict[str, list[Any]] = {}
+        for row in rows:
+            try:
+                one = self._columns([row])
+            except Exception:
+                event, notes = coerced(row[1])
+                event = dataclasses.replace(event, detail=with_notes(event.detail, notes))
+                one = self._columns([(row[0], event, row[2], row[3], row[4])])
+                with self._lock:
+                    self.fields_nulled += len(notes)
+            for name, values in one.items():
+                merged.setdefault(name, []).extend(values)
+        return merged
+
+    def _columns(self, rows: list[_Row]) -> dict[str, list[Any]]:
         redactor = self.redactor
         text = redactor.text
         events = [row[1] for row in rows]
@@ -431,7 +461,7 @@ class Recorder:
             "transport": [self.transport or None] * len(rows),
             "participant": [self.participant or None] * len(rows),
         }
-        return pa.table(columns, schema=self._schema)
+        return columns
 
     def _open_part(self) -> None:
         self._part_number += 1
@@ -502,6 +532,7 @@ class Recorder:
                     "events": self.written - self.by_kind.get(DROPPED_KIND, 0),
                     "dropped": self.dropped,
                     "filtered": self.filtered,
+                    "fields_nulled": self.fields_nulled,
                     "by_kind": dict(sorted(self.by_kind.items())),
                 },
                 "parts": list(self.parts),
