@@ -227,14 +227,25 @@ _HEADER_PARSER = BytesHeaderParser()
 _CHARSET = re.compile(r"""charset\s*=\s*"?([^";\s]+)""", re.IGNORECASE)
 
 
+_B64_WHITESPACE = re.compile(rb"[ \t\r\n]+")
+# '=' must start a hex pair or a soft line break; quopri would keep anything else as is.
+_QP_BAD_ESCAPE = re.compile(rb"=(?![0-9A-Fa-f]{2}|[ \t]*\r?\n|[ \t]*\Z)")
+
+
 def _decode_body(data: bytes, encoding: str, charset: str) -> str:
+    # Strict on purpose: a lenient decoder turns a damaged body into another message
+    # ('aGVs**bG8=' into 'hello', '!!!' into ''), delivered as if nothing happened.
     if encoding == "base64":
         try:
-            data = base64.b64decode(data, validate=False)
+            data = base64.b64decode(_B64_WHITESPACE.sub(b"", data), validate=True)
         except (binascii.Error, ValueError) as exc:
             raise EmailFormatError(f"body is not valid base64: {exc}") from None
     else:
         if encoding == "quoted-printable":
+            bad = _QP_BAD_ESCAPE.search(data)
+            if bad is not None:
+                found = data[bad.start() : bad.start() + 3]
+                raise EmailFormatError(f"body is not valid quoted-printable: {found!r}")
             data = quopri.decodestring(data)
         data = data.replace(b"\r\n", b"\n")
         # The builder ends a 7bit body with one line break; servers may add one too.
