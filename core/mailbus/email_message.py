@@ -114,9 +114,26 @@ def new_message_id(sender: str = DEFAULT_SENDER) -> str:
     return f"<{_random_token()}@{domain}>"
 
 
+def _check_wire_length(name: str, value: str) -> None:
+    """The one header-length rule, on every transport (in-process too): what a receiver
+    would drop is refused at publish(). Plain ASCII travels unfolded, so it must fit a
+    line; anything else is measured as RFC 2047 encoded words, as the receiver measures."""
+    if value.isascii() and "=?" not in value:
+        if len(value) > MAX_PLAIN_HEADER_LENGTH:
+            raise InvalidNameError(f"header {name!r} is longer than {MAX_PLAIN_HEADER_LENGTH}")
+        return
+    encoded = len(_FOLD.sub("", _header_value(name, value)))
+    if encoded > MAX_HEADER_VALUE:
+        raise InvalidNameError(
+            f"header {name!r} is {encoded} characters once encoded for the wire; receivers "
+            f"drop values over {MAX_HEADER_VALUE}"
+        )
+
+
 def validate(email: Email) -> None:
     """Raise InvalidNameError for anything that would corrupt or inject headers."""
     check_header_value("Subject", email.subject)
+    _check_wire_length("Subject", email.subject)
     check_address(email.sender)
     for address in email.recipients:
         check_address(address)
@@ -125,9 +142,7 @@ def validate(email: Email) -> None:
         if name.lower() in H.RESERVED:
             raise InvalidNameError(f"header {name!r} is set by Mailbus and cannot be overridden")
         check_header_value(name, value)
-        if value.isascii() and "=?" not in value and len(value) > MAX_PLAIN_HEADER_LENGTH:
-            # Checked here too so that in-process use refuses what a mail server would.
-            raise InvalidNameError(f"header {name!r} is longer than {MAX_PLAIN_HEADER_LENGTH}")
+        _check_wire_length(name, value)
     for name, value in (
         ("Message-ID", email.message_id),
         ("In-Reply-To", email.in_reply_to),
@@ -190,6 +205,8 @@ def to_bytes(email: Email, *, date: str | None = None) -> bytes:
 
 def _text(value: object) -> str:
     if type(value) is str and "\n" not in value and "=?" not in value and value.isascii():
+        if len(value) > MAX_HEADER_VALUE:
+            raise EmailFormatError(f"a header value is longer than {MAX_HEADER_VALUE} characters")
         return value.strip()
     if isinstance(value, Header):
         value = str(make_header(decode_header(value)))

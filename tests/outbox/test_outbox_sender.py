@@ -191,6 +191,19 @@ def test_invalid_email_is_refused_at_send_and_nothing_is_stored(outbox_dir: Path
     assert list((outbox_dir / "data").iterdir()) == []
 
 
+def test_a_header_receivers_would_drop_is_refused_at_send_and_nothing_is_stored(
+    outbox_dir: Path,
+) -> None:
+    """It used to be stored, tried once and dead-lettered (issue 17 item 6)."""
+    sender = OutboxSender(RecordingSender(), outbox_dir)
+    try:
+        with pytest.raises(InvalidNameError, match="encoded for the wire"):
+            sender.send(Email(subject="t", body="b", to=("a@b.c",), headers={"N": "é" * 3000}))
+    finally:
+        sender.close()
+    assert list((outbox_dir / "data").iterdir()) == []
+
+
 def test_send_after_close_is_an_error_and_unsent_mail_waits_for_the_next_start(
     outbox_dir: Path,
 ) -> None:
