@@ -59,6 +59,10 @@ class User:
         return f"{self.name}@{DOMAIN}"
 
 
+# IMAP connections one account may hold from one address (Dovecot's own default).
+MAX_USERIP_CONNECTIONS = 10
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))
@@ -297,6 +301,10 @@ service stats {{
 }}
 protocol lmtp {{
   postmaster_address = postmaster@{DOMAIN}
+}}
+protocol imap {{
+  # Set explicitly (Dovecot's default is 10): tests go past it on purpose.
+  mail_max_userip_connections = {MAX_USERIP_CONNECTIONS}
 }}
 """
         self.dovecot_conf = d / "dovecot.conf"

@@ -15,3 +15,8 @@ class MailConnectError(TransportError):
 
 class MailTLSError(TransportError):
     """TLS failed: the certificate did not verify, or the server offered no TLS."""
+
+
+class MailConnectionLimitError(TransportError):
+    """The server refused another connection for the account (too many at once): the
+    password was right, so this is not a MailLoginError."""

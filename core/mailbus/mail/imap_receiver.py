@@ -41,7 +41,12 @@ from imapclient.response_parser import parse_fetch_response
 
 from mailbus.errors import ConfigError, TransportError
 from mailbus.mail.backoff import Backoff
-from mailbus.mail.errors import MailConnectError, MailLoginError, MailTLSError
+from mailbus.mail.errors import (
+    MailConnectError,
+    MailConnectionLimitError,
+    MailLoginError,
+    MailTLSError,
+)
 from mailbus.mail.tls import TlsSettings, ssl_context, warn_unverified
 from mailbus.mail.uids import (
     Resumed,
@@ -65,6 +70,17 @@ DEFAULT_MAX_MESSAGE_BYTES = 10 * 1024 * 1024
 
 # What a broken or closed connection raises inside imapclient/imaplib.
 _CONNECTION_ERRORS = (OSError, imaplib.IMAP4.error, imap_errors.IMAPClientError, EOFError)
+
+
+# RFC 5530 response codes a server gives when the password was right but the account
+# has too many connections; Dovecot also names its setting in the text.
+_LIMIT_CODES = ("[LIMIT]", "[UNAVAILABLE]", "Maximum number of connections")
+
+
+def connection_limit_refusal(text: str) -> str | None:
+    """The server's own words when a LOGIN refusal is a connection limit, else None."""
+    cleaned = text.removeprefix("b'").removeprefix('b"').rstrip("'\"")
+    return cleaned if any(code in cleaned for code in _LIMIT_CODES) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +206,15 @@ class ImapReceiver(EmailReceiver):
             warn_unverified(s.tls, s.server, self.tracer)
             try:
                 client.login(s.username, s.password)
-            except imap_errors.LoginError:
+            except imap_errors.LoginError as exc:
+                limit = connection_limit_refusal(str(exc))
+                if limit is not None:
+                    raise MailConnectionLimitError(
+                        f"IMAP server {s.server} refused another connection for "
+                        f"{s.username!r}: {limit}. Each participant holds one IMAP "
+                        "connection; run fewer participants on this account, or raise the "
+                        "server's limit (Dovecot: mail_max_userip_connections)"
+                    ) from None
                 raise MailLoginError(
                     f"IMAP login to {s.server} as {s.username!r} was refused: "
                     "check username and password (MAILBUS_PASSWORD)"
