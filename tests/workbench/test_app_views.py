@@ -268,3 +268,36 @@ def test_run_app_refuses_a_bad_options_file(tmp_path: Path, capsys) -> None:  # 
     assert run_app(str(path)) == 2
     assert "history-cap" in capsys.readouterr().err
     assert run_app(str(tmp_path / "missing.toml")) == 2
+
+
+async def test_call_tab_goes_from_the_service_to_the_body_never_to_the_timeout() -> None:
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("5")
+        await until(pilot, lambda: app.active_view_id == "call", "the call view")
+        view = app.query_one(CallerView)
+        view.query_one("#call-service", Input).focus()
+        await pilot.pause()
+        await pilot.press("tab")
+        assert app.focused is view.query_one("#call-body", TextArea)
+        await pilot.press(*"[7]")  # typed into the body, the timeout keeps its value
+        assert "[7]" in view.query_one("#call-body", TextArea).text
+        assert view.query_one("#call-timeout", Input).value == "2"
+
+
+async def test_an_empty_name_says_to_type_one_not_that_a_shown_example_is_empty() -> None:
+    app = fixed_app()
+    posted = Posted()
+    async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
+        await pilot.pause()
+        call = app.query_one(CallerView)
+        topic = app.query_one("#publish-topic", Input)
+        service = call.query_one("#call-service", Input)
+        for field in (topic, service):  # the grey text reads as an example, not a value
+            assert field.value == "" and "e.g." in field.placeholder
+        assert not call.call("", "[1]", 1.0)
+        assert "Type a service name" in str(call.query_one("#call-response", Static).render())
+        assert app.query_one(PublishView)._form() is None
+        await until(pilot, lambda: bool(posted.of(PublishView.Failed)), "the refusal")
+        assert "Type a topic" in posted.of(PublishView.Failed)[-1].error  # type: ignore[attr-defined]

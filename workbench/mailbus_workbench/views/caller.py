@@ -72,17 +72,20 @@ same request again.
         self._numbers = 0
 
     def compose(self) -> ComposeResult:
+        # Tab goes service -> body -> timeout -> Call: the body, not the numeric timeout,
+        # follows the name (a JSON body typed into the timeout became "21" seconds).
         with Horizontal():
             yield Label("service")
             yield Input(
-                placeholder="demo/add",
+                placeholder="service name to call, e.g. demo/add (tab: complete)",
                 id="call-service",
                 suggester=NameSuggester(self._service_names),
             )
+        yield TextArea("[1, 2, 3]", id="call-body", soft_wrap=True)
+        with Horizontal():
             yield Label("timeout s")
             yield Input("2", id="call-timeout", type="number")
             yield Button("Call (F5)", id="call-send", variant="primary")
-        yield TextArea("[1, 2, 3]", id="call-body", soft_wrap=True)
         with VerticalScroll(id="call-response-box") as box:
             box.border_title = "response"
             yield Static("No call yet.", id="call-response", markup=False)
@@ -115,6 +118,9 @@ same request again.
     def call(self, service: str, body: str, timeout: float) -> bool:
         """Validate and start a call in a worker; False (and a message) if invalid."""
         response = self.query_one("#call-response", Static)
+        if not service:
+            response.update(Text("Type a service name to call first.", style="red"))
+            return False
         try:
             check_name(service, "service")
         except MailbusError as exc:

@@ -71,7 +71,7 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
         with Horizontal():
             yield Label("topic")
             yield Input(
-                placeholder="sensors/temperature",
+                placeholder="topic to publish on, e.g. sensors/temperature",
                 id="publish-topic",
                 suggester=NameSuggester(lambda: self.workbench.model.topics.stats),
             )
@@ -105,6 +105,9 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
     def _form(self) -> tuple[str, str] | None:
         topic = self.query_one("#publish-topic", Input).value.strip()
         body = self.query_one("#publish-body", TextArea).text
+        if not topic:
+            self._failed("Type a topic to publish on first.")
+            return None
         try:
             check_name(topic, "topic")
         except MailbusError as exc:
