@@ -301,3 +301,36 @@ async def test_an_empty_name_says_to_type_one_not_that_a_shown_example_is_empty(
         assert app.query_one(PublishView)._form() is None
         await until(pilot, lambda: bool(posted.of(PublishView.Failed)), "the refusal")
         assert "Type a topic" in posted.of(PublishView.Failed)[-1].error  # type: ignore[attr-defined]
+
+
+async def test_f12_saves_a_screenshot_over_help_and_the_palette_and_says_where(
+    tmp_path: Path,
+) -> None:
+    app = fixed_app(screenshot_dir=tmp_path / "shots")
+    posted = Posted()
+    async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
+        await pilot.pause()
+        await pilot.press("f1")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen), "help")
+        await pilot.press("f12")
+        await until(pilot, lambda: len(posted.of(WorkbenchApp.ScreenshotSaved)) == 1, "a shot")
+        await pilot.press("escape", "ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
+        await pilot.press("f12")
+        await until(pilot, lambda: len(posted.of(WorkbenchApp.ScreenshotSaved)) == 2, "a shot")
+        paths = [Path(m.path) for m in posted.of(WorkbenchApp.ScreenshotSaved)]  # type: ignore[attr-defined]
+        assert all(p.is_absolute() and p.parent == tmp_path / "shots" for p in paths)
+        assert all(p.read_text().startswith("<svg") for p in paths)
+
+
+async def test_empty_broker_and_wait_set_views_say_what_the_user_can_do() -> None:
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("7")
+        await until(pilot, lambda: app.active_view_id == "broker", "the broker view")
+        summary = str(app.query_one("#broker-summary", Static).render())
+        assert "No broker" in summary and "mailbus gateway run" in summary
+        waitsets = app.query_one(WaitSetsView)
+        waitsets._detail(None)
+        assert "own process" in waitsets.detail_text and "--config" in waitsets.detail_text

@@ -93,7 +93,8 @@ class WorkbenchApp(App[int]):
         Binding(
             "ctrl+p", "command_palette", "Commands", show=False, priority=True, id="palette.ctrl"
         ),
-        Binding("f12", "save_svg", "Screenshot", show=False, id="screenshot"),
+        # Priority: a screenshot is wanted most when help, the palette or a dialog is up.
+        Binding("f12", "save_svg", "Screenshot", show=False, priority=True, id="screenshot"),
         Binding("q", "quit", "Quit", id="quit"),
     ]
 
@@ -145,7 +146,7 @@ class WorkbenchApp(App[int]):
         )
         self.live = live  # False: no timer; tests and snapshots call refresh_now()
         self.raw_date = raw_date  # a fixed Date for raw sources (snapshots)
-        self.screenshot_dir = screenshot_dir or Path.cwd()
+        self.screenshot_dir = (screenshot_dir or Path.cwd()).absolute()
         self.outbox_dir = outbox_dir or (
             queues.outbox_dir(engine.options.sections) if engine is not None else None
         )

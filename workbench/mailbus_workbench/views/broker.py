@@ -13,6 +13,14 @@ from mailbus_workbench.widgets import format as fmt
 STATE_STYLE = {"running": "green", "stopping": "yellow", "stopped": "dim", "failed": "bold red"}
 
 
+NO_BROKER = (
+    "No broker in this process. This view shows the brokers that run inside the "
+    "workbench's own process. A broker in another process reports its modules itself: "
+    "`mailbus gateway run FILE.json --stats-every 1` prints each module's queue depth and "
+    "counts, and the topics it bridges show in Topics."
+)
+
+
 class BrokerView(View):
     DEFAULT_FOCUS = "#broker-modules"
     HELP = """\
@@ -94,8 +102,6 @@ failed, dropped and refused, and publishers blocked right now; then the links
                 links.add_row(
                     *map(fmt.plain, (name, link.source, link.sink, link.backpressure or "(sink's)"))
                 )
-        self.query_one("#broker-summary", Static).update(
-            "  ·  ".join(lines) or "No broker in this process."
-        )
+        self.query_one("#broker-summary", Static).update("  ·  ".join(lines) or NO_BROKER)
         if modules.row_count:
             modules.move_cursor(row=min(cursor, modules.row_count - 1), animate=False)

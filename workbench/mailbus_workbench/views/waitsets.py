@@ -110,7 +110,12 @@ waiting, red a time-out, grey idle.
     def _detail(self, row: WaitSetRow | None) -> None:
         detail = self.query_one("#waitset-detail", Static)
         if row is None:
-            self.detail_text = "No wait sets in this process yet."
+            self.detail_text = (
+                "No wait sets in this process yet. This view shows the wait sets of the "
+                "workbench's own process (the built-in demo has some: run `mailbus` without "
+                "--config). Wait sets of other processes are not visible here yet: a "
+                "process can record its own waits (wait.* events) with `Recorder`."
+            )
             detail.update(self.detail_text)
             return
         self.detail_text = "\n".join(
