@@ -178,3 +178,17 @@ async def test_bad_keymap_file_is_reported_not_fatal(tmp_path: Path) -> None:
         app.query_one(TopicTree).focus()
         await pilot.press("p")
         assert app.model.paused
+
+
+def test_paused_summary_counts_the_shown_topic_and_names_the_total_apart() -> None:
+    from mailbus_workbench.widgets.topic_summary import TopicSummary
+
+    summary = TopicSummary()
+    texts: list[str] = []
+    summary._update = lambda text, rates: texts.append(text)  # type: ignore[method-assign]
+    summary.show(None, 0.0, paused=True, cap=500, missed=3, missed_total=809)
+    summary.show(None, 0.0, paused=True, cap=500, missed=5, missed_total=5)
+    summary.show(None, 0.0, paused=False, cap=500, missed=5, missed_total=5)
+    assert "3 not kept (809 on all topics)" in texts[0]
+    assert "5 not kept" in texts[1] and "all topics" not in texts[1]
+    assert "PAUSED" not in texts[2]

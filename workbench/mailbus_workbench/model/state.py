@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 
 from mailbus.trace import Kind, TraceEvent
@@ -41,6 +41,7 @@ class WorkbenchModel:
         self.notices: deque[TraceEvent] = deque(maxlen=200)  # skipped emails, errors
         self.paused = False
         self.missed_while_paused = 0
+        self.missed_by_topic: Counter[str] = Counter()  # the summary shows one topic's
         self.events_seen = 0
         self.pumps = 0
 
@@ -60,6 +61,7 @@ class WorkbenchModel:
                     topics.add(event, not paused)
                     if paused:
                         self.missed_while_paused += 1
+                        self.missed_by_topic[event.name] += 1
                 elif detail in ("request", "response"):
                     services.add(event)
             elif kind in NOTICE_KINDS:
@@ -80,6 +82,7 @@ class WorkbenchModel:
         self.paused = paused
         if not paused:
             self.missed_while_paused = 0
+            self.missed_by_topic.clear()
 
     def clear(self) -> None:
         self.topics.clear()

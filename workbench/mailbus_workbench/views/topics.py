@@ -99,7 +99,8 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
             now,
             paused=model.paused,
             cap=model.topics.history_cap,
-            missed=model.missed_while_paused,
+            missed=model.missed_by_topic.get(self.topic, 0) if self.topic else 0,
+            missed_total=model.missed_while_paused,
         )
         if not model.paused:
             messages = self.query_one(MessageList)

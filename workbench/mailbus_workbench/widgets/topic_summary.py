@@ -27,9 +27,22 @@ class TopicSummary(Horizontal):
         yield Sparkline([], id="summary-sparkline")
 
     def show(
-        self, stats: TopicStats | None, now: float, *, paused: bool, cap: int, missed: int
+        self,
+        stats: TopicStats | None,
+        now: float,
+        *,
+        paused: bool,
+        cap: int,
+        missed: int,
+        missed_total: int | None = None,
     ) -> None:
-        state = f"[b reverse] PAUSED [/] {missed} not kept  " if paused else ""
+        """`missed`: messages of the shown topic not kept while paused; `missed_total`:
+        of every topic (said apart so the count matches the topic on screen)."""
+        state = ""
+        if paused:
+            total = missed if missed_total is None else missed_total
+            state = f"[b reverse] PAUSED [/] {missed} not kept"
+            state += f" ({total} on all topics)  " if total != missed else "  "
         if stats is None:
             self._update(f"{state}No topic selected.  history cap {cap}", [])
             return
