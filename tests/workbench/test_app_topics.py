@@ -192,3 +192,25 @@ def test_paused_summary_counts_the_shown_topic_and_names_the_total_apart() -> No
     assert "3 not kept (809 on all topics)" in texts[0]
     assert "5 not kept" in texts[1] and "all topics" not in texts[1]
     assert "PAUSED" not in texts[2]
+
+
+async def test_the_panes_follow_the_filter_and_a_click_selects_the_only_row() -> None:
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        view, tree = app.query_one(TopicsView), app.query_one(TopicTree)
+        tree.select_topic("robot/pose")
+        await until(pilot, lambda: view.topic == "robot/pose", "robot/pose shown")
+        app.query_one("#topic-filter", Input).value = "temperature"
+        await until(pilot, lambda: tree.shown_topics == ("sensors/temperature",), "the filter")
+        await until(pilot, lambda: view.topic == "sensors/temperature", "the panes to follow")
+        messages = app.query_one(MessageList)
+        assert messages.row_count > 0
+        assert all(r.event.name == "sensors/temperature" for r in view._listed())
+        view._choose(None)  # as if the user had moved away: a click on the row selects it
+        tree.select_node(tree._topic_nodes["sensors/temperature"])
+        await until(pilot, lambda: view.topic == "sensors/temperature", "the clicked row")
+        app.query_one("#topic-filter", Input).value = "no-such-topic-at-all"
+        await until(pilot, lambda: tree.shown_topics == (), "nothing left")
+        await until(pilot, lambda: view.topic is None, "the panes to empty")
+        assert messages.row_count == 0

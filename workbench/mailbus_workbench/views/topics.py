@@ -123,8 +123,11 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
 
     @on(TopicTree.TopicSelected)
     def _topic_selected(self, event: TopicTree.TopicSelected) -> None:
-        if event.topic != self.topic:
-            self.topic = event.topic
+        self._choose(event.topic)
+
+    def _choose(self, topic: str | None) -> None:
+        if topic != self.topic:
+            self.topic = topic
             self.query_one(Inspector).show(None, None)
             model = self.workbench.model
             self.query_one(MessageList).show(self.topic, self._listed())
@@ -143,6 +146,13 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
         tree = self.query_one(TopicTree)
         tree.filter_text = event.value.strip()
         tree.sync(self.workbench.model.topics)
+        shown = tree.shown_topics
+        if self.topic not in shown:
+            # The panes follow the tree: the first match, or nothing when none is left.
+            first = shown[0] if shown else None
+            if first is not None:
+                tree.select_topic(first)
+            self._choose(first)
 
     @on(Input.Submitted, "#topic-filter")
     def _filter_done(self) -> None:

@@ -78,6 +78,16 @@ class TopicTree(Tree[str]):
         if event.node.data is not None:
             self.post_message(self.TopicSelected(event.node.data))
 
+    def on_tree_node_selected(self, event: Tree.NodeSelected[str]) -> None:
+        # A click on the row already under the cursor highlights nothing new: select it.
+        if event.node.data is not None:
+            self.post_message(self.TopicSelected(event.node.data))
+
+    @property
+    def shown_topics(self) -> tuple[str, ...]:
+        """The topics the tree lists now (the filter applied), in its order."""
+        return self._shape or ()
+
     def select_topic(self, topic: str) -> bool:
         node = self._topic_nodes.get(topic)
         if node is None:
