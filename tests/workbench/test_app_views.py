@@ -334,3 +334,22 @@ async def test_empty_broker_and_wait_set_views_say_what_the_user_can_do() -> Non
         waitsets = app.query_one(WaitSetsView)
         waitsets._detail(None)
         assert "own process" in waitsets.detail_text and "--config" in waitsets.detail_text
+
+
+async def test_at_80x24_every_tab_shows_and_services_keep_their_columns() -> None:
+    app = fixed_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.has_class("-narrow")
+        views = app.query_one("#views", TabbedContent)
+        tabs = [views.get_tab(view_id) for view_id, _, _ in WorkbenchApp.VIEWS]
+        assert all(tab.region.right <= 80 and tab.region.width > 0 for tab in tabs)
+        await pilot.press("2")
+        await until(pilot, lambda: app.active_view_id == "services", "the services view")
+        assert not app.query_one(Waterfall).display
+        assert app.query_one(TraceList).region.width >= 70  # "answered" stays a word
+    app = fixed_app()
+    async with app.run_test(size=(140, 42)) as pilot:
+        await pilot.pause()
+        assert not app.has_class("-narrow")
+        assert str(app.query_one("#views", TabbedContent).get_tab("waitsets").label) == "Wait sets"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from mailbus.broker import Broker
 from mailbus.errors import ConfigError, MailbusError
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
@@ -78,6 +78,12 @@ class WorkbenchApp(App[int]):
     #views > ContentSwitcher { height: 1fr; }
     TabPane { padding: 0; height: 1fr; }
     #status { height: 1; background: $panel; color: $text-muted; padding: 0 1; }
+    WorkbenchApp.-narrow #topics-left { width: 24; }
+    WorkbenchApp.-narrow #services-top { layout: vertical; }
+    WorkbenchApp.-narrow #services-left { width: 1fr; height: 1fr; }
+    WorkbenchApp.-narrow #services-right { width: 1fr; height: auto; }
+    WorkbenchApp.-narrow #waterfall { display: none; }
+    WorkbenchApp.-narrow #services-top Divider { display: none; }
     """
     BINDINGS = [
         *(
@@ -107,6 +113,11 @@ class WorkbenchApp(App[int]):
         def __init__(self, error: str) -> None:
             super().__init__()
             self.error = error
+
+    # Below this width the layout narrows (an 80x24 terminal is first-class): shorter tab
+    # titles so that every tab shows, narrower side panes, the waterfall left out.
+    NARROW_BELOW = 100
+    SHORT_TITLES = {"waitsets": "Waits", "mailboxes": "Boxes"}
 
     VIEWS: tuple[tuple[str, str, type[View]], ...] = (
         ("topics", "Topics", TopicsView),
@@ -189,6 +200,16 @@ class WorkbenchApp(App[int]):
     @property
     def active_view_id(self) -> str:
         return self.main_screen.query_one("#views", TabbedContent).active
+
+    def on_resize(self, event: events.Resize) -> None:
+        narrow = event.size.width < self.NARROW_BELOW
+        if narrow == self.has_class("-narrow"):
+            return
+        self.set_class(narrow, "-narrow")
+        tabs = self.main_screen.query_one("#views", TabbedContent)
+        for view_id, title, _ in self.VIEWS:
+            label = self.SHORT_TITLES.get(view_id, title) if narrow else title
+            tabs.get_tab(view_id).label = label
 
     def on_mount(self) -> None:
         self.sub_title = self.engine.description if self.engine else "recorded data"
