@@ -214,3 +214,29 @@ async def test_the_panes_follow_the_filter_and_a_click_selects_the_only_row() ->
         await until(pilot, lambda: tree.shown_topics == (), "nothing left")
         await until(pilot, lambda: view.topic is None, "the panes to empty")
         assert messages.row_count == 0
+
+
+async def test_large_json_folds_into_a_tree_and_small_json_stays_a_listing() -> None:
+    import dataclasses
+    import json
+
+    from mailbus_workbench.model.topics import MessageRecord
+    from textual.widgets import Tree
+
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        inspector = app.query_one(Inspector)
+        small = app.model.topics.history("robot/pose")[0]
+        big_body = json.dumps({"robots": [{"id": i, "pose": {"x": i, "y": -i}} for i in range(50)]})
+        big = MessageRecord(2, dataclasses.replace(small.event, body=big_body))
+        inspector.show(big, None)
+        await pilot.pause()
+        assert inspector.folded
+        tree = inspector.query_one("#inspector-body-tree", Tree)
+        robots = tree.root.children[0]
+        assert len(robots.children) == 50 and not robots.is_expanded  # folded below the top
+        assert json.loads(inspector.texts["body"]) == json.loads(big_body)  # copy: all of it
+        inspector.show(small, None)
+        await pilot.pause()
+        assert not inspector.folded and not tree.root.children

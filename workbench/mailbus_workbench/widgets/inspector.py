@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import json
+
 from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
-from textual.widgets import Static, TabbedContent, TabPane
+from textual.widgets import Static, TabbedContent, TabPane, Tree
 
 from mailbus_workbench.model.inspect import body_diff, header_rows, pretty_body, raw_source
 from mailbus_workbench.model.topics import MessageRecord
 from mailbus_workbench.widgets import format as fmt
+
+# JSON bodies longer than this many pretty lines are shown as a foldable tree (top level
+# open, enter or a click opens a branch) instead of one long listing.
+FOLD_LINES = 60
 
 
 class Inspector(Vertical):
@@ -20,6 +26,7 @@ class Inspector(Vertical):
     Inspector TabbedContent { height: 1fr; }
     Inspector TabPane { height: 1fr; padding: 0 1; }
     Inspector VerticalScroll { height: 1fr; }
+    Inspector #inspector-body-tree { height: 1fr; display: none; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -35,8 +42,25 @@ class Inspector(Vertical):
                 ("raw", "Raw"),
                 ("diff", "Diff"),
             ):
-                with TabPane(title, id=f"inspector-{tab}"), VerticalScroll():
-                    yield Static("Select a message.", id=f"inspector-{tab}-text", markup=False)
+                with TabPane(title, id=f"inspector-{tab}"):
+                    with VerticalScroll(id=f"inspector-{tab}-scroll"):
+                        yield Static("Select a message.", id=f"inspector-{tab}-text", markup=False)
+                    if tab == "body":
+                        yield Tree[object]("body", id="inspector-body-tree")
+
+    @property
+    def folded(self) -> bool:
+        """Whether the body shows as a foldable tree (a large JSON document)."""
+        return bool(self.query_one("#inspector-body-tree", Tree).display)
+
+    def _fold(self, json_text: str | None) -> None:
+        tree: Tree[object] = self.query_one("#inspector-body-tree", Tree)
+        tree.clear()
+        if json_text is not None:
+            tree.add_json(json.loads(json_text))
+            tree.root.expand()
+        tree.display = json_text is not None
+        self.query_one("#inspector-body-scroll").display = json_text is None
 
     def show_tab(self, tab: str) -> None:
         self.query_one("#inspector-tabs", TabbedContent).active = f"inspector-{tab}"
@@ -46,12 +70,14 @@ class Inspector(Vertical):
     ) -> None:
         self.record = record
         if record is None:
+            self._fold(None)
             self.texts = {}
             for tab in ("body", "headers", "raw", "diff"):
                 self.query_one(f"#inspector-{tab}-text", Static).update("Select a message.")
             return
         event = record.event
         is_json, body = pretty_body(record.body)
+        self._fold(record.body if is_json and body.count("\n") >= FOLD_LINES else None)
         self.query_one("#inspector-body-text", Static).update(
             Syntax(body, "json", background_color="default", word_wrap=True)
             if is_json
