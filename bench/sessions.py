@@ -137,13 +137,15 @@ def bench_polars_direct(events: list[TraceEvent], directory: Path, batch: int) -
 
 
 def synthetic_session(path: Path, total: int, part_rows: int = 1_000_000) -> None:
-    """A session of `total` events shaped like a busy system: 70 % received messages on
-    20 topics, 15 % published, 15 % service requests and responses (2 % of requests
-    unanswered), written as the recorder writes parts."""
+    """A session of `total` events shaped like a busy system: 65 % received messages on
+    20 topics, 15 % published, 20 % service requests, responses and the client's
+    `response.matched` (2 % of requests unanswered, about 1 % answered after the client
+    gave up, i.e. late), written as the recorder writes parts."""
     path.mkdir(parents=True)
-    n_msg, n_pub = total * 70 // 100, total * 15 // 100
-    n_req = (total - n_msg - n_pub) // 2
-    n_resp = total - n_msg - n_pub - n_req
+    n_msg, n_pub = total * 65 // 100, total * 15 // 100
+    n_req = (total - n_msg - n_pub) // 3
+    n_resp = n_req
+    n_match = total - n_msg - n_pub - n_req - n_resp
     i = pl.int_range(0, pl.len(), dtype=pl.Int64)
     jitter = (i * 7919 % 5000) * 1000 + 200_000
     messages = (
@@ -183,7 +185,19 @@ def synthetic_session(path: Path, total: int, part_rows: int = 1_000_000) -> Non
         )
         .with_columns(reception_ns=pl.col("source_ns") + jitter * 3)
     )
-    frame = pl.concat([messages, published, requests, responses], how="diagonal_relaxed")
+    # The client matches each response it waited for; every 97th it had given up on.
+    matched = (
+        responses.filter(pl.col("i") % 97 != 0)
+        .head(n_match)
+        .with_columns(
+            kind=pl.lit("response.matched"),
+            detail=pl.lit(None, pl.String),
+            reception_ns=pl.col("reception_ns") + 1_000,
+        )
+    )
+    frame = pl.concat(
+        [messages, published, requests, responses, matched], how="diagonal_relaxed"
+    )
     frame = frame.with_columns(
         event_index=pl.int_range(0, pl.len(), dtype=pl.Int64),
         recorded_ns=pl.coalesce("reception_ns", "source_ns"),

@@ -437,6 +437,9 @@ def sequence_stats(data: Dataset | Sequence[str] | str) -> pl.DataFrame:
         (kind == RECEIVED)
         & ((detail == "message") | (detail == "request"))
         & ~nw.col("sequence_number").is_null()
+        # Numbers start at 1; a negative one (-1 means "none" in the engine, and a
+        # hand-written file may hold it) is not a number a sender gave.
+        & (nw.col("sequence_number") >= 0)
         & ~nw.col("source_gid").is_null()
     ).rename({"detail": "what"})
     seq = nw.col("sequence_number")
