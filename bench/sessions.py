@@ -195,9 +195,7 @@ def synthetic_session(path: Path, total: int, part_rows: int = 1_000_000) -> Non
             reception_ns=pl.col("reception_ns") + 1_000,
         )
     )
-    frame = pl.concat(
-        [messages, published, requests, responses, matched], how="diagonal_relaxed"
-    )
+    frame = pl.concat([messages, published, requests, responses, matched], how="diagonal_relaxed")
     frame = frame.with_columns(
         event_index=pl.int_range(0, pl.len(), dtype=pl.Int64),
         recorded_ns=pl.coalesce("reception_ns", "source_ns"),

@@ -7,7 +7,7 @@ with mailbus.Context() as ctx:            # in-process by default
     print(mailbus.wait_for_message(sub, timeout=1.0).body)
 """
 
-from mailbus.context import Context, default_context, init, shutdown
+from mailbus.context import Context, ContextState, default_context, init, shutdown
 from mailbus.email_message import Email, from_bytes, to_bytes
 from mailbus.envelope import Message, MessageInfo, Request, Response
 from mailbus.errors import (
@@ -42,6 +42,7 @@ __all__ = [
     "ConfigError",
     "Context",
     "ContextError",
+    "ContextState",
     "Email",
     "EmailFormatError",
     "EmailReceiver",

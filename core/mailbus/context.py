@@ -11,6 +11,7 @@ import threading
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator
+from enum import StrEnum
 from types import TracebackType
 from typing import Generic, Self, TypeVar
 
@@ -32,6 +33,14 @@ from mailbus.waitset import WaitSet
 E = TypeVar("E")
 TransportFactory = Callable[[Options, Tracer], Transport]
 TransportWrapper = Callable[[Transport, Options, Tracer], Transport]
+
+
+class ContextState(StrEnum):
+    """A context's life: init() once, then shutdown(); the values read as words."""
+
+    NEW = "new"
+    INITIALISED = "initialised"
+    SHUT_DOWN = "shut down"
 
 
 class _Registered(Generic[E]):
@@ -71,7 +80,7 @@ class Context:
         self.address = self.options.address
         self._transport = transport
         self._lock = threading.Lock()
-        self._state = "new"
+        self._state = ContextState.NEW
         self._polling: PollingManager | None = None
         self.subscription_handler = SubscriptionHandler()
         self.service_handler = ServiceHandler()
@@ -90,7 +99,7 @@ class Context:
     # -- life cycle ---------------------------------------------------------------------
     def init(self) -> Self:
         with self._lock:
-            if self._state != "new":
+            if self._state is not ContextState.NEW:
                 raise ContextError(f"context is already {self._state}; init() runs once")
             made_transport = self._transport is None
             try:
@@ -121,7 +130,7 @@ class Context:
                     self._transport.close()
                     self._transport = None
                 raise
-            self._state = "initialised"
+            self._state = ContextState.INITIALISED
         return self
 
     def shutdown(self) -> None:
@@ -129,10 +138,11 @@ class Context:
         Waits blocked on this context's entities return (empty), and blocked calls
         raise ContextError."""
         with self._lock:
-            if self._state != "initialised":
-                self._state = "shut down" if self._state == "new" else self._state
+            if self._state is not ContextState.INITIALISED:
+                if self._state is ContextState.NEW:
+                    self._state = ContextState.SHUT_DOWN
                 return
-            self._state = "shut down"
+            self._state = ContextState.SHUT_DOWN
         if self._polling is not None:
             self._polling.stop()
         if self._transport is not None:
@@ -157,14 +167,14 @@ class Context:
 
     @property
     def is_initialized(self) -> bool:
-        return self._state == "initialised"
+        return self._state is ContextState.INITIALISED
 
     @property
-    def state(self) -> str:
+    def state(self) -> ContextState:
         return self._state
 
     def check_open(self) -> None:
-        if self._state != "initialised":
+        if self._state is not ContextState.INITIALISED:
             raise ContextError(f"context is {self._state}; call init() before using it")
 
     @property

@@ -175,3 +175,15 @@ def test_the_same_message_id_from_another_sender_is_not_a_duplicate() -> None:
         receiver.push(real)
         bodies = [m.body for m in (mailbus.wait_for_message(sub, 2.0) for _ in range(2)) if m]
         assert bodies == ["fake", "real"]
+
+
+def test_life_cycle_states_are_one_enum() -> None:
+    ctx = mailbus.Context()
+    assert ctx.state is mailbus.ContextState.NEW and not ctx.is_initialized
+    ctx.init()
+    assert ctx.state is mailbus.ContextState.INITIALISED and ctx.is_initialized
+    ctx.shutdown()
+    assert ctx.state is mailbus.ContextState.SHUT_DOWN
+    assert ctx.state == "shut down"  # the values still read as words in messages
+    with pytest.raises(ContextError, match="shut down; call init"):
+        ctx.check_open()

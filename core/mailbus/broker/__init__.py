@@ -27,7 +27,7 @@ from mailbus.broker.gateway import Gateway, GatewaySpec, LinkSpec, ModuleSpec, p
 from mailbus.broker.message import Message
 from mailbus.broker.module import Module
 from mailbus.broker.policy import Backpressure, Overflow
-from mailbus.broker.snapshot import BrokerSnapshot, LinkInfo, ModuleStats
+from mailbus.broker.snapshot import BrokerSnapshot, LinkInfo, ModuleState, ModuleStats
 from mailbus.broker.wire import decode, encode
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "Module",
     "ModuleSpec",
     "ModuleStartError",
+    "ModuleState",
     "ModuleStats",
     "Overflow",
     "PublishTimeoutError",

@@ -38,7 +38,7 @@ from mailbus.broker.errors import (
 from mailbus.broker.message import Message
 from mailbus.broker.module import check_module
 from mailbus.broker.policy import DEFAULT_BACKPRESSURE, DEFAULT_CAPACITY, Backpressure, Overflow
-from mailbus.broker.snapshot import BrokerSnapshot, LinkInfo, ModuleStats
+from mailbus.broker.snapshot import BrokerSnapshot, LinkInfo, ModuleState, ModuleStats
 from mailbus.names import check_name
 from mailbus.trace import Tracer
 
@@ -65,7 +65,7 @@ LINK_REMOVED = "broker.link_removed"
 DESTROYED = "broker.destroyed"
 
 _Item = tuple[str, Message]
-FAILED = "failed"
+FAILED = ModuleState.FAILED
 
 
 class _StartCall:
@@ -136,7 +136,7 @@ class _Record:
         # "stopping" once removal began, "stopped" when the worker ended; "failed" when the
         # worker died (a receive or start raised a BaseException such as SystemExit) while
         # the module is still attached: what is published to it then is dropped, counted.
-        self.state = "running"
+        self.state = ModuleState.RUNNING
         self.stop = False  # set once no publisher can reach the queue any more
         self.abort = False  # stop without delivering what is queued
         self.started = False
@@ -324,7 +324,7 @@ class Broker:
                 raise UnknownModuleError(f"no module named {name!r} is attached")
             failed = record.state == FAILED
             if not failed:
-                record.state = "stopping"
+                record.state = ModuleState.STOPPING
             del self._by_name[name]
             del self._by_id[id(record.module)]
             gone = [key for key in self._links if name in key]
@@ -463,7 +463,7 @@ class Broker:
         with record.publish_lock:
             if record.state == FAILED:
                 raise BrokerError(f"module {record.name!r} failed (its worker ended); remove it")
-            if record.state != "running":
+            if record.state is not ModuleState.RUNNING:
                 raise UnknownModuleError(f"module {record.name!r} has been removed")
             record.published += 1
             routes = record.routes
@@ -512,7 +512,7 @@ class Broker:
             return True
         # BLOCK. A module publishing to itself through a cycle cannot wait for its own
         # worker, and a sink being removed takes what is still in flight.
-        if sink.ident != threading.get_ident() and sink.state == "running":
+        if sink.ident != threading.get_ident() and sink.state is ModuleState.RUNNING:
             deadline = (
                 None if backpressure.timeout is None else time.monotonic() + backpressure.timeout
             )
@@ -522,7 +522,7 @@ class Broker:
                 try:
                     while (
                         len(queue) >= sink.capacity
-                        and sink.state == "running"
+                        and sink.state is ModuleState.RUNNING
                         and not sink.overfill
                     ):
                         if deadline is None:
@@ -680,7 +680,7 @@ class Broker:
             # blocked publishers were released by _worker_died.
             record.done.set()
             return
-        record.state = "stopped"
+        record.state = ModuleState.STOPPED
         self._record_removed(record)
 
     def _record_removed(self, record: _Record) -> None:
@@ -705,7 +705,7 @@ class Broker:
         attached, mark it failed and make sure nothing can be queued for it any more
         (the caller drains what is there). A module being removed just ends."""
         with self._lock:  # _remove reads and sets the state under it too
-            attached = record.state == "running"
+            attached = record.state is ModuleState.RUNNING
             if attached:
                 record.state = FAILED
         log.error(

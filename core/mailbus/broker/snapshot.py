@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
+
+
+class ModuleState(StrEnum):
+    """A module's worker: running; stopping once its removal began; stopped when the
+    worker ended; failed when the worker died while the module was still attached."""
+
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    FAILED = "failed"
 
 
 @dataclass(frozen=True, slots=True)
 class ModuleStats:
     name: str
     kind: str  # the module's class name
-    state: str  # "running", "stopping", "stopped", or "failed" (its worker died)
+    state: ModuleState
     started: bool  # start() has run
     queue_depth: int
     capacity: int
