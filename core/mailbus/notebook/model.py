@@ -20,7 +20,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa  # type: ignore[import-untyped]
 
-from mailbus.sessions.schema import Redactor, arrow_schema, cap_body
+from mailbus.sessions.schema import Redactor, arrow_schema, cap_body, event_columns
 from mailbus.trace import Kind, TraceEvent
 
 DEFAULT_MAX_EVENTS = 50_000
@@ -313,37 +313,8 @@ def events_frame(
     start_index: int = 0,
 ) -> pl.DataFrame:
     """Rows of (event, capped body, body size or -1, truncated) as a recording's columns."""
-    text = redactor.text
-    events = [row[0] for row in rows]
-
-    def opt(value: str) -> str | None:
-        return text(value) if value else None
-
-    columns: dict[str, list[Any]] = {
-        "event_index": list(range(start_index, start_index + len(rows))),
-        "kind": [str(e.kind) for e in events],
-        "recorded_ns": [e.time_ns for e in events],
-        "source_ns": [e.source_timestamp_ns or None for e in events],
-        "reception_ns": [e.reception_timestamp_ns or None for e in events],
-        "name": [e.name or None for e in events],
-        "gid": [e.gid or None for e in events],
-        "source_gid": [e.source_gid or None for e in events],
-        "sequence_number": [e.sequence_number if e.sequence_number >= 0 else None for e in events],
-        "message_id": [e.message_id or None for e in events],
-        "in_reply_to": [e.in_reply_to or None for e in events],
-        "references": [list(e.references) if e.references else None for e in events],
-        "headers": [redactor.headers(e.headers) if e.headers else None for e in events],
-        "body": [redactor.body(row[1]) if row[1] is not None else None for row in rows],
-        "body_size": [row[2] if row[2] >= 0 else None for row in rows],
-        "body_truncated": [row[3] for row in rows],
-        "detail": [opt(e.detail) for e in events],
-        "extra": [
-            text(json.dumps(e.extra, default=str, sort_keys=True)) if e.extra else None
-            for e in events
-        ],
-        "transport": [None] * len(rows),
-        "participant": [None] * len(rows),
-    }
+    numbered = [(start_index + i, *row) for i, row in enumerate(rows)]
+    columns = event_columns(numbered, redactor)
     # Through the recording's Arrow schema, so dtypes match a session read from disk.
     frame = pl.from_arrow(pa.table(columns, schema=arrow_schema()))
     assert isinstance(frame, pl.DataFrame)

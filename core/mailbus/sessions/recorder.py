@@ -38,9 +38,11 @@ from mailbus.sessions.schema import (
     MANIFEST,
     SCHEMA_VERSION,
     TEMP_SUFFIX,
+    EventRow,
     Redactor,
     arrow_schema,
     cap_body,
+    event_columns,
     part_name,
 )
 from mailbus.trace import TraceEvent
@@ -60,13 +62,7 @@ DROPPED_KIND = "recorder.dropped"
 _NAME_CACHE_LIMIT = 10_000
 
 # What the listener queues: one tuple per event (cheaper than a dict or an object).
-_Row = tuple[
-    int,  # event_index
-    TraceEvent,
-    bytes | None,  # capped body
-    int,  # body size in bytes (-1: no body)
-    bool,  # truncated
-]
+_Row = EventRow
 
 
 class RecorderError(Exception):
@@ -419,49 +415,13 @@ class Recorder:
         return merged
 
     def _columns(self, rows: list[_Row]) -> dict[str, list[Any]]:
-        redactor = self.redactor
-        text = redactor.text
-        events = [row[1] for row in rows]
-
-        def opt(value: str) -> str | None:
-            return text(value) if value else None
-
-        headers: list[list[tuple[str, str]] | None] = [
-            redactor.headers(e.headers) if e.headers else None for e in events
-        ]
-        bodies: list[bytes | None] = [
-            redactor.body(row[2]) if row[2] is not None and self._secrets else row[2]
-            for row in rows
-        ]
-        extras: list[str | None] = [
-            text(json.dumps(e.extra, default=str, sort_keys=True)) if e.extra else None
-            for e in events
-        ]
-        columns: dict[str, list[Any]] = {
-            "event_index": [row[0] for row in rows],
-            "kind": [e.kind for e in events],
-            "recorded_ns": [e.time_ns for e in events],
-            "source_ns": [e.source_timestamp_ns or None for e in events],
-            "reception_ns": [e.reception_timestamp_ns or None for e in events],
-            "name": [e.name or None for e in events],
-            "gid": [e.gid or None for e in events],
-            "source_gid": [e.source_gid or None for e in events],
-            "sequence_number": [
-                e.sequence_number if e.sequence_number >= 0 else None for e in events
-            ],
-            "message_id": [e.message_id or None for e in events],
-            "in_reply_to": [e.in_reply_to or None for e in events],
-            "references": [list(e.references) if e.references else None for e in events],
-            "headers": headers,
-            "body": bodies,
-            "body_size": [row[3] if row[3] >= 0 else None for row in rows],
-            "body_truncated": [row[4] for row in rows],
-            "detail": [opt(e.detail) for e in events],
-            "extra": extras,
-            "transport": [self.transport or None] * len(rows),
-            "participant": [self.participant or None] * len(rows),
-        }
-        return columns
+        return event_columns(
+            rows,
+            self.redactor,
+            redact_bodies=bool(self._secrets),
+            transport=self.transport,
+            participant=self.participant,
+        )
 
     def _open_part(self) -> None:
         self._part_number += 1

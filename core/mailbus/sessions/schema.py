@@ -11,10 +11,14 @@ as the literal password anywhere in a string.
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
+
+from mailbus.trace import TraceEvent
 
 SCHEMA_VERSION = 1
 METADATA_VERSION_KEY = b"mailbus.sessions.schema_version"
@@ -146,3 +150,54 @@ def cap_body(body: str, cap: int) -> tuple[bytes, int, bool]:
     while end > 0 and (data[end] & 0xC0) == 0x80:  # never split a character
         end -= 1
     return data[:end], size, True
+
+
+# One row of a recording before it is written: (event_index, event, capped body, body
+# size in bytes or -1 for none, truncated).
+EventRow = tuple[int, TraceEvent, bytes | None, int, bool]
+
+
+def event_columns(
+    rows: Sequence[EventRow],
+    redactor: Redactor,
+    *,
+    redact_bodies: bool = True,
+    transport: str = "",
+    participant: str = "",
+) -> dict[str, list[Any]]:
+    """The columns of COLUMNS for `rows`, redacted: the one mapping from trace events
+    to a recording's rows (the recorder and the notebook monitor both use it)."""
+    text = redactor.text
+    events = [row[1] for row in rows]
+
+    def opt(value: str) -> str | None:
+        return text(value) if value else None
+
+    return {
+        "event_index": [row[0] for row in rows],
+        "kind": [e.kind for e in events],
+        "recorded_ns": [e.time_ns for e in events],
+        "source_ns": [e.source_timestamp_ns or None for e in events],
+        "reception_ns": [e.reception_timestamp_ns or None for e in events],
+        "name": [e.name or None for e in events],
+        "gid": [e.gid or None for e in events],
+        "source_gid": [e.source_gid or None for e in events],
+        "sequence_number": [e.sequence_number if e.sequence_number >= 0 else None for e in events],
+        "message_id": [e.message_id or None for e in events],
+        "in_reply_to": [e.in_reply_to or None for e in events],
+        "references": [list(e.references) if e.references else None for e in events],
+        "headers": [redactor.headers(e.headers) if e.headers else None for e in events],
+        "body": [
+            redactor.body(row[2]) if row[2] is not None and redact_bodies else row[2]
+            for row in rows
+        ],
+        "body_size": [row[3] if row[3] >= 0 else None for row in rows],
+        "body_truncated": [row[4] for row in rows],
+        "detail": [opt(e.detail) for e in events],
+        "extra": [
+            text(json.dumps(e.extra, default=str, sort_keys=True)) if e.extra else None
+            for e in events
+        ],
+        "transport": [transport or None] * len(rows),
+        "participant": [participant or None] * len(rows),
+    }
