@@ -146,3 +146,34 @@ def test_open_a_recording_with_the_run_install(fresh_clone: Path, tmux_session: 
     _start(tmux_session, fresh_clone, f".venv/bin/mailbus open {session}")
     screen = _screen_shows(tmux_session, "to-open:", "status complete")
     assert "Traceback" not in screen
+
+
+EVERY_MODULE = """
+import importlib, pkgutil
+for top in ("mailbus", "mailbus_workbench"):
+    package = importlib.import_module(top)
+    for info in pkgutil.walk_packages(package.__path__, top + "."):
+        if info.name.endswith("__main__"):
+            continue
+        try:
+            importlib.import_module(info.name)
+        except ModuleNotFoundError as exc:
+            print(f"{info.name}|{exc}")
+"""
+# Modules that need an optional extra; without it they say which, and nothing else fails.
+NEEDS_NOTEBOOK_EXTRA = {"mailbus.notebook", "mailbus.sessions.plot"}
+
+
+def test_every_module_imports_with_the_run_install_or_names_its_extra(
+    fresh_clone: Path,
+) -> None:
+    out = subprocess.run(
+        [str(fresh_clone / ".venv/bin/python"), "-c", EVERY_MODULE],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    failures = dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
+    assert set(failures) <= NEEDS_NOTEBOOK_EXTRA, failures
+    assert all("mailbus[notebook]" in why for why in failures.values()), failures

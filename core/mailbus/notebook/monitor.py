@@ -21,9 +21,16 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import anywidget
 import polars as pl
-import traitlets
+
+try:
+    import anywidget
+    import traitlets
+except ModuleNotFoundError as exc:  # the run install has no notebook extra
+    raise ModuleNotFoundError(
+        "mailbus.notebook's live widget needs the `notebook` extra: "
+        "pip install 'mailbus[notebook]' (the test command installs it)"
+    ) from exc
 
 from mailbus.context import Context
 from mailbus.demo import DemoSystem

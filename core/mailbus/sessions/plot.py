@@ -10,8 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import altair as alt
 import polars as pl
+
+try:
+    import altair as alt
+except ModuleNotFoundError as exc:  # the run install has no notebook extra
+    raise ModuleNotFoundError(
+        "mailbus.sessions.plot draws with Altair, from the `notebook` extra: "
+        "pip install 'mailbus[notebook]' (the test command installs it)"
+    ) from exc
 
 # Analysis frames are small (one row per bin, call or publisher), but a chart embeds its
 # data: refuse more rows than this rather than build a huge notebook output by accident.
