@@ -109,16 +109,21 @@ def test_retry_all_while_the_sender_backs_off_is_attempted_at_once(
     outbox_dir: Path, running: tuple[Child, dict[str, str], Path]
 ) -> None:
     child, ids, down = running
-    before = queued(outbox_dir)
-    assert {e.schedule.attempts for e in before.values()} == {1}
+    before = {entry_id: e.schedule.attempts for entry_id, e in queued(outbox_dir).items()}
+    # The outage cost one probe, not one attempt per mail (the other may not be tried).
+    assert sorted(before.values()) in ([0, 1], [1, 1])
     done = mailbus("queue", "retry", "--all", "--json", "--dir", str(outbox_dir))
     assert done.returncode == 0, done.stderr
     assert sorted(json.loads(done.stdout)["retried"]) == sorted(ids)
-    # Both are attempted again now, not in 600 s.
+    # Both are attempted now, not in 600 s.
     for message_id in ids.values():
-        child.expect(attempt_of(message_id), f"a second attempt of {message_id}")
+        child.expect(attempt_of(message_id), f"an attempt of {message_id} now")
     assert wait_until(
-        lambda: {e.schedule.attempts for e in queued(outbox_dir).values()} == {2}, WAIT_S
+        lambda: (
+            {i: e.schedule.attempts for i, e in queued(outbox_dir).items()}
+            == {i: n + 1 for i, n in before.items()}
+        ),
+        WAIT_S,
     )
     # The server is back: retrying one id delivers it, and only it.
     down.unlink()

@@ -221,3 +221,46 @@ def test_policy_from_options_and_its_errors() -> None:
         RetryPolicy.from_mapping({"factor": "fast"})
     with pytest.raises(ConfigError, match=r"outbox\.jitter"):
         RetryPolicy(jitter=1.5)
+
+
+def test_an_outage_costs_one_back_off_not_one_attempt_per_entry(tmp_path: Path) -> None:
+    policy = RetryPolicy(first_delay_s=5, factor=2, max_delay_s=60, jitter=0)
+    storage, clock, deliveries, scheduler = make(tmp_path, policy)
+    scheduler.add([enqueue(storage, b"m%d" % i, clock.now, clock.now) for i in range(100)])
+    deliveries.errors.append(TransportError("connection refused"))
+    assert scheduler.run_due() == 1  # one probe failed: the other 99 wait with it
+    assert scheduler.in_outage and scheduler.pending() == 100 and deliveries.sent == []
+    assert scheduler.next_due_ns() == clock.now + 5 * NS
+    assert scheduler.run_due() == 0
+    clock.now += 5 * NS
+    deliveries.errors.append(TransportError("still refused"))
+    assert scheduler.run_due() == 1  # one probe again, then a longer hold
+    assert scheduler.next_due_ns() == clock.now + 10 * NS
+    clock.now += 10 * NS
+    assert scheduler.run_due() == 100  # the probe got through: everything goes
+    assert len(deliveries.sent) == 100 and not scheduler.in_outage
+    assert scheduler.counts["rescheduled"] == 2  # 2 failed attempts for 100 messages
+
+
+def test_a_retry_by_hand_is_attempted_during_an_outage_hold(tmp_path: Path) -> None:
+    storage, clock, deliveries, scheduler = make(tmp_path, RetryPolicy(first_delay_s=600))
+    entries = [enqueue(storage, b"m%d" % i, clock.now, clock.now) for i in range(3)]
+    scheduler.add(entries)
+    deliveries.errors.append(TransportError("down"))
+    assert scheduler.run_due() == 1 and scheduler.in_outage
+    assert scheduler.run_due() == 0  # m1 is held with the outage
+    assert scheduler.retry_now([entries[2].id]) == 1
+    # The one asked for goes at once; it got through, so the outage is over and m1 follows.
+    # m0, the failed probe, keeps its own back-off.
+    assert scheduler.run_due() == 2
+    assert deliveries.sent == [b"m2", b"m1"] and not scheduler.in_outage
+
+
+def test_a_permanent_refusal_is_no_outage(tmp_path: Path) -> None:
+    storage, clock, deliveries, scheduler = make(tmp_path)
+    scheduler.add([enqueue(storage, b"m%d" % i, clock.now, clock.now) for i in range(3)])
+    rejected = TransportError("550 no such user")
+    rejected.permanent = True  # type: ignore[attr-defined]
+    deliveries.errors.append(rejected)
+    assert scheduler.run_due() == 3  # the others go at once
+    assert not scheduler.in_outage and len(deliveries.sent) == 2

@@ -225,6 +225,13 @@ class Scheduler:
         # inflight/, putting a failed one back in the queue): retried first, in order;
         # each raises RetryLaterError while the storage still fails.
         self._unfinished: list[Callable[[], None]] = []
+        # An outage costs one back-off for the destination, not one attempt per entry:
+        # after a transient failure nothing is tried before `_hold_until_ns`, then one
+        # entry at a time (a probe) until one gets through. Entries retried by hand
+        # (`_forced`) are attempted at once all the same.
+        self._outage_failures = 0
+        self._hold_until_ns = 0
+        self._forced: set[str] = set()
         self.busy = 0
         self.counts: dict[str, int] = {
             "sent": 0,
@@ -331,11 +338,13 @@ class Scheduler:
         self._seq += 1
         heapq.heappush(self._heap, (entry.schedule.next_attempt_ns, self._seq, entry))
 
-    def add(self, entries: Iterable[Entry]) -> None:
-        """Entries just enqueued (or requeued by hand)."""
+    def add(self, entries: Iterable[Entry], *, forced: bool = False) -> None:
+        """Entries just enqueued, or requeued by hand (`forced`: not held by an outage)."""
         with self.changed:
             for entry in entries:
                 self._push(entry)
+                if forced:
+                    self._forced.add(entry.id)
             self.changed.notify_all()
 
     def pending(self) -> int:
@@ -347,15 +356,56 @@ class Scheduler:
         with self.changed:
             if self._unfinished:
                 return self.clock()
-            return self._heap[0][0] if self._heap else None
+            return self._due_at_locked()
+
+    @property
+    def in_outage(self) -> bool:
+        """The destination's last word was a transient failure."""
+        with self.changed:
+            return self._outage_failures > 0
+
+    def _due_at_locked(self) -> int | None:
+        if not self._heap:
+            return None
+        if self._forced:
+            forced = [when for when, _, entry in self._heap if entry.id in self._forced]
+            self._forced &= {entry.id for _, _, entry in self._heap}  # drop stale ids
+            if forced:
+                return min(forced)
+        return max(self._heap[0][0], self._hold_until_ns)
+
+    def _take_forced_locked(self, now_ns: int, limit: int) -> list[Entry]:
+        taken = [i for i in self._heap if i[2].id in self._forced and i[0] <= now_ns][:limit]
+        if taken:
+            ids = {item[2].id for item in taken}
+            self._heap = [item for item in self._heap if item[2].id not in ids]
+            heapq.heapify(self._heap)
+            self._forced -= ids
+            self.busy += len(taken)
+        return [item[2] for item in taken]
 
     def take_due(self, now_ns: int, limit: int = 64) -> list[Entry]:
         with self.changed:
+            if self._forced:
+                forced = self._take_forced_locked(now_ns, limit)
+                if forced:
+                    return forced
+            if now_ns < self._hold_until_ns:
+                return []
+            if self._outage_failures:
+                limit = 1  # probing: one entry until the destination answers again
             due: list[Entry] = []
             while self._heap and self._heap[0][0] <= now_ns and len(due) < limit:
                 due.append(heapq.heappop(self._heap)[2])
             self.busy += len(due)
             return due
+
+    def _put_back(self, entries: list[Entry]) -> None:
+        with self.changed:
+            for entry in entries:
+                self._push(entry)
+            self.busy -= len(entries)
+            self.changed.notify_all()
 
     def retry_now(self, entry_ids: Iterable[str] | None = None) -> int:
         """Make queued entries (all, or those named) due now. Returns how many."""
@@ -369,6 +419,7 @@ class Scheduler:
                 if wanted is None or entry.id in wanted:
                     when = 0
                     count += 1
+                    self._forced.add(entry.id)
                 heapq.heappush(self._heap, (when, seq, entry))
             self.changed.notify_all()
             return count
@@ -378,6 +429,7 @@ class Scheduler:
         added again with a new schedule). Returns how many were there."""
         unwanted = set(entry_ids)
         with self.changed:
+            self._forced -= unwanted
             kept = [item for item in self._heap if item[2].id not in unwanted]
             count = len(self._heap) - len(kept)
             if count:
@@ -396,7 +448,7 @@ class Scheduler:
             due = self.take_due(self.clock(), 1 if between is not None else 64)
             if not due:
                 return handled
-            for entry in due:
+            for index, entry in enumerate(due):
                 try:
                     self._send_one(entry)
                 finally:
@@ -404,6 +456,9 @@ class Scheduler:
                         self.busy -= 1
                         self.changed.notify_all()
                 handled += 1
+                if self.in_outage and index + 1 < len(due):
+                    self._put_back(due[index + 1 :])  # the rest of the batch waits too
+                    break
             if between is not None:
                 between()
 
@@ -449,6 +504,10 @@ class Scheduler:
         except Exception as exc:
             self._failed(inflight, exc)
             return
+        with self.changed:  # the destination answered: the outage, if any, is over
+            self._outage_failures = 0
+            self._hold_until_ns = 0
+            self.changed.notify_all()
         try:
             self._complete(inflight)
         except RetryLaterError as exc:
@@ -529,13 +588,18 @@ class Scheduler:
             log.warning("outbox: gave up on %s after %d attempts: %s", dead.id, attempts, error)
             self._event("outbox.dead_lettered", dead, detail=error)
             return
+        with self.changed:
+            self._outage_failures += 1
+            hold = self.policy.delay_s(self._outage_failures, self.rand())
+            self._hold_until_ns = max(self._hold_until_ns, now + int(hold * NS))
         self.counts["rescheduled"] += 1
         self._event("outbox.rescheduled", updated, detail=error)
         self._cancel(updated, schedule)
 
     def idle_locked(self) -> bool:
         """Nothing due, being sent or unfinished; call with `changed` held."""
-        due = bool(self._heap) and self._heap[0][0] <= self.clock()
+        due_at = self._due_at_locked()
+        due = due_at is not None and due_at <= self.clock()
         return not due and self.busy == 0 and not self._unfinished
 
     def wait_for_work(
@@ -550,7 +614,7 @@ class Scheduler:
             if self._unfinished:
                 wait = STORAGE_RETRY_S
             elif self._heap:
-                wait = max(0.0, (self._heap[0][0] - self.clock()) / NS)
+                wait = max(0.0, ((self._due_at_locked() or 0) - self.clock()) / NS)
             else:
                 wait = float("inf")
             if timeout is not None:

@@ -179,7 +179,7 @@ class OutboxSender(EmailSender):
             # What changed on disk changes in memory too, also after an error.
             scheduler = self.scheduler
             scheduler.forget(applied.done)  # removed or requeued: re-added below
-            scheduler.add(applied.requeued)
+            scheduler.add(applied.requeued, forced=True)  # asked for now, past any hold
         control.answer(
             self.storage.root, control.Result(request.request_id, tuple(applied.done), error)
         )
