@@ -1,5 +1,5 @@
 """Mailbus in Jupyter: a live `Monitor` widget and the frames behind it (needs the
-`notebook` extra: anywidget, altair, vl-convert-python)."""
+`notebook` extra: anywidget, altair, vl-convert-python, imported on first use)."""
 
 from mailbus.notebook.model import MonitorModel
 from mailbus.notebook.monitor import Monitor

@@ -17,24 +17,17 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-try:
-    import anywidget
-    import traitlets
-except ModuleNotFoundError as exc:  # the run install has no notebook extra
-    raise ModuleNotFoundError(
-        "mailbus.notebook's live widget needs the `notebook` extra: "
-        "pip install 'mailbus[notebook]' (the test command installs it)"
-    ) from exc
-
 from mailbus.context import Context
 from mailbus.demo import DemoSystem
 from mailbus.errors import ServiceTimeoutError
+from mailbus.extras import require
 from mailbus.notebook.model import DEFAULT_MAX_EVENTS, DEFAULT_WINDOW_S, MonitorModel
 from mailbus.notebook.pacing import UpdatePacer
 from mailbus.notebook.results import CallResult, Published
@@ -67,14 +60,34 @@ def _hook_cells() -> None:
         shell.events.register("pre_run_cell", _on_pre_run_cell)
 
 
-class Monitor(anywidget.AnyWidget):
-    """Watch `context` live: `Monitor(ctx)`, `Monitor.demo()` or `Monitor.from_options(path)`."""
+@cache
+def widget_class() -> type[Any]:
+    """The anywidget class behind Monitor, made on first use: anywidget comes with the
+    `notebook` extra, which the workbench's own install does not have."""
+    anywidget = require("anywidget", "notebook", "mailbus.notebook's live widget")
+    traitlets = require("traitlets", "notebook", "mailbus.notebook's live widget")
 
-    _esm = _ESM
-    snapshot = traitlets.Dict().tag(sync=True)
-    selected = traitlets.Unicode("").tag(sync=True)
-    fields = traitlets.List(traitlets.Unicode()).tag(sync=True)
-    updates = traitlets.Int(0).tag(sync=True)
+    class MonitorWidget(anywidget.AnyWidget):  # type: ignore[misc, name-defined]
+        _esm = _ESM
+        snapshot = traitlets.Dict().tag(sync=True)
+        selected = traitlets.Unicode("").tag(sync=True)
+        fields = traitlets.List(traitlets.Unicode()).tag(sync=True)
+        updates = traitlets.Int(0).tag(sync=True)
+
+        def __init__(self, on_close: Callable[[], None]) -> None:
+            super().__init__()
+            self._on_close = on_close
+
+        def close(self) -> None:  # closing the widget stops its monitor
+            self._on_close()
+            super().close()
+
+    return MonitorWidget
+
+
+class Monitor:
+    """Watch `context` live: `Monitor(ctx)`, `Monitor.demo()` or `Monitor.from_options(path)`.
+    Shown in a cell, it displays its widget (`monitor.widget`)."""
 
     def __init__(
         self,
@@ -87,7 +100,7 @@ class Monitor(anywidget.AnyWidget):
         owns_context: bool = False,
         demo: DemoSystem | None = None,
     ) -> None:
-        super().__init__()
+        self.widget = widget_class()(self.stop)
         self.context = context
         self.model = MonitorModel(
             window_s=window_s,
@@ -119,6 +132,7 @@ class Monitor(anywidget.AnyWidget):
     @classmethod
     def demo(cls, *, speed: float = 1.0, seed: int | None = None, **kwargs: Any) -> Monitor:
         """An in-process context running the built-in demo; `stop()` ends both."""
+        widget_class()  # without the extra, fail before starting anything
         context = Context().init()
         system = DemoSystem(context, speed=speed, seed=seed)
         monitor = cls(context, owns_context=True, demo=system, **kwargs)
@@ -132,6 +146,7 @@ class Monitor(anywidget.AnyWidget):
         """A context from an options file, subscribed to `topics` so their messages arrive."""
         from mailbus.options import load_options
 
+        widget_class()  # without the extra, fail before connecting
         context = Context(load_options(path)).init()
         try:
             for topic in topics:
@@ -142,14 +157,39 @@ class Monitor(anywidget.AnyWidget):
         return cls(context, owns_context=True, **kwargs)
 
     # -- the live view -----------------------------------------------------------------
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    @property
+    def snapshot(self) -> dict[str, Any]:
+        """What the browser was last sent."""
+        return dict(self.widget.snapshot)
+
+    @property
+    def updates(self) -> int:
+        return int(self.widget.updates)
+
+    @property
+    def fields(self) -> list[str]:
+        return list(self.widget.fields)
+
+    @property
+    def selected(self) -> str:
+        """The topic picked in the browser (its latest message is shown)."""
+        return str(self.widget.selected)
+
+    @selected.setter
+    def selected(self, topic: str) -> None:
+        self.widget.selected = topic
+
     def watch(self, spec: str) -> None:
         """Chart a numeric JSON field, e.g. 'robot/pose.x', from now on."""
         self.model.watch_field(spec)
-        self.fields = self.model.fields
+        self.widget.fields = self.model.fields
 
     def unwatch(self, spec: str) -> None:
         self.model.unwatch_field(spec)
-        self.fields = self.model.fields
+        self.widget.fields = self.model.fields
 
     def _push(self) -> None:
         pacer = self._pacer
@@ -157,8 +197,9 @@ class Monitor(anywidget.AnyWidget):
             now = time.monotonic()
             if pacer.due(now):
                 try:
-                    self.snapshot = self.model.snapshot(self.selected)
-                    self.updates = pacer.sent
+                    widget = self.widget
+                    widget.snapshot = self.model.snapshot(widget.selected)
+                    widget.updates = pacer.sent
                 except Exception:  # a closed comm at kernel exit: stop quietly
                     if self._stop.is_set():
                         return
@@ -191,8 +232,8 @@ class Monitor(anywidget.AnyWidget):
         atexit.unregister(self.stop)
 
     def close(self) -> None:
-        self.stop()
-        super().close()
+        """Stop, and close the widget in the browser."""
+        self.widget.close()
 
     # -- data --------------------------------------------------------------------------
     def frame(self, topic: str | None = None, last: int | None = None) -> pl.DataFrame:

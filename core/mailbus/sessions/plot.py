@@ -7,28 +7,32 @@ A chart renders itself in Jupyter, VS Code and browsers; `save(chart, "x.svg")` 
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-try:
+from mailbus.extras import require
+
+if TYPE_CHECKING:
     import altair as alt
-except ModuleNotFoundError as exc:  # the run install has no notebook extra
-    raise ModuleNotFoundError(
-        "mailbus.sessions.plot draws with Altair, from the `notebook` extra: "
-        "pip install 'mailbus[notebook]' (the test command installs it)"
-    ) from exc
 
 # Analysis frames are small (one row per bin, call or publisher), but a chart embeds its
 # data: refuse more rows than this rather than build a huge notebook output by accident.
 MAX_ROWS = 100_000
 EXPORT_FORMATS = ("svg", "png")
 
-# Charts go out as the Vega-Lite mimetype, which JupyterLab, Notebook 7 and VS Code
-# render themselves; Altair's html renderer would fetch vega-embed from a CDN.
-if alt.renderers.active == "default":
-    alt.renderers.enable("mimetype")
+
+@cache
+def _altair() -> Any:
+    """Altair, imported on first use (the `notebook` extra)."""
+    altair = require("altair", "notebook", "mailbus.sessions.plot")
+    # Charts go out as the Vega-Lite mimetype, which JupyterLab, Notebook 7 and VS Code
+    # render themselves; Altair's html renderer would fetch vega-embed from a CDN.
+    if altair.renderers.active == "default":
+        altair.renderers.enable("mimetype")
+    return altair
 
 
 def _require(frame: pl.DataFrame, *columns: str) -> None:
@@ -53,10 +57,13 @@ def plot_timeseries(
     latency_ms_max from analysis.timeseries, or any frame with those columns)."""
     _require(frame, x, y, series)
     data = frame.select(x, y, series).drop_nulls().sort(series, x)
+    altair = _altair()
     chart: alt.Chart = (
-        alt.Chart(data, title=title if title is not None else f"{y} over {x}")
+        altair.Chart(data, title=title if title is not None else f"{y} over {x}")
         .mark_line()
-        .encode(x=alt.X(x, type="quantitative"), y=alt.Y(y, type="quantitative"), color=series)
+        .encode(
+            x=altair.X(x, type="quantitative"), y=altair.Y(y, type="quantitative"), color=series
+        )
         .properties(width=width, height=height)
     )
     return chart
@@ -82,14 +89,15 @@ def plot_latency_percentiles(
         .with_columns(pl.col("percentile").str.extract(r"(p\d+)$"))
         .drop_nulls()
     )
+    altair = _altair()
     chart: alt.Chart = (
-        alt.Chart(long, title=title)
+        altair.Chart(long, title=title)
         .mark_bar()
         .encode(
-            x=alt.X("percentile", type="nominal"),
-            y=alt.Y("ms", type="quantitative"),
-            color=alt.Color("percentile", type="nominal"),
-            column=alt.Column(name, type="nominal"),
+            x=altair.X("percentile", type="nominal"),
+            y=altair.Y("ms", type="quantitative"),
+            color=altair.Color("percentile", type="nominal"),
+            column=altair.Column(name, type="nominal"),
         )
     )
     return chart
@@ -102,13 +110,14 @@ def plot_rtt_histogram(
     Monitor.services)."""
     _require(frame, "rtt_ms", "service")
     data = frame.select("service", "rtt_ms").drop_nulls()
+    altair = _altair()
     chart: alt.Chart = (
-        alt.Chart(data, title=title)
+        altair.Chart(data, title=title)
         .mark_bar()
         .encode(
-            x=alt.X("rtt_ms", type="quantitative", bin=alt.Bin(maxbins=bins)),
-            y=alt.Y("count()", type="quantitative"),
-            color=alt.Color("service", type="nominal"),
+            x=altair.X("rtt_ms", type="quantitative", bin=altair.Bin(maxbins=bins)),
+            y=altair.Y("count()", type="quantitative"),
+            color=altair.Color("service", type="nominal"),
         )
     )
     return chart
@@ -122,13 +131,14 @@ def plot_sequence_gaps(
     long = frame.select("name", "missing", "reordered").unpivot(
         index="name", variable_name="problem", value_name="messages"
     )
+    altair = _altair()
     chart: alt.Chart = (
-        alt.Chart(long, title=title)
+        altair.Chart(long, title=title)
         .mark_bar()
         .encode(
-            y=alt.Y("name", type="nominal"),
-            x=alt.X("messages", type="quantitative"),
-            color=alt.Color("problem", type="nominal"),
+            y=altair.Y("name", type="nominal"),
+            x=altair.X("messages", type="quantitative"),
+            color=altair.Color("problem", type="nominal"),
         )
     )
     return chart
@@ -136,7 +146,7 @@ def plot_sequence_gaps(
 
 def save(chart: alt.TopLevelMixin, path: str | Path, *, scale: float = 1.0) -> Path:
     """Export a static .svg or .png through vl-convert (no browser involved)."""
-    import vl_convert as vlc
+    vlc = require("vl_convert", "notebook", "saving a chart")
 
     target = Path(path)
     kind = target.suffix.lstrip(".").lower()
