@@ -264,3 +264,17 @@ def test_a_permanent_refusal_is_no_outage(tmp_path: Path) -> None:
     deliveries.errors.append(rejected)
     assert scheduler.run_due() == 3  # the others go at once
     assert not scheduler.in_outage and len(deliveries.sent) == 2
+
+
+def test_every_entry_retried_by_hand_is_attempted_even_if_the_first_fails(
+    tmp_path: Path,
+) -> None:
+    storage, clock, deliveries, scheduler = make(tmp_path, RetryPolicy(first_delay_s=600))
+    scheduler.add([enqueue(storage, b"m%d" % i, clock.now, clock.now) for i in range(3)])
+    deliveries.errors.append(TransportError("down"))
+    assert scheduler.run_due() == 1 and scheduler.in_outage
+    assert scheduler.retry_now() == 3
+    deliveries.errors.append(TransportError("still down"))
+    assert scheduler.run_due() == 3  # one failed, and the two others were still tried
+    assert len(deliveries.sent) == 2 and scheduler.pending() == 1
+    assert scheduler.run_due() == 0  # the one that failed again waits out its back-off

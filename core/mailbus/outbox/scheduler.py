@@ -369,7 +369,6 @@ class Scheduler:
             return None
         if self._forced:
             forced = [when for when, _, entry in self._heap if entry.id in self._forced]
-            self._forced &= {entry.id for _, _, entry in self._heap}  # drop stale ids
             if forced:
                 return min(forced)
         return max(self._heap[0][0], self._hold_until_ns)
@@ -377,10 +376,10 @@ class Scheduler:
     def _take_forced_locked(self, now_ns: int, limit: int) -> list[Entry]:
         taken = [i for i in self._heap if i[2].id in self._forced and i[0] <= now_ns][:limit]
         if taken:
+            # Still forced until attempted (_send_one): put back unsent, they stay so.
             ids = {item[2].id for item in taken}
             self._heap = [item for item in self._heap if item[2].id not in ids]
             heapq.heapify(self._heap)
-            self._forced -= ids
             self.busy += len(taken)
         return [item[2] for item in taken]
 
@@ -456,7 +455,7 @@ class Scheduler:
                         self.busy -= 1
                         self.changed.notify_all()
                 handled += 1
-                if self.in_outage and index + 1 < len(due):
+                if self._outage_failures and index + 1 < len(due):
                     self._put_back(due[index + 1 :])  # the rest of the batch waits too
                     break
             if between is not None:
@@ -480,6 +479,9 @@ class Scheduler:
         self._event("outbox.storage_error", entry, detail=f"{what}: {exc}")
 
     def _send_one(self, entry: Entry) -> None:
+        if self._forced:  # attempted now: a retry by hand is done with
+            with self.changed:
+                self._forced.discard(entry.id)
         storage = self.storage
         try:
             inflight = storage.send_start(entry)

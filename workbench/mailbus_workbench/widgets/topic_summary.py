@@ -34,15 +34,14 @@ class TopicSummary(Horizontal):
         paused: bool,
         cap: int,
         missed: int,
-        missed_total: int | None = None,
+        missed_total: int,
     ) -> None:
         """`missed`: messages of the shown topic not kept while paused; `missed_total`:
         of every topic (said apart so the count matches the topic on screen)."""
         state = ""
         if paused:
-            total = missed if missed_total is None else missed_total
             state = f"[b reverse] PAUSED [/] {missed} not kept"
-            state += f" ({total} on all topics)  " if total != missed else "  "
+            state += f" ({missed_total} on all topics)  " if missed_total != missed else "  "
         if stats is None:
             self._update(f"{state}No topic selected.  history cap {cap}", [])
             return
