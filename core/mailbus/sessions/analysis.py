@@ -5,12 +5,17 @@ by PySpark (`engine="spark"`, `master="local[*]"` or a cluster URL). Every table
 function takes that dataset and returns a polars DataFrame sorted by its keys, so the
 same code serves the command line, notebooks and the parity tests.
 
-Percentiles use exact linear interpolation (numpy's default, polars' "linear"): for n
-sorted values x[0..n-1] and q in [0, 1], h = (n - 1) q and the result is
-x[floor(h)] + (h - floor(h)) (x[floor(h) + 1] - x[floor(h)]). Spark's built-in
-percentile is exact but its approx_percentile is not, and polars and Spark disagree on
-edge cases, so both engines compute it here from ordinal ranks with integer arithmetic
-for h: the two give the same floats.
+Percentiles are each engine's own exact linear interpolation (numpy's default):
+polars' `quantile(q, "linear")` and Spark's exact `percentile` (never Spark's
+approx_percentile), inside the group-by. For n sorted values x[0..n-1] and q in [0, 1],
+h = (n - 1) q and the result is x[floor(h)] + (h - floor(h)) (x[floor(h) + 1] -
+x[floor(h)]); both engines compute h in floating point, so they agree to 1e-12 relative
+(the parity tests check it), not always to the last bit.
+
+Each table is defined once, in narwhals. Where narwhals cannot say the fast plan (the
+gaps between successive values inside a group-by), a small kernel gives polars its
+native plan: a per-group sort instead of a window and a join. Spark runs the narwhals
+definition, which is its native plan (a window). The parity tests cover both.
 """
 
 from __future__ import annotations
@@ -30,8 +35,8 @@ if TYPE_CHECKING:
 
 Engine = Literal["polars", "spark"]
 ENGINES: tuple[Engine, ...] = ("polars", "spark")
-# (column suffix, q in percent): integer percents keep h = (n-1)q/100 exact.
-PERCENTILES: tuple[tuple[str, int], ...] = (("p50", 50), ("p90", 90), ("p99", 99))
+# (column suffix, q): the percentiles every table reports.
+PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 
 # The columns the analysis reads; the rest (headers, bodies) stay on disk.
 ANALYSIS_COLUMNS = (
@@ -153,40 +158,48 @@ def _as_dataset(
 
 
 # -- building blocks -------------------------------------------------------------------
+def _quantiles(value: str, prefix: str) -> list[nw.Expr]:
+    return [nw.col(value).quantile(q, "linear").alias(f"{prefix}_{tag}") for tag, q in PERCENTILES]
+
+
 def percentiles(
     frame: nw.LazyFrame[Any], keys: Sequence[str], value: str, prefix: str
 ) -> nw.LazyFrame[Any]:
-    """Per group of `keys`: `{prefix}_p50/_p90/_p99` of `value` (nulls ignored), by exact
-    linear interpolation between the ordinal ranks around h = (n - 1) q."""
-    v = nw.col(value)
-    ranked = frame.filter(~v.is_null()).with_columns(
-        (v.rank("ordinal").over(*keys) - 1).cast(nw.Int64()).alias("_rank"),
-        v.count().over(*keys).cast(nw.Int64()).alias("_n"),
-    )
-    picks = []
-    for tag, q in PERCENTILES:
-        lo = (nw.col("_n") - 1) * q // 100
-        picks.append(nw.when(nw.col("_rank") == lo).then(v).alias(f"_lo_{tag}"))
-        picks.append(nw.when(nw.col("_rank") == lo + 1).then(v).alias(f"_hi_{tag}"))
-    aggregated = (
-        ranked.with_columns(*picks)
-        .group_by(*keys)
-        .agg(
-            nw.col("_n").max(),
-            *(nw.col(f"_{end}_{tag}").max() for tag, _ in PERCENTILES for end in ("lo", "hi")),
+    """Per group of `keys`: `{prefix}_p50/_p90/_p99` of `value` (nulls ignored), by the
+    engine's exact linear interpolation."""
+    floats = frame.with_columns(nw.col(value).cast(nw.Float64()))
+    return floats.group_by(*keys).agg(*_quantiles(value, prefix))
+
+
+def _is_polars(frame: nw.LazyFrame[Any]) -> bool:
+    return bool(frame.implementation.is_polars())
+
+
+def gap_percentiles(
+    frame: nw.LazyFrame[Any], keys: Sequence[str], value: str, prefix: str, scale: float
+) -> nw.LazyFrame[Any]:
+    """Per group: percentiles of the gaps between successive values of `value` (each gap
+    divided by `scale`). The gaps of the sorted values do not depend on how ties are
+    ordered, so no tie-breaking key is needed."""
+    if _is_polars(frame):
+        native = nw.to_native(frame)
+        assert isinstance(native, pl.LazyFrame)
+        gap = pl.col(value).sort().diff() / scale
+        return nw.from_native(
+            native.group_by(keys).agg(
+                gap.quantile(q, "linear").alias(f"{prefix}_{tag}") for tag, q in PERCENTILES
+            )
         )
-    )
-    results = []
-    for tag, q in PERCENTILES:
-        h100 = (nw.col("_n") - 1) * q
-        fraction = (h100 - (h100 // 100) * 100) / 100
-        lo, hi = nw.col(f"_lo_{tag}"), nw.col(f"_hi_{tag}")
-        interpolated = lo + (hi - lo) * fraction
-        # At the top rank there is no x[lo + 1]; the fraction is 0 there.
-        results.append(
-            nw.when(hi.is_null()).then(lo).otherwise(interpolated).alias(f"{prefix}_{tag}")
-        )
-    return aggregated.select(*keys, *results)
+    return gap_percentiles_generic(frame, keys, value, prefix, scale)
+
+
+def gap_percentiles_generic(
+    frame: nw.LazyFrame[Any], keys: Sequence[str], value: str, prefix: str, scale: float
+) -> nw.LazyFrame[Any]:
+    """`gap_percentiles` in narwhals alone (a window): Spark's plan."""
+    previous = nw.col(value).shift(1).over(*keys, order_by=value)
+    gaps = frame.with_columns(((nw.col(value) - previous) / scale).alias("_gap"))
+    return percentiles(gaps, keys, "_gap", prefix)
 
 
 def _collect(frame: nw.LazyFrame[Any], schema: dict[str, Any], keys: Sequence[str]) -> pl.DataFrame:
@@ -196,6 +209,22 @@ def _collect(frame: nw.LazyFrame[Any], schema: dict[str, Any], keys: Sequence[st
     return native.select(pl.col(name).cast(dtype) for name, dtype in schema.items()).sort(
         keys, nulls_last=True
     )
+
+
+def _materialise(frame: nw.LazyFrame[Any]) -> nw.LazyFrame[Any]:
+    """Compute a frame once for several tables: polars keeps it in memory, Spark caches it
+    (spilling to disk)."""
+    native = nw.to_native(frame)
+    if isinstance(native, pl.LazyFrame):
+        return nw.from_native(native.collect().lazy())
+    cached: nw.LazyFrame[Any] = nw.from_native(native.cache())
+    return cached
+
+
+def _release(frame: nw.LazyFrame[Any]) -> None:
+    native = nw.to_native(frame)
+    if not isinstance(native, pl.LazyFrame):
+        native.unpersist()
 
 
 def _count(name: str) -> nw.Expr:
@@ -224,18 +253,25 @@ def topic_stats(data: Dataset | Sequence[str] | str) -> pl.DataFrame:
     rate (received - 1 over the span, i.e. one over the mean inter-arrival time), and
     p50/p90/p99 of inter-arrival time and of source-to-reception latency, in ms."""
     ds = _as_dataset(data)
+    return _collect(_topics(ds.frame), TOPIC_SCHEMA, ["session", "topic"])
+
+
+def _topics(frame: nw.LazyFrame[Any]) -> nw.LazyFrame[Any]:
     keys = ["session", "topic"]
-    lf = ds.frame.rename({"name": "topic"})
+    lf = frame.rename({"name": "topic"})
     kind, detail = nw.col("kind"), nw.col("detail")
     is_received = (kind == RECEIVED) & (detail == "message")
     is_published = kind == PUBLISHED
-    # One pass for the counts (conditional sums), no union of keys and joins.
+    # One group-by for the counts and the latency percentiles (conditional columns).
     events = lf.filter(is_received | is_published).with_columns(
         nw.when(is_published).then(1).otherwise(0).alias("_pub"),
         nw.when(is_received).then(1).otherwise(0).alias("_rec"),
         nw.when(is_published).then(nw.col("body_size")).otherwise(0).alias("_pub_bytes"),
         nw.when(is_received).then(nw.col("body_size")).otherwise(0).alias("_rec_bytes"),
         nw.when(is_received).then(nw.col("reception_ns")).alias("_rec_ns"),
+        nw.when(is_received)
+        .then((nw.col("reception_ns") - nw.col("source_ns")) / 1_000_000)
+        .alias("_latency"),
     )
     counts = events.group_by(*keys).agg(
         nw.col("_pub").sum().alias("published"),
@@ -244,31 +280,22 @@ def topic_stats(data: Dataset | Sequence[str] | str) -> pl.DataFrame:
         nw.col("_rec_bytes").sum().alias("bytes_received"),
         nw.col("_rec_ns").min().alias("first_ns"),
         nw.col("_rec_ns").max().alias("last_ns"),
+        *_quantiles("_latency", "latency_ms"),
     )
-    received = lf.filter(is_received)
-    previous = nw.col("reception_ns").shift(1).over(*keys, order_by=["reception_ns", "event_index"])
-    gaps = received.with_columns(
-        ((nw.col("reception_ns") - previous) / 1_000_000).alias("interarrival_ms"),
-        ((nw.col("reception_ns") - nw.col("source_ns")) / 1_000_000).alias("latency_ms"),
+    interarrival = gap_percentiles(
+        lf.filter(is_received), keys, "reception_ns", "interarrival_ms", 1_000_000
     )
     span = (nw.col("last_ns") - nw.col("first_ns")) / 1_000_000_000
-    table = (
-        counts.join(
-            percentiles(gaps, keys, "interarrival_ms", "interarrival_ms"), on=keys, how="left"
-        )
-        .join(percentiles(gaps, keys, "latency_ms", "latency_ms"), on=keys, how="left")
-        .with_columns(
-            _count("published").alias("published"),
-            _count("received").alias("received"),
-            _count("bytes_published").alias("bytes_published"),
-            _count("bytes_received").alias("bytes_received"),
-            span.alias("duration_s"),
-            nw.when((nw.col("received") > 1) & (nw.col("last_ns") > nw.col("first_ns")))
-            .then((nw.col("received") - 1) / span)
-            .alias("rate_hz"),
-        )
+    return counts.join(interarrival, on=keys, how="left").with_columns(
+        _count("published").alias("published"),
+        _count("received").alias("received"),
+        _count("bytes_published").alias("bytes_published"),
+        _count("bytes_received").alias("bytes_received"),
+        span.alias("duration_s"),
+        nw.when((nw.col("received") > 1) & (nw.col("last_ns") > nw.col("first_ns")))
+        .then((nw.col("received") - 1) / span)
+        .alias("rate_hz"),
     )
-    return _collect(table, TOPIC_SCHEMA, keys)
 
 
 CALL_SCHEMA: dict[str, Any] = {
@@ -283,10 +310,10 @@ CALL_SCHEMA: dict[str, Any] = {
     "rtt_ms": _Q,
     "status": pl.String,
 }
+CALL_KEYS = ["session", "service", "sent_ns", "request_id"]
 
 
-def _calls(ds: Dataset) -> nw.LazyFrame[Any]:
-    lf = ds.frame
+def _calls(lf: nw.LazyFrame[Any]) -> nw.LazyFrame[Any]:
     kind, detail = nw.col("kind"), nw.col("detail")
     # A request is known from the client (request.sent) and/or the server's reception.
     requests = (
@@ -356,14 +383,17 @@ def service_calls(data: Dataset | Sequence[str] | str) -> pl.DataFrame:
     """One row per request: its responses, the first one's arrival and the round trip;
     status is answered, late (answered after the client gave up) or orphan."""
     ds = _as_dataset(data)
-    return _collect(_calls(ds), CALL_SCHEMA, ["session", "service", "sent_ns", "request_id"])
+    return _collect(_calls(ds.frame), CALL_SCHEMA, CALL_KEYS)
 
 
 def orphans(data: Dataset | Sequence[str] | str) -> pl.DataFrame:
     """The requests that were never answered."""
     ds = _as_dataset(data)
-    frame = _calls(ds).filter(nw.col("status") == "orphan")
-    return _collect(frame, CALL_SCHEMA, ["session", "service", "sent_ns", "request_id"])
+    return _collect(_orphans(_calls(ds.frame)), CALL_SCHEMA, CALL_KEYS)
+
+
+def _orphans(calls: nw.LazyFrame[Any]) -> nw.LazyFrame[Any]:
+    return calls.filter(nw.col("status") == "orphan")
 
 
 SERVICE_SCHEMA: dict[str, Any] = {
@@ -383,10 +413,13 @@ def service_stats(data: Dataset | Sequence[str] | str) -> pl.DataFrame:
     (answered after the client gave up), duplicate responses (beyond the first to a
     request), and p50/p90/p99 round-trip time in ms over the answered requests."""
     ds = _as_dataset(data)
-    keys = ["session", "service"]
-    calls = _calls(ds)
+    return _collect(_services(_calls(ds.frame)), SERVICE_SCHEMA, ["session", "service"])
+
+
+def _services(calls: nw.LazyFrame[Any]) -> nw.LazyFrame[Any]:
     status = nw.col("status")
-    counts = (
+    # One group-by for the counts and the round-trip percentiles (orphans' rtt is null).
+    return (
         calls.with_columns(
             nw.when(status != "orphan").then(1).otherwise(0).alias("_answered"),
             nw.when(status == "orphan").then(1).otherwise(0).alias("_orphan"),
@@ -395,18 +428,18 @@ def service_stats(data: Dataset | Sequence[str] | str) -> pl.DataFrame:
             .then(nw.col("responses") - 1)
             .otherwise(0)
             .alias("_dup"),
+            nw.col("rtt_ms").cast(nw.Float64()),
         )
-        .group_by(*keys)
+        .group_by("session", "service")
         .agg(
             nw.len().alias("requests"),
             nw.col("_answered").sum().alias("answered"),
             nw.col("_orphan").sum().alias("orphans"),
             nw.col("_late").sum().alias("late"),
             nw.col("_dup").sum().alias("duplicate_responses"),
+            *_quantiles("rtt_ms", "rtt_ms"),
         )
     )
-    table = counts.join(percentiles(calls, keys, "rtt_ms", "rtt_ms"), on=keys, how="left")
-    return _collect(table, SERVICE_SCHEMA, keys)
 
 
 SEQUENCE_SCHEMA: dict[str, Any] = {
@@ -431,9 +464,15 @@ def sequence_stats(data: Dataset | Sequence[str] | str) -> pl.DataFrame:
     gaps (runs of missing numbers), duplicates, and reordered arrivals (a number lower
     than the one received just before it)."""
     ds = _as_dataset(data)
-    keys = ["session", "what", "name", "source_gid"]
+    return _collect(_sequences(ds.frame), SEQUENCE_SCHEMA, SEQUENCE_KEYS)
+
+
+SEQUENCE_KEYS = ["session", "what", "name", "source_gid"]
+
+
+def _sequences(frame: nw.LazyFrame[Any]) -> nw.LazyFrame[Any]:
     kind, detail = nw.col("kind"), nw.col("detail")
-    received = ds.frame.filter(
+    received = frame.filter(
         (kind == RECEIVED)
         & ((detail == "message") | (detail == "request"))
         & ~nw.col("sequence_number").is_null()
@@ -442,35 +481,56 @@ def sequence_stats(data: Dataset | Sequence[str] | str) -> pl.DataFrame:
         & (nw.col("sequence_number") >= 0)
         & ~nw.col("source_gid").is_null()
     ).rename({"detail": "what"})
-    seq = nw.col("sequence_number")
-    arrivals = (
-        received.with_columns(
-            seq.shift(1).over(*keys, order_by=["reception_ns", "event_index"]).alias("_prev")
-        )
-        .with_columns(nw.when(seq < nw.col("_prev")).then(1).otherwise(0).alias("_reordered"))
-        .group_by(*keys)
-        .agg(nw.len().alias("received"), nw.col("_reordered").sum().alias("reordered"))
-    )
-    distinct = (
-        received.select(*keys, "sequence_number")
-        .unique([*keys, "sequence_number"])
-        .with_columns(seq.shift(1).over(*keys, order_by="sequence_number").alias("_below"))
-        .with_columns(nw.when(seq - nw.col("_below") > 1).then(1).otherwise(0).alias("_gap"))
-        .group_by(*keys)
-        .agg(
-            nw.len().alias("distinct"),
-            seq.min().alias("first_sequence"),
-            seq.max().alias("last_sequence"),
-            nw.col("_gap").sum().alias("gaps"),
-        )
-    )
-    table = arrivals.join(distinct, on=keys, how="left").with_columns(
+    return sequence_counts(received, SEQUENCE_KEYS).with_columns(
         (nw.col("last_sequence") - nw.col("first_sequence") + 1 - nw.col("distinct")).alias(
             "missing"
         ),
         (nw.col("received") - nw.col("distinct")).alias("duplicates"),
     )
-    return _collect(table, SEQUENCE_SCHEMA, keys)
+
+
+def sequence_counts(received: nw.LazyFrame[Any], keys: Sequence[str]) -> nw.LazyFrame[Any]:
+    """Per group, in one group-by: received, reordered (lower than the number received
+    just before it), distinct, first and last number, and gaps (successive distinct
+    numbers more than one apart: duplicates sort next to each other, 0 apart)."""
+    if _is_polars(received):
+        native = nw.to_native(received)
+        assert isinstance(native, pl.LazyFrame)
+        number = pl.col("sequence_number")
+        arrival_order = number.sort_by("reception_ns", "event_index")
+        return nw.from_native(
+            native.group_by(keys).agg(
+                pl.len().alias("received"),
+                (arrival_order.diff() < 0).sum().alias("reordered"),
+                number.n_unique().alias("distinct"),
+                number.min().alias("first_sequence"),
+                number.max().alias("last_sequence"),
+                (number.sort().diff() > 1).sum().alias("gaps"),
+            )
+        )
+    return sequence_counts_generic(received, keys)
+
+
+def sequence_counts_generic(received: nw.LazyFrame[Any], keys: Sequence[str]) -> nw.LazyFrame[Any]:
+    """`sequence_counts` in narwhals alone (two windows, one group-by): Spark's plan."""
+    seq = nw.col("sequence_number")
+    before = seq.shift(1).over(*keys, order_by=["reception_ns", "event_index"])
+    below = seq.shift(1).over(*keys, order_by="sequence_number")
+    return (
+        received.with_columns(
+            nw.when(seq < before).then(1).otherwise(0).alias("_reordered"),
+            nw.when(seq - below > 1).then(1).otherwise(0).alias("_gap"),
+        )
+        .group_by(*keys)
+        .agg(
+            nw.len().alias("received"),
+            nw.col("_reordered").sum().alias("reordered"),
+            seq.n_unique().alias("distinct"),
+            seq.min().alias("first_sequence"),
+            seq.max().alias("last_sequence"),
+            nw.col("_gap").sum().alias("gaps"),
+        )
+    )
 
 
 SERIES_SCHEMA: dict[str, Any] = {
@@ -541,15 +601,30 @@ def analyze(
     unknown = [n for n in names if n not in TABLES]
     if unknown:
         raise ValueError(f"unknown tables {unknown}; known: {', '.join(TABLES)}")
+    shared: list[nw.LazyFrame[Any]] = []
+
+    def calls() -> nw.LazyFrame[Any]:
+        # Computed once and shared by the calls, services and orphans tables.
+        if not shared:
+            shared.append(_materialise(_calls(ds.frame)))
+        return shared[0]
+
+    plans: dict[str, Callable[[], tuple[nw.LazyFrame[Any], dict[str, Any], list[str]]]] = {
+        "topics": lambda: (_topics(ds.frame), TOPIC_SCHEMA, ["session", "topic"]),
+        "services": lambda: (_services(calls()), SERVICE_SCHEMA, ["session", "service"]),
+        "calls": lambda: (calls(), CALL_SCHEMA, CALL_KEYS),
+        "orphans": lambda: (_orphans(calls()), CALL_SCHEMA, CALL_KEYS),
+        "sequences": lambda: (_sequences(ds.frame), SEQUENCE_SCHEMA, SEQUENCE_KEYS),
+    }
     results: dict[str, pl.DataFrame] = {}
-    for done, name in enumerate(names):
-        if progress is not None:
-            progress(name, done, len(names))
-        if name == "orphans" and "calls" in results:
-            # The same rows as orphans(ds) computes, without a second query.
-            results[name] = results["calls"].filter(pl.col("status") == "orphan")
-        else:
-            results[name] = TABLES[name](ds)
+    try:
+        for done, name in enumerate(names):
+            if progress is not None:
+                progress(name, done, len(names))
+            results[name] = _collect(*plans[name]())
+    finally:
+        for frame in shared:
+            _release(frame)
     if progress is not None:
         progress("", len(names), len(names))
     return results
