@@ -270,3 +270,65 @@ def test_cli_analyze_on_spark(
     assert "analyze (spark)" in captured.err
     assert [row["rtt_ms_p50"] for row in tables["services"]] == [pytest.approx(20.0)]
     assert [row["orphans"] for row in tables["services"]] == [1]
+
+
+def test_sessions_over_the_memory_budget_are_analysed_in_batches(
+    sample_sessions: list[Path], tiny_session: Path
+) -> None:
+    """Sessions that together exceed the memory budget are analysed a batch at a time
+    (none kept in memory all at once) and give the same tables as all in memory."""
+    paths = [*sample_sessions, tiny_session]
+    whole = analysis.analyze(paths)
+    opened = analysis.load(paths, cache=False)
+    biggest = max(s.rows for s in opened.sessions)
+    budget = biggest * analysis.BYTES_PER_EVENT  # about one session per batch
+    batched = analysis.load(paths, memory_budget_bytes=budget)
+    assert 1 < len(batched.batches) <= len(paths)
+    assert [s.name for group in batched.batches for s in group] == [s.name for s in opened.sessions]
+    assert all(
+        sum(s.rows for s in group) * analysis.BYTES_PER_EVENT <= budget
+        for group in batched.batches
+        if len(group) > 1
+    )
+    seen: list[tuple[str, int, int]] = []
+    tables = analysis.analyze(batched, progress=lambda *args: seen.append(args))
+    for name, frame in whole.items():
+        assert_frame_equal(tables[name], frame, check_exact=False, rel_tol=1e-12, abs_tol=0)
+    # Progress runs over every batch's tables, never backwards, and ends full.
+    done = [d for _, d, _ in seen]
+    assert done == sorted(done) and seen[-1][1] == seen[-1][2]
+    assert len(seen) == len(analysis.TABLES) * len(batched.batches) + 1
+    # One session larger than the budget is a batch of its own, streamed from disk.
+    assert analysis.batches(list(opened.sessions), 1) == tuple((s,) for s in opened.sessions)
+
+
+@pytest.mark.spark
+def test_spark_writes_the_tables_from_its_executors(
+    spark: Any, sample_sessions: list[Path], tmp_path: Path
+) -> None:
+    """`--format parquet --out DIR` on Spark: each table is a directory of part files
+    written by Spark (no table is collected to the driver), and reads back, with polars,
+    as the tables polars computes."""
+    from mailbus.cli import main
+
+    paths = [str(p) for p in sample_sessions[:2]]
+    target = tmp_path / "out"
+    from pyspark.sql import DataFrame
+
+    def refused(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a table went through the driver")
+
+    with pytest.MonkeyPatch.context() as patch:
+        for method in ("collect", "toArrow", "toPandas", "toLocalIterator", "take"):
+            patch.setattr(DataFrame, method, refused)
+        command = ["analyze", *paths, "--engine", "spark", "--format", "parquet"]
+        assert main([*command, "--out", str(target)]) == 0
+    expected = analysis.analyze(paths)
+    for name, frame in expected.items():
+        written = target / f"{name}.parquet"
+        assert written.is_dir() and list(written.glob("part-*.parquet")), name
+        assert (written / "_SUCCESS").exists()
+        back = pl.read_parquet(written / "*.parquet").sort(
+            analysis.TABLE_KEYS[name], nulls_last=True
+        )
+        assert_frame_equal(back, frame, check_exact=False, rel_tol=1e-12, abs_tol=0)

@@ -274,7 +274,13 @@ def _analyze(args: argparse.Namespace) -> int:
                     f"mailbus analyze: session {s.path} is empty (no complete part)",
                     file=sys.stderr,
                 )
-        results = analysis.analyze(dataset, tables=args.table or analysis.TABLES, progress=report)
+        tables = args.table or analysis.TABLES
+        if args.format == "parquet":
+            # Written by the engine that computed them: on Spark, from its executors.
+            out = args.output or "analysis"
+            counts = analysis.write_tables(dataset, out, tables=tables, progress=report)
+        else:
+            results = analysis.analyze(dataset, tables=tables, progress=report)
     except (SessionError, ValueError) as exc:
         progress.done()
         return _error("analyze", exc)
@@ -282,8 +288,13 @@ def _analyze(args: argparse.Namespace) -> int:
         progress.done()
         return _error("analyze", f"engine {args.engine} is not available: {exc}")
     progress.done()
-    if args.output or args.format == "parquet":
-        out = Path(args.output or "analysis")
+    if args.format == "parquet":
+        for name, rows in counts.items():
+            print(f"{name}: {rows} rows", file=sys.stderr)
+        print(f"wrote {len(counts)} tables to {str(out).rstrip('/')}/", file=sys.stderr)
+        return EXIT_OK
+    if args.output:
+        out = Path(args.output)
         out.mkdir(parents=True, exist_ok=True)
         for name, frame in results.items():
             frame.write_parquet(out / f"{name}.parquet")
@@ -360,7 +371,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     analyze.add_argument("--engine", choices=ENGINES, default="polars")
     analyze.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
     analyze.add_argument("--format", choices=("table", "json", "parquet"), default="table")
-    analyze.add_argument("--output", metavar="DIR", help="also write each table as Parquet")
+    analyze.add_argument(
+        "--output", "--out", metavar="DIR", help="write each table as DIR/<table>.parquet"
+    )
     analyze.add_argument("--table", action="append", choices=TABLE_NAMES, help="only these")
     analyze.add_argument("--skip-bad-parts", action="store_true")
     analyze.set_defaults(handler=_analyze)
