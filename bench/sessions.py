@@ -7,8 +7,11 @@
    nothing is dropped and the rate is the sustained one), beside polars building and
    writing the same rows directly in the same run (the baseline; target: the recorder
    at least half as fast). Peak RSS of the recording phase.
-2. The analysis: every table on synthetic sessions of 1 M and 10 M events, on polars
-   and on Spark local[2] (`--quick` skips 10 M; Spark start-up is reported apart).
+2. The analysis (bench/analysis_costs.py): every table on synthetic sessions of 1 M and
+   10 M events on polars beside the same tables in plain polars, and on Spark local[2]
+   beside the same in direct Spark SQL, results checked equal; 100 M events (ten 10 M
+   sessions) on polars in a fresh process with its peak RSS, and on Spark with
+   `--spark-100m`. `--quick` stops at 1 M. Spark start-up is reported apart.
 
 Last stdout line: one JSON object (keys in shared/BENCH.md).
 """
@@ -33,6 +36,8 @@ from mailbus.sessions import analysis
 from mailbus.sessions.recorder import Recorder, write_json_atomic
 from mailbus.sessions.schema import SCHEMA_VERSION, arrow_schema, part_name
 from mailbus.trace import TraceEvent
+
+from bench import analysis_costs
 
 T0 = 1_700_000_000_000_000_000
 
@@ -225,23 +230,14 @@ def synthetic_session(path: Path, total: int, part_rows: int = 1_000_000) -> Non
     )
 
 
-def time_analysis(path: Path, engine: analysis.Engine, spark: Any = None) -> float:
-    started = time.perf_counter()
-    dataset = analysis.load([path], engine=engine, spark=spark)
-    tables = analysis.analyze(dataset)
-    elapsed = time.perf_counter() - started
-    assert tables["topics"]["received"].sum() > 0
-    return elapsed
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller runs, no 10 M")
     parser.add_argument("--no-spark", action="store_true")
     parser.add_argument("--events", type=int, default=None, help="recorder events")
+    parser.add_argument("--spark-100m", action="store_true", help="Spark on 100 M events too")
     args = parser.parse_args()
     count = args.events or (100_000 if args.quick else 300_000)
-    sizes = [1_000_000] if args.quick else [1_000_000, 10_000_000]
     work = Path(tempfile.mkdtemp(prefix="mailbus-bench-sessions-"))
     result: dict[str, Any] = {"quick": args.quick, "recorder_events": count}
     try:
@@ -271,23 +267,17 @@ def main() -> None:
             started = time.perf_counter()
             spark = analysis.spark_session("local[2]", shuffle_partitions=4, driver_memory="6g")
             result["spark_start_s"] = round(time.perf_counter() - started, 1)
-        for size in (1_000_000, 10_000_000):
-            label = "1m" if size == 1_000_000 else "10m"
-            if size not in sizes:
-                result[f"analysis_{label}_polars_s"] = None
-                result[f"analysis_{label}_spark_s"] = None
-                continue
-            path = work / f"synthetic-{label}"
-            log(f"writing a synthetic session of {size:,} events")
-            synthetic_session(path, size)
-            result[f"analysis_{label}_polars_s"] = round(time_analysis(path, "polars"), 2)
-            log(f"  polars: {result[f'analysis_{label}_polars_s']} s")
-            if spark is not None:
-                result[f"analysis_{label}_spark_s"] = round(time_analysis(path, "spark", spark), 2)
-                log(f"  spark local[2]: {result[f'analysis_{label}_spark_s']} s")
-            else:
-                result[f"analysis_{label}_spark_s"] = None
-            shutil.rmtree(path)
+        else:
+            result["spark_start_s"] = None
+        result.update(
+            analysis_costs.run(
+                work,
+                synthetic_session,
+                quick=args.quick,
+                spark=spark,
+                spark_100m_too=args.spark_100m,
+            )
+        )
         if spark is not None:
             spark.stop()
     finally:
