@@ -17,13 +17,21 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import narwhals.stable.v2 as nw
 import polars as pl
 
 from mailbus.sessions import tables as defined
-from mailbus.sessions.reader import Session, SessionError, open_sessions
+from mailbus.sessions.reader import (
+    Session,
+    SessionError,
+    expand_paths,
+    open_sessions,
+    scan_parts,
+)
+from mailbus.sessions.spark import read_sessions
+from mailbus.sessions.spark import spark_session as spark_session  # re-exported
 from mailbus.sessions.tables import (
     CALL_KEYS,
     CALL_SCHEMA,
@@ -40,9 +48,6 @@ from mailbus.sessions.tables import (
     sequence_counts,
     sequence_counts_generic,
 )
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 __all__ = [
     "PERCENTILES",
@@ -127,42 +132,12 @@ def batches(sessions: Sequence[Session], budget: int) -> tuple[tuple[Session, ..
     return tuple(tuple(g) for g in groups)
 
 
-def spark_session(
-    master: str = "local[*]",
-    *,
-    shuffle_partitions: int = 4,
-    driver_memory: str = "2g",
-    app_name: str = "mailbus-analyze",
-) -> SparkSession:
-    """A SparkSession for the analysis (getOrCreate: an existing one is reused)."""
-    from pyspark.sql import SparkSession
-
-    builder: Any = SparkSession.builder
-    spark = (
-        builder.master(master)
-        .appName(app_name)
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", driver_memory)
-        .config("spark.sql.session.timeZone", "UTC")
-    )
-    if master.startswith("local"):
-        # A local driver listens on loopback only, never on the machine's interfaces.
-        spark = spark.config("spark.driver.host", "127.0.0.1").config(
-            "spark.driver.bindAddress", "127.0.0.1"
-        )
-    spark = spark.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    session: SparkSession = spark
-    return session
-
-
 def load(
     sessions: Sequence[str | os.PathLike[str] | Session] | str | os.PathLike[str] | Session,
     *,
     engine: Engine = "polars",
     master: str | None = None,
+    remote: str | None = None,
     spark: Any = None,
     skip_bad_parts: bool = False,
     cache: bool | None = None,
@@ -170,22 +145,30 @@ def load(
 ) -> Dataset:
     """Open one or more session directories as one lazy dataset on `engine`.
 
-    With `cache`, the columns the analysis reads are decoded once and kept (polars: in
-    memory; Spark: `DataFrame.cache()`, spilling to disk), since every table scans them.
-    By default polars caches only what fits `memory_budget_bytes` (a quarter of the
-    machine's memory, see `fits_in_memory`); larger sessions stream from their parts.
+    A path that does not exist and holds `*`, `?` or `[` is a glob pattern, expanded in
+    sorted order (an error if it matches nothing). On Spark, `master` is `local[N]` or a
+    cluster URL, `remote` a Spark Connect server `sc://HOST:PORT` (not both); every part
+    of every session is read in one scan. With `cache`, the columns the analysis reads are
+    decoded once and kept (polars: in memory; Spark: `DataFrame.cache()`, spilling to
+    disk), since every table scans them. By default polars caches only what fits
+    `memory_budget_bytes` (a quarter of the machine's memory, see `fits_in_memory`);
+    larger sets of sessions are analysed in batches (see `analyze`).
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    if master is not None and remote is not None:
+        raise ValueError("give a Spark master or a Spark Connect remote, not both")
+    if engine == "polars" and (master is not None or remote is not None):
+        raise ValueError("a Spark master or remote needs engine spark, not polars")
     if isinstance(sessions, str | os.PathLike | Session):
         sessions = [sessions]
     if not sessions:
         raise SessionError("no session given")
     opened = _open(sessions, skip_bad_parts)
     if engine == "polars" or not any(s.parts for s in opened):
-        # Empty sessions give empty tables; no need to start Spark for them.
-        frames = [s.scan().select(*ANALYSIS_COLUMNS, "session") for s in opened]
-        lazy = pl.concat(frames, how="vertical")
+        # Empty sessions give empty tables; no need to start Spark for them. One scan
+        # over every part of every session (polars reads the files in parallel).
+        lazy = scan_parts(opened, ANALYSIS_COLUMNS)
         budget = memory_budget() if memory_budget_bytes is None else memory_budget_bytes
         groups: tuple[tuple[Session, ...], ...] = ()
         if cache is None:
@@ -202,24 +185,17 @@ def load(
             budget_bytes=budget,
         )
     if spark is None:
-        spark = spark_session(master or "local[*]")
-    parts: list[nw.LazyFrame[Any]] = []
-    for s in opened:
-        if not s.parts:
-            continue
-        native = spark.read.parquet(*(str(p) for p in s.parts))
-        frame = nw.from_native(native).select(*ANALYSIS_COLUMNS)
-        parts.append(frame.with_columns(session=nw.lit(s.name, dtype=nw.String())))
-    frame = nw.concat(parts, how="vertical")
+        spark = spark_session(master or "local[*]", remote=remote)
+    native = read_sessions(spark, opened, ANALYSIS_COLUMNS)
     if cache is not False:
-        frame = nw.from_native(nw.to_native(frame).cache())
-    return Dataset(frame, "spark", opened, spark)
+        native = native.cache()
+    return Dataset(nw.from_native(native), "spark", opened, spark)
 
 
 def _open(sessions: Sequence[str | os.PathLike[str] | Session], skip: bool) -> tuple[Session, ...]:
     given = [s for s in sessions if isinstance(s, Session)]
     paths = [s for s in sessions if not isinstance(s, Session)]
-    return (*given, *open_sessions(paths, skip_bad_parts=skip))
+    return (*given, *open_sessions(expand_paths(paths), skip_bad_parts=skip))
 
 
 def _as_dataset(

@@ -264,6 +264,7 @@ def _analyze(args: argparse.Namespace) -> int:
             args.sessions,
             engine=args.engine,
             master=args.master,
+            remote=args.remote,
             skip_bad_parts=args.skip_bad_parts,
         )
         for s in dataset.sessions:
@@ -330,6 +331,24 @@ def _non_negative(text: str) -> float:
     return value
 
 
+class _EngineAction(argparse.Action):
+    """--engine, remembering that the user chose it (so --master cannot override it)."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.engine_given = True
+
+
+class _SparkAction(argparse.Action):
+    """--master / --remote: run on Spark unless --engine said otherwise (load() then
+    refuses the mix with a clear error)."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        setattr(namespace, self.dest, values)
+        if not getattr(namespace, "engine_given", False):
+            namespace.engine = "spark"
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     record = sub.add_parser("record", help="record this participant's traffic to a session")
     record.add_argument("session", metavar="SESSION_DIR", help="new directory for the session")
@@ -367,9 +386,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     replay.set_defaults(handler=_replay)
 
     analyze = sub.add_parser("analyze", help="per-topic, service and sequence statistics")
-    analyze.add_argument("sessions", nargs="+", metavar="SESSION")
-    analyze.add_argument("--engine", choices=ENGINES, default="polars")
-    analyze.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
+    analyze.add_argument(
+        "sessions", nargs="+", metavar="SESSION", help="session directories or quoted globs"
+    )
+    analyze.add_argument("--engine", choices=ENGINES, default="polars", action=_EngineAction)
+    where = analyze.add_mutually_exclusive_group()
+    where.add_argument(
+        "--master",
+        metavar="URL",
+        action=_SparkAction,
+        help="Spark master: local[N] (default local[*]) or spark://HOST:7077; implies spark",
+    )
+    where.add_argument(
+        "--remote",
+        metavar="sc://HOST:PORT",
+        action=_SparkAction,
+        help="run on a Spark Connect server (thin client, no local JVM); implies spark",
+    )
     analyze.add_argument("--format", choices=("table", "json", "parquet"), default="table")
     analyze.add_argument(
         "--output", "--out", metavar="DIR", help="write each table as DIR/<table>.parquet"

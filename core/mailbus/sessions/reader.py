@@ -9,6 +9,7 @@ the error rather than failing deep inside a query.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -217,3 +218,37 @@ def scan(paths: Sequence[str | os.PathLike[str]] | str | os.PathLike[str]) -> pl
     if not paths:
         raise SessionError("no session given")
     return pl.concat([s.scan() for s in open_sessions(paths)], how="vertical")
+
+
+GLOB_CHARACTERS = frozenset("*?[")
+
+
+def expand_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str | os.PathLike[str]]:
+    """Paths as given, except that one which does not exist and holds `*`, `?` or `[` is
+    a glob pattern (for a shell that did not expand it): replaced by the directories it
+    matches, sorted (sessions are directories); a pattern matching none is an error."""
+    result: list[str | os.PathLike[str]] = []
+    for path in paths:
+        text = os.fspath(path)
+        if os.path.exists(text) or not GLOB_CHARACTERS & set(text):
+            result.append(path)
+            continue
+        matches = sorted(m for m in glob.glob(text) if os.path.isdir(m))
+        if not matches:
+            raise SessionError(f"no session matches {text}")
+        result.extend(matches)
+    return result
+
+
+def scan_parts(sessions: Sequence[Session], columns: Sequence[str]) -> pl.LazyFrame:
+    """`columns` of every part of every session as ONE polars scan (the files are read in
+    parallel) plus `session`, mapped back from each row's file."""
+    owner = {str(p): s.name for s in sessions for p in s.parts}
+    if not owner:
+        return pl.concat([s.scan().select(*columns, "session") for s in sessions])
+    return (
+        pl.scan_parquet(list(owner), glob=False, include_file_paths="_file", extra_columns="ignore")
+        .select(*columns, "_file")
+        .with_columns(session=pl.col("_file").replace_strict(owner, return_dtype=pl.String))
+        .drop("_file")
+    )

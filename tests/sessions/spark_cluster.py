@@ -1,0 +1,204 @@
+"""A real Spark standalone cluster (a master and two workers) and a Spark Connect server,
+started from the pyspark package's own launcher (`bin/spark-class`, `bin/spark-submit`)
+on loopback with free ports; logs, work and scratch dirs in a temp dir. Every process
+runs in its own process group, killed whole (executors included) on stop."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HOST = "127.0.0.1"
+START_TIMEOUT_S = 120.0  # JVMs start slowly on a shared 2-core machine
+WORKERS = 2
+WORKER_MEMORY = "1g"
+EXECUTOR_MEMORY = "512m"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll `condition` until it holds; AssertionError naming `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.2)  # polling JVMs that take seconds to start; bounded by the deadline
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return f"(no log at {path})"
+
+
+class SparkProcesses:
+    """The cluster and the Connect server; `start()` launches all at once, then waits."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.master_port = free_port()
+        self.master_ui_port = free_port()
+        self.connect_port = free_port()
+        self.master_url = f"spark://{HOST}:{self.master_port}"
+        self.remote_url = f"sc://{HOST}:{self.connect_port}"
+        self.processes: list[tuple[str, subprocess.Popen[bytes]]] = []
+
+    def env(self) -> dict[str, str]:
+        conf = self.root / "conf"  # empty: no user or machine spark-defaults
+        conf.mkdir(exist_ok=True)
+        env = dict(os.environ)
+        env.update(
+            SPARK_HOME=str(spark_home()),
+            SPARK_CONF_DIR=str(conf),
+            SPARK_LOCAL_IP=HOST,
+            SPARK_LOG_DIR=str(self.root / "logs"),
+            SPARK_PID_DIR=str(self.root / "pids"),
+            SPARK_LOCAL_DIRS=str(self.root / "scratch"),
+            SPARK_DAEMON_MEMORY="512m",
+            # No REST submission server: it would bind a fixed port (6066).
+            SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false",
+        )
+        return env
+
+    def _launch(self, name: str, command: list[str]) -> None:
+        log = self.root / f"{name}.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                command,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env(),
+                cwd=self.root,
+                start_new_session=True,  # its own process group, killed whole on stop
+            )
+        self.processes.append((name, process))
+
+    def start(self) -> SparkProcesses:
+        for d in ("logs", "pids", "scratch"):
+            (self.root / d).mkdir(exist_ok=True)
+        bin_dir = spark_home() / "bin"
+        spark_class = str(bin_dir / "spark-class")
+        self._launch(
+            "master",
+            [
+                spark_class,
+                "org.apache.spark.deploy.master.Master",
+                *("--host", HOST, "--port", str(self.master_port)),
+                *("--webui-port", str(self.master_ui_port)),
+            ],
+        )
+        for n in range(1, WORKERS + 1):
+            work = self.root / f"work{n}"
+            work.mkdir(exist_ok=True)
+            self._launch(
+                f"worker{n}",
+                [
+                    spark_class,
+                    "org.apache.spark.deploy.worker.Worker",
+                    *("--host", HOST, "--port", "0", "--webui-port", "0"),
+                    *("--cores", "1", "--memory", WORKER_MEMORY, "--work-dir", str(work)),
+                    self.master_url,
+                ],
+            )
+        self._launch(
+            "connect",
+            [
+                str(bin_dir / "spark-submit"),
+                *("--class", "org.apache.spark.sql.connect.service.SparkConnectServer"),
+                *("--master", "local[2]", "--name", "mailbus-connect-test"),
+                *("--driver-memory", "1g"),
+                *("--conf", f"spark.connect.grpc.binding.port={self.connect_port}"),
+                *("--conf", f"spark.connect.grpc.binding.address={HOST}"),
+                *(
+                    "--conf",
+                    f"spark.driver.host={HOST}",
+                    "--conf",
+                    f"spark.driver.bindAddress={HOST}",
+                ),
+                *("--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2"),
+                *("--conf", "spark.sql.session.timeZone=UTC"),
+                "spark-internal",
+            ],
+        )
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _check_alive(self) -> None:
+        for name, process in self.processes:
+            if process.poll() is not None:
+                raise AssertionError(
+                    f"spark {name} exited with {process.returncode}:\n"
+                    + _tail(self.root / f"{name}.log")
+                )
+
+    def master_state(self) -> dict[str, Any]:
+        url = f"http://{HOST}:{self.master_ui_port}/json/"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            state: dict[str, Any] = json.load(response)
+        return state
+
+    def _workers_alive(self) -> int:
+        self._check_alive()
+        try:
+            return int(self.master_state()["aliveworkers"])
+        except OSError:
+            return 0
+
+    def _connect_listening(self) -> bool:
+        self._check_alive()
+        with contextlib.suppress(OSError), socket.create_connection((HOST, self.connect_port), 1):
+            return True
+        return False
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        wait_until(
+            lambda: self._workers_alive() == WORKERS,
+            deadline - time.monotonic(),
+            f"{WORKERS} workers to register with the master",
+        )
+        wait_until(
+            self._connect_listening,
+            deadline - time.monotonic(),
+            f"the Spark Connect server on port {self.connect_port}",
+        )
+
+    def stop(self) -> None:
+        """SIGTERM to every process group, SIGKILL to what is left after a bound."""
+        for _, process in self.processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for _, process in self.processes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(max(deadline - time.monotonic(), 0.1))
+            # The group may outlive its leader (executors), so it is killed either way.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+        self.processes.clear()
