@@ -363,11 +363,12 @@ class WorkbenchApp(App[int]):
         self.set_keymap(keymap)
 
 
-def run_app(config: str | None = None, session: str | None = None) -> int:
+def run_app(config: str | None = None, session: str | None = None, viewer: bool = False) -> int:
     """`mailbus`: the workbench on the embedded demo, or attached to `config`'s system;
-    with `session` (`mailbus open SESSION`), no demo and that session open for playback."""
+    with `session` (`mailbus open SESSION`), no demo and that session open for playback;
+    `viewer`: one of the browser tabs of `mailbus serve` (a PostOffice box of its own)."""
     try:
-        engine = EngineHost.from_config(config)
+        engine = EngineHost.from_config(config, viewer=viewer)
         if session is not None and engine.demo is not None:
             engine = EngineHost(engine.options, demo=False)
         settings = settings_from(engine.options.sections.get("workbench"))
