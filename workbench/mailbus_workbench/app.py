@@ -308,6 +308,23 @@ class WorkbenchApp(App[int]):
         self.view(view_id).focus_default()
         self.refresh_now()
 
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        """A tab shown by a click: the keys go to its view from now on.
+
+        Without this the focus stays on the hidden view's widget, and Textual, when it
+        hides that widget, moves the focus to a visible sibling in the hidden view (the
+        topic filter beside the tree), which shows the old tab again and takes the keys."""
+        pane = event.pane
+        if pane is None or pane.id is None or event.tabbed_content.id != "views":
+            return
+        focused = self.main_screen.focused
+        if focused is None or pane not in focused.ancestors:
+            view = self.view(pane.id)
+            if view.DEFAULT_FOCUS:
+                view.focus_default()
+            else:
+                self.main_screen.set_focus(None)
+
     def action_leave_field(self) -> None:
         """From a text field to the view's main non-text widget, so keys act again."""
         if isinstance(self.focused, Input | TextArea):
