@@ -65,6 +65,9 @@ class TopicTree(Tree[str]):
 
         add(self.root, topic_tree(names))
         if selected is not None and selected in self._topic_nodes:
+            # A new node knows its line only once the tree has laid its lines out (else
+            # the cursor lands on whatever sits on the old line number): lay them out now.
+            self.get_node_at_line(0)
             self.move_cursor(self._topic_nodes[selected])
 
     @staticmethod
