@@ -273,6 +273,31 @@ async def test_the_tree_highlight_stays_on_the_selected_topic_when_topics_arrive
         assert tree.cursor_node is not None and tree.cursor_node.data == view.topic
 
 
+async def test_the_highlight_stays_on_a_group_when_topics_arrive() -> None:
+    """A rebuild keeps the cursor on a group node too, instead of dropping it on whatever
+    topic then sits on its old line (which would change the list under the user)."""
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        view, tree = app.query_one(TopicsView), app.query_one(TopicTree)
+        tree.focus()
+        assert tree.select_topic("system/heartbeat")
+        await until(pilot, lambda: view.topic == "system/heartbeat", "the topic shown")
+        await pilot.press("up")  # onto the group `system`
+        await until(
+            pilot,
+            lambda: tree.cursor_line == tree._topic_nodes["system/heartbeat"].line - 1,
+            "the group",
+        )
+        group = tree.cursor_node
+        assert group is not None and group.data is None and str(group.label) == "system"
+        app.model.feed_events(new_topic_events(["aaa/one", "aab/two", "abc/three"]))
+        app.refresh_now()
+        await pilot.pause()
+        assert tree.cursor_node is not None and str(tree.cursor_node.label) == "system"
+        assert view.topic == "system/heartbeat"
+
+
 async def test_a_filter_that_hides_every_topic_keeps_their_messages_out_of_the_list() -> None:
     """Issue 19 item 3: a topic the filter hides from the tree shows nothing in the list,
     also when its messages arrive after the filter was typed."""
