@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mailbus.trace import TraceEvent
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
-from mailbus_workbench.fixtures import fixed_app
+from mailbus_workbench.fixtures import T0, fixed_app, message_event
 from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.screens import NumberPrompt
 from mailbus_workbench.views.topics import TopicsView
@@ -240,3 +241,81 @@ async def test_large_json_folds_into_a_tree_and_small_json_stays_a_listing() -> 
         inspector.show(small, None)
         await pilot.pause()
         assert not inspector.folded and not tree.root.children
+
+
+def new_topic_events(names: list[str], n0: int = 90_000) -> list[TraceEvent]:
+    t = T0 + 13.0
+    return [
+        message_event(name, f"first on {name}", t + i * 0.01, n0 + i)
+        for i, name in enumerate(names)
+    ]
+
+
+async def test_the_tree_highlight_stays_on_the_selected_topic_when_topics_arrive() -> None:
+    """Issue 19 item 3: new topics rebuild the tree; highlight and list stay together."""
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        view, tree = app.query_one(TopicsView), app.query_one(TopicTree)
+        messages = app.query_one(MessageList)
+        tree.focus()
+        assert tree.select_topic("system/heartbeat")
+        await until(pilot, lambda: view.topic == "system/heartbeat", "the topic shown")
+        # Topics that sort before it, so that its line moves down.
+        app.model.feed_events(new_topic_events(["aaa/one", "aab/two", "abc/three"]))
+        app.refresh_now()
+        await pilot.pause()
+        assert tree.cursor_node is not None and tree.cursor_node.data == "system/heartbeat"
+        assert view.topic == "system/heartbeat" and messages.topic == "system/heartbeat"
+        assert all(r.event.name == "system/heartbeat" for r in messages._rows)
+        await pilot.press("up", "up")  # the keys go on from the highlighted topic
+        await until(pilot, lambda: view.topic == "sensors/temperature", "the topic above")
+        assert tree.cursor_node is not None and tree.cursor_node.data == view.topic
+
+
+async def test_the_highlight_stays_on_a_group_when_topics_arrive() -> None:
+    """A rebuild keeps the cursor on a group node too, instead of dropping it on whatever
+    topic then sits on its old line (which would change the list under the user)."""
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        view, tree = app.query_one(TopicsView), app.query_one(TopicTree)
+        tree.focus()
+        assert tree.select_topic("system/heartbeat")
+        await until(pilot, lambda: view.topic == "system/heartbeat", "the topic shown")
+        await pilot.press("up")  # onto the group `system`
+        await until(
+            pilot,
+            lambda: tree.cursor_line == tree._topic_nodes["system/heartbeat"].line - 1,
+            "the group",
+        )
+        group = tree.cursor_node
+        assert group is not None and group.data is None and str(group.label) == "system"
+        app.model.feed_events(new_topic_events(["aaa/one", "aab/two", "abc/three"]))
+        app.refresh_now()
+        await pilot.pause()
+        assert tree.cursor_node is not None and str(tree.cursor_node.label) == "system"
+        assert view.topic == "system/heartbeat"
+
+
+async def test_a_filter_that_hides_every_topic_keeps_their_messages_out_of_the_list() -> None:
+    """Issue 19 item 3: a topic the filter hides from the tree shows nothing in the list,
+    also when its messages arrive after the filter was typed."""
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        view, tree = app.query_one(TopicsView), app.query_one(TopicTree)
+        messages = app.query_one(MessageList)
+        app.query_one("#topic-filter", Input).value = "no-such-topic-at-all"
+        await until(pilot, lambda: view.topic is None, "the panes to empty")
+        app.model.feed_events(new_topic_events(["robot/pose", "sensors/temperature"]))
+        app.refresh_now()
+        await pilot.pause()
+        assert tree.shown_topics == ()
+        assert view.topic is None and messages.topic is None and messages.row_count == 0
+        # A topic that matches arrives: tree and list show it together.
+        app.model.feed_events(new_topic_events(["no-such-topic-at-all"], 95_000))
+        app.refresh_now()
+        await until(pilot, lambda: view.topic == "no-such-topic-at-all", "the matching topic")
+        assert tree.cursor_node is not None and tree.cursor_node.data == view.topic
+        assert [r.event.name for r in messages._rows] == ["no-such-topic-at-all"]

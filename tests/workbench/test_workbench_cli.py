@@ -24,9 +24,10 @@ def test_serve_command_runs_this_python_with_the_config(tmp_path: Path) -> None:
     config = tmp_path / "my options.toml"
     command = serve_command(str(config))
     assert command.startswith(sys.executable)
-    assert "-m mailbus_workbench --config" in command
+    assert "-m mailbus_workbench --viewer --config" in command
     assert f"'{config}'" in command  # quoted: the path has a space
-    assert serve_command(None).endswith("-m mailbus_workbench")
+    # Every tab is a viewer, also when the options come from $MAILBUS_CONFIG_FILE.
+    assert serve_command(None).endswith("-m mailbus_workbench --viewer")
 
 
 def test_core_and_model_import_without_textual() -> None:

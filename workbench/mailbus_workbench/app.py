@@ -308,6 +308,23 @@ class WorkbenchApp(App[int]):
         self.view(view_id).focus_default()
         self.refresh_now()
 
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        """A tab shown by a click: the keys go to its view from now on.
+
+        Without this the focus stays on the hidden view's widget, and Textual, when it
+        hides that widget, moves the focus to a visible sibling in the hidden view (the
+        topic filter beside the tree), which shows the old tab again and takes the keys."""
+        pane = event.pane
+        if pane is None or pane.id is None or event.tabbed_content.id != "views":
+            return
+        focused = self.main_screen.focused
+        if focused is None or pane not in focused.ancestors:
+            view = self.view(pane.id)
+            if view.DEFAULT_FOCUS:
+                view.focus_default()
+            else:
+                self.main_screen.set_focus(None)
+
     def action_leave_field(self) -> None:
         """From a text field to the view's main non-text widget, so keys act again."""
         if isinstance(self.focused, Input | TextArea):
@@ -363,11 +380,12 @@ class WorkbenchApp(App[int]):
         self.set_keymap(keymap)
 
 
-def run_app(config: str | None = None, session: str | None = None) -> int:
+def run_app(config: str | None = None, session: str | None = None, viewer: bool = False) -> int:
     """`mailbus`: the workbench on the embedded demo, or attached to `config`'s system;
-    with `session` (`mailbus open SESSION`), no demo and that session open for playback."""
+    with `session` (`mailbus open SESSION`), no demo and that session open for playback;
+    `viewer`: one of the browser tabs of `mailbus serve` (a PostOffice box of its own)."""
     try:
-        engine = EngineHost.from_config(config)
+        engine = EngineHost.from_config(config, viewer=viewer)
         if session is not None and engine.demo is not None:
             engine = EngineHost(engine.options, demo=False)
         settings = settings_from(engine.options.sections.get("workbench"))

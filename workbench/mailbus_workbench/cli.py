@@ -14,7 +14,7 @@ from mailbus_workbench import serve
 def _workbench(args: argparse.Namespace) -> int:
     from mailbus_workbench.app import run_app
 
-    return run_app(config=args.config)
+    return run_app(config=args.config, viewer=args.viewer)
 
 
 def _open(args: argparse.Namespace) -> int:
@@ -31,6 +31,12 @@ def _open(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser, sub = build_parser()
     parser.set_defaults(handler=_workbench)
+    parser.add_argument(
+        "--viewer",
+        action="store_true",
+        help="one of several workbenches on one system: a PostOffice box of its own "
+        "(what `mailbus serve` runs per browser tab)",
+    )
     serve.register(sub)
     opener = sub.add_parser("open", help="open a recorded session in the workbench")
     opener.add_argument("session", help="session directory (see `mailbus record`)")

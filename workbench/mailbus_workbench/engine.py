@@ -23,6 +23,8 @@ from mailbus.service import ServiceClient
 from mailbus.trace import TraceEvent
 from mailbus.waitset import WaitSet
 
+from mailbus_workbench.viewer_box import remove_viewer_boxes, viewer_box, viewer_options
+
 
 @dataclass(frozen=True, slots=True)
 class CallResult:
@@ -42,8 +44,11 @@ class EngineHost:
         demo: bool = True,
         seed: int | None = None,
         speed: float = 1.0,
+        viewer: bool = False,
     ) -> None:
-        self.options = options or Options()
+        # One of many browser viewers (`mailbus serve`): a PostOffice box of its own.
+        self.viewer = viewer
+        self.options = viewer_options(options or Options()) if viewer else options or Options()
         self.context = Context(self.options)
         self.demo: DemoSystem | None = (
             DemoSystem(self.context, speed=speed, seed=seed) if demo else None
@@ -57,19 +62,22 @@ class EngineHost:
         self._own_brokers: list[Broker] = []
 
     @classmethod
-    def from_config(cls, path: str | Path | None) -> EngineHost:
+    def from_config(cls, path: str | Path | None, *, viewer: bool = False) -> EngineHost:
         """Attach to the system of the options file (`path`, else $MAILBUS_CONFIG_FILE,
-        as every other mailbus command reads it); the embedded demo without either."""
+        as every other mailbus command reads it); the embedded demo without either.
+        `viewer`: one of several viewers of that system (see `viewer_box`)."""
         path = path or os.environ.get("MAILBUS_CONFIG_FILE") or None
         if path is None:
             return cls(demo=True)
-        return cls(load_options(str(path)), demo=False)
+        return cls(load_options(str(path)), demo=False, viewer=viewer)
 
     @property
     def description(self) -> str:
         if self.demo is not None:
             return "embedded demo (in-process)"
-        return f"{self.options.transport} as {self.options.address}"
+        box = viewer_box(self.options)
+        where = f"box {box}" if box else self.options.address
+        return f"{self.options.transport} as {where}"
 
     def add_listener(self, listener: Callable[[TraceEvent], None]) -> None:
         self._detach.append(self.context.tracer.add_listener(listener))
@@ -96,6 +104,8 @@ class EngineHost:
             detach()
         self._detach.clear()
         self.context.shutdown()
+        if self.viewer:
+            remove_viewer_boxes(self.options)
 
     def wait_sets(self) -> list[WaitSet]:
         return self.context.wait_sets

@@ -1,7 +1,9 @@
 """`mailbus serve`: the workbench in a browser through textual-serve.
 
 Each browser tab gets its own workbench process (`python -m mailbus_workbench`), so the
-embedded demo or the `--config` system is what that process attaches to."""
+embedded demo or the `--config` system is what that process attaches to. Each runs as a
+`--viewer`: on PostOffice, where a box serves one connection, with a box of its own
+(`mailbus_workbench.viewer_box`)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from pathlib import Path
 
 def serve_command(config: str | None) -> str:
     """The shell command textual-serve runs for each browser session."""
-    parts = [sys.executable, "-m", "mailbus_workbench"]
+    # --viewer also when the config comes from $MAILBUS_CONFIG_FILE; no-op on the demo.
+    parts = [sys.executable, "-m", "mailbus_workbench", "--viewer"]
     if config:
         parts += ["--config", str(Path(config).resolve())]
     return shlex.join(parts)

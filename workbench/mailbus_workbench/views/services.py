@@ -69,7 +69,7 @@ Select a call to see the request and the response side by side.
 
     @on(TraceList.TraceChosen)
     def _chosen(self, event: TraceList.TraceChosen) -> None:
-        self.query_one(EmailPair).show(event.trace, self.workbench.raw_date)
+        self.query_one(EmailPair).show(event.trace, self.workbench.raw_date, event.replaces)
 
     def action_clear(self) -> None:
         store = self.workbench.model.services

@@ -85,11 +85,21 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
         model = self.workbench.model
         tree = self.query_one(TopicTree)
         tree.sync(model.topics)
-        if self.topic is None and model.topics.stats:  # a new user sees traffic at once
-            first = sorted(model.topics.stats)[0]
-            tree.select_topic(first)
-            self.topic = first
+        # A new user sees traffic at once; a topic the filter hides is not listed.
+        self._follow_tree()
         self._show_topic(now)
+
+    def _follow_tree(self) -> None:
+        """The panes show a topic the tree shows: the selected one while it is listed,
+        else the first listed, else none (never the messages of a hidden topic)."""
+        tree = self.query_one(TopicTree)
+        shown = tree.shown_topics
+        if self.topic in shown:
+            return
+        first = shown[0] if shown else None
+        if first is not None:
+            tree.select_topic(first)
+        self._choose(first)
 
     def _show_topic(self, now: float) -> None:
         model = self.workbench.model
@@ -146,13 +156,7 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
         tree = self.query_one(TopicTree)
         tree.filter_text = event.value.strip()
         tree.sync(self.workbench.model.topics)
-        shown = tree.shown_topics
-        if self.topic not in shown:
-            # The panes follow the tree: the first match, or nothing when none is left.
-            first = shown[0] if shown else None
-            if first is not None:
-                tree.select_topic(first)
-            self._choose(first)
+        self._follow_tree()
 
     @on(Input.Submitted, "#topic-filter")
     def _filter_done(self) -> None:

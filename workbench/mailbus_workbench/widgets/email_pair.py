@@ -29,9 +29,16 @@ class EmailPair(Horizontal):
     shown: Trace | None = None
     texts: dict[str, str] = {}
 
-    def show(self, trace: Trace | None, date: str | None = None) -> None:
+    def show(
+        self, trace: Trace | None, date: str | None = None, replaces: Trace | None = None
+    ) -> None:
+        """Show `trace`; `replaces`: the call selected before, trimmed from the list."""
         self.shown = trace
         self.texts = {}
+        title = "request"
+        if replaces is not None:
+            title += f"  (call #{replaces.sequence} was trimmed: the oldest kept instead)"
+        self.query_one("#pair-request", VerticalScroll).border_title = title
         left = self.query_one("#pair-request-text", Static)
         right = self.query_one("#pair-response-text", Static)
         if trace is None:

@@ -30,6 +30,9 @@ class TopicTree(Tree[str]):
         self._shape: tuple[str, ...] | None = None
         self._topic_nodes: dict[str, UINode[str]] = {}
         self._labels: dict[str, str] = {}
+        # Every node (groups too) by its path, and back: the cursor survives a rebuild.
+        self._path_nodes: dict[str, UINode[str]] = {}
+        self._node_paths: dict[int, str] = {}
 
     def sync(self, store: TopicStore, *, force: bool = False) -> None:
         """Rebuild when the set of (filtered) topics changed, then refresh the labels."""
@@ -46,10 +49,13 @@ class TopicTree(Tree[str]):
                 node.set_label(self._label(self._labels[name], stats.count, stats.rate))
 
     def _rebuild(self, names: tuple[str, ...]) -> None:
-        selected = self.cursor_node.data if self.cursor_node is not None else None
+        cursor = self.cursor_node
+        selected = self._node_paths.get(cursor.id) if cursor is not None else None
         self._shape = names
         self._topic_nodes = {}
         self._labels = {}
+        self._path_nodes = {}
+        self._node_paths = {}
         self.clear()
 
         def add(parent: UINode[str], nodes: tuple[TreeNode, ...]) -> None:
@@ -59,13 +65,18 @@ class TopicTree(Tree[str]):
                     add(child, n.children)
                 else:
                     child = parent.add_leaf(fmt.plain(n.label), data=n.topic)
+                self._path_nodes[n.path] = child
+                self._node_paths[child.id] = n.path
                 if n.topic is not None:
                     self._topic_nodes[n.topic] = child
                     self._labels[n.topic] = n.label
 
         add(self.root, topic_tree(names))
-        if selected is not None and selected in self._topic_nodes:
-            self.move_cursor(self._topic_nodes[selected])
+        if selected is not None and selected in self._path_nodes:
+            # A new node knows its line only once the tree has laid its lines out (else
+            # the cursor lands on whatever sits on the old line number): lay them out now.
+            self.get_node_at_line(0)
+            self.move_cursor(self._path_nodes[selected])
 
     @staticmethod
     def _label(name: str, count: int, rate: float) -> Text:

@@ -21,9 +21,13 @@ STATUS_STYLE = {
 
 class TraceList(DataTable[str | Text]):
     class TraceChosen(Message):
-        def __init__(self, trace: Trace) -> None:
+        """`trace` is highlighted; `replaces` is the call that was highlighted before
+        it left the list (trimmed from the top), if that is why."""
+
+        def __init__(self, trace: Trace, replaces: Trace | None = None) -> None:
             super().__init__()
             self.trace = trace
+            self.replaces = replaces
 
     DEFAULT_CSS = "TraceList { height: 1fr; }"
 
@@ -32,6 +36,8 @@ class TraceList(DataTable[str | Text]):
         self._traces: dict[str, Trace] = {}
         self._status: dict[str, TraceStatus] = {}
         self._version = -1
+        # The highlighted call was trimmed: (key of the row shown instead, the call gone).
+        self._replaced: tuple[str, Trace] | None = None
 
     def on_mount(self) -> None:
         self.add_column("time (UTC)", key="time", width=12)
@@ -44,6 +50,9 @@ class TraceList(DataTable[str | Text]):
     def show(self, store: ServiceStore, now: float) -> None:
         traces = store.traces()[-SHOWN:]
         following = self.row_count == 0 or self.cursor_row >= self.row_count - 1
+        # Removing rows above the cursor leaves it on the same row number, which is then
+        # another call: remember the call, to put the cursor back on it.
+        held = None if following else self.selected()
         wanted = {t.key for t in traces}
         for key in [k for k in self._traces if k not in wanted]:
             self.remove_row(key)
@@ -71,9 +80,19 @@ class TraceList(DataTable[str | Text]):
                 )
         if following and self.row_count:
             self.move_cursor(row=self.row_count - 1, animate=False)
+        elif held is not None and held.key in self._traces:
+            self.move_cursor(row=self.get_row_index(held.key), animate=False)
+        elif held is not None and self.row_count:
+            # The call left the list: highlight the oldest one kept, and say so.
+            self.move_cursor(row=0, animate=False)
+            shown = self.selected()
+            if shown is not None:
+                self._replaced = (shown.key, held)
+                self.post_message(self.TraceChosen(shown, held))
 
     def reset(self) -> None:
         self.clear()
+        self._replaced = None
         self._traces.clear()
         self._status.clear()
 
@@ -85,5 +104,12 @@ class TraceList(DataTable[str | Text]):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         trace = self._traces.get(event.row_key.value or "")
-        if trace is not None:
-            self.post_message(self.TraceChosen(trace))
+        if trace is None:
+            return
+        replaced = self._replaced
+        if replaced is not None and replaced[0] == trace.key:
+            # The highlight that show() made for a trimmed call: keep its notice.
+            self.post_message(self.TraceChosen(trace, replaced[1]))
+            return
+        self._replaced = None
+        self.post_message(self.TraceChosen(trace))

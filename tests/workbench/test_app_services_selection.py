@@ -1,0 +1,82 @@
+"""Services: the highlighted call and the detail panes stay on the same call when old
+rows are trimmed from the top of the list (issue 19 item 3)."""
+
+from __future__ import annotations
+
+from mailbus_workbench.app import WorkbenchApp
+from mailbus_workbench.fixtures import T0, fixed_app, request_event
+from mailbus_workbench.widgets.email_pair import EmailPair
+from mailbus_workbench.widgets.trace_list import SHOWN, TraceList
+from textual.pilot import Pilot
+from wb_helpers import until
+
+SIZE = (140, 42)
+
+
+def requests(first: int, count: int) -> list:  # type: ignore[type-arg]
+    return [
+        request_event("demo/add", f"[{n}]", T0 + 20 + n * 0.001, n, f"<trim{n:05d}@localhost>")
+        for n in range(first, first + count)
+    ]
+
+
+def add_and_refresh(app: WorkbenchApp, events: list) -> None:  # type: ignore[type-arg]
+    """New calls arrive and the Services view repaints (as the app's timer would)."""
+    app.model.feed_events(events)
+    app.model.pump()
+    app.view("services").refresh_view(app.model.clock())
+
+
+async def held_selection(pilot: Pilot[object], row: int) -> tuple[TraceList, EmailPair, str]:
+    """A full list with the cursor on `row` (not the newest: the list does not follow)."""
+    app = pilot.app
+    assert isinstance(app, WorkbenchApp)
+    await pilot.pause()
+    await pilot.press("2")
+    await until(pilot, lambda: app.focused is app.query_one(TraceList), "the Services view")
+    add_and_refresh(app, requests(1000, SHOWN))
+    traces, pair = app.query_one(TraceList), app.query_one(EmailPair)
+    await pilot.pause()
+    assert traces.row_count == SHOWN
+    traces.move_cursor(row=row)
+    selected = traces.selected()
+    assert selected is not None
+    await until(pilot, lambda: pair.shown is selected, "the panes to show the call")
+    return traces, pair, selected.key
+
+
+async def test_the_highlight_stays_on_the_selected_call_when_rows_are_trimmed() -> None:
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        traces, pair, key = await held_selection(pilot, 60)
+        add_and_refresh(app, requests(5000, 25))  # 25 old rows leave the top
+        await pilot.pause()
+        selected = traces.selected()
+        assert selected is not None and selected.key == key, "the highlight moved"
+        assert traces.cursor_row == 35
+        assert pair.shown is not None and pair.shown.key == key
+        assert "trimmed" not in str(pair.query_one("#pair-request").border_title)
+
+
+async def test_a_trimmed_selection_moves_highlight_and_panes_together() -> None:
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        traces, pair, key = await held_selection(pilot, 10)
+        trimmed = traces.selected()
+        assert trimmed is not None
+        add_and_refresh(app, requests(5000, 25))  # the selected call leaves the list
+        await pilot.pause()
+        selected = traces.selected()
+        assert selected is not None and selected.key != key
+        assert traces.cursor_row == 0, "on the oldest call kept"
+        assert pair.shown is selected, "the panes show the highlighted call"
+        title = str(pair.query_one("#pair-request").border_title)
+        assert f"#{trimmed.sequence} was trimmed" in title, title
+        assert app.focused is traces
+        await pilot.press("down")  # moving on clears the notice
+        await until(
+            pilot,
+            lambda: traces.cursor_row == 1 and pair.shown is traces.selected(),
+            "the next call",
+        )
+        assert "trimmed" not in str(pair.query_one("#pair-request").border_title)
