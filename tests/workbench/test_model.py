@@ -11,6 +11,7 @@ from mailbus.trace import Kind, TraceEvent
 from mailbus_workbench.fixtures import (
     T0,
     FrozenClock,
+    discarded_event,
     message_event,
     request_event,
     response_event,
@@ -202,6 +203,38 @@ def test_late_response_turns_timed_out_into_answered() -> None:
     assert store.traces()[0].status(T0 + 1, 0.5) is TraceStatus.TIMED_OUT
     store.add(response_event("s", "", T0 + 2, 1, "<p@x>", "<r@x>"))
     assert store.traces()[0].status(T0 + 3, 0.5) is TraceStatus.ANSWERED
+
+
+def test_a_response_the_client_discarded_makes_its_call_late() -> None:
+    """As the analysis says: answered after the client gave up is "late", whether the
+    client's discard is seen after the response, before it, or before the request."""
+    store = ServiceStore(timeout_s=0.5)
+    store.add(request_event("s", "", T0, 1, "<r1@x>"))
+    store.add(response_event("s", "", T0 + 0.7, 1, "<p1@x>", "<r1@x>"))
+    assert store.get("<r1@x>").status(T0 + 1, 0.5) is TraceStatus.ANSWERED  # type: ignore[union-attr]
+    version = store.version
+    store.add(discarded_event("s", T0 + 0.71, 1, "<p1@x>", "<r1@x>"))
+    assert store.get("<r1@x>").status(T0 + 1, 0.5) is TraceStatus.LATE  # type: ignore[union-attr]
+    assert store.version > version  # the view redraws
+    # The discard first (an observer may see the client's event before the email).
+    store.add(discarded_event("s", T0 + 2, 2, "<p2@x>", "<r2@x>"))
+    store.add(request_event("s", "", T0 + 1, 2, "<r2@x>"))
+    store.add(response_event("s", "", T0 + 2, 2, "<p2@x>", "<r2@x>"))
+    assert store.get("<r2@x>").status(T0 + 3, 0.5) is TraceStatus.LATE  # type: ignore[union-attr]
+    counts = store.counts(T0 + 3)
+    assert counts[TraceStatus.LATE] == 2 and counts[TraceStatus.ANSWERED] == 0
+    # Through the model: the discard is a Log notice and marks the call.
+    model = WorkbenchModel(clock=FrozenClock(T0 + 5))
+    model.feed_events(
+        [
+            request_event("s", "", T0, 1, "<r@x>"),
+            response_event("s", "", T0 + 1, 1, "<p@x>", "<r@x>"),
+            discarded_event("s", T0 + 1, 1, "<p@x>", "<r@x>"),
+        ]
+    )
+    model.pump()
+    assert model.services.counts(T0 + 5)[TraceStatus.LATE] == 1
+    assert [e.kind for e in model.notices] == [Kind.DISCARDED.value]
 
 
 def test_redelivered_request_is_kept_once_and_store_is_bounded() -> None:

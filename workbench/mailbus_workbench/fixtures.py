@@ -103,6 +103,20 @@ def response_event(
     )
 
 
+def discarded_event(service: str, t: float, seq: int, mid: str, in_reply_to: str) -> TraceEvent:
+    """The client's `response.discarded`: the response came after it had given up."""
+    return TraceEvent(
+        Kind.DISCARDED.value,
+        _ns(t),
+        name=service,
+        source_gid=GID_SERVER,
+        sequence_number=seq,
+        message_id=mid,
+        in_reply_to=in_reply_to,
+        detail="duplicate or unknown sequence number",
+    )
+
+
 def sample_events(seconds: float = 12.0, seed: int = 7, t0: float = T0) -> list[TraceEvent]:
     """About `seconds` of demo-like traffic ending at t0 + seconds, in time order: four
     topics and a service whose traces cover every status (answered, pending, timed out,
@@ -160,6 +174,12 @@ def sample_events(seconds: float = 12.0, seed: int = 7, t0: float = T0) -> list[
                     seq,
                     f"<rsp{seq:04d}@localhost>",
                     mid,
+                )
+            )
+        if seq == 7:  # slow, and the client had given up by then: late
+            events.append(
+                discarded_event(
+                    "demo/add", t0 + t + latency + 0.001, seq, f"<rsp{seq:04d}@localhost>", mid
                 )
             )
         if seq == 3:  # a second server answers too: duplicate

@@ -2,7 +2,10 @@
 either order of arrival (mail may deliver the response first).
 
 Built from the `email.received` events an observer sees, so it works for the demo and
-for a real system alike. Latency is measured between the two receptions (one clock)."""
+for a real system alike. Latency is measured between the two receptions (one clock).
+A response the client discarded (`response.discarded`: it had given up waiting) makes
+its call "late", as the analysis of a recording says (docs/sessions.md); the observer
+sees that event only for clients in its own process or recording."""
 
 from __future__ import annotations
 
@@ -15,10 +18,13 @@ from mailbus.trace import TraceEvent
 
 DEFAULT_MAX_TRACES = 5_000
 DEFAULT_TIMEOUT_S = 2.0
+DISCARDED = "response.discarded"
+MAX_EARLY_DISCARDS = 1_000  # discards seen before their request, kept to pair later
 
 
 class TraceStatus(StrEnum):
     ANSWERED = "answered"
+    LATE = "late"  # answered after the client gave up
     PENDING = "pending"
     TIMED_OUT = "timed out"
     ORPHANED = "orphaned"
@@ -43,6 +49,7 @@ class Trace:
     duplicate: bool = False
     duplicates: int = 0  # further responses seen for this request
     server_gid: str = field(default="")
+    late: bool = False  # the client discarded the response
 
     @property
     def started_s(self) -> float:
@@ -62,7 +69,7 @@ class Trace:
         if self.request is None:
             return TraceStatus.ORPHANED
         if self.response is not None:
-            return TraceStatus.ANSWERED
+            return TraceStatus.LATE if self.late else TraceStatus.ANSWERED
         if now - _seen_s(self.request) >= timeout_s:
             return TraceStatus.TIMED_OUT
         return TraceStatus.PENDING
@@ -82,18 +89,27 @@ class ServiceStore:
         self.timeout_s = timeout_s
         self._traces: OrderedDict[str, Trace] = OrderedDict()
         self._orphans: dict[str, str] = {}  # request Message-ID -> key of its orphan
+        # Request Message-IDs whose response the client discarded before we saw the call.
+        self._discarded: OrderedDict[str, None] = OrderedDict()
         self.version = 0
         self.requests = 0
         self.responses = 0
 
     def add(self, event: TraceEvent) -> None:
-        """Fold one received request or response in (other events are ignored)."""
+        """Fold one received request or response, or a client's discard, in (other
+        events are ignored)."""
+        if event.kind == DISCARDED:
+            self._discard(event.in_reply_to)
+            return
         if event.detail == "request":
             self.requests += 1
             key = event.message_id or f"request:{event.source_gid}:{event.sequence_number}"
             if key in self._traces:  # redelivered request: keep the first sighting
                 return
             paired = Trace(key, event.name, event.source_gid, event.sequence_number, request=event)
+            if key in self._discarded:  # the client gave up before we saw its request
+                del self._discarded[key]
+                paired.late = True
             # Mail reorders: the response may have come first and be waiting as an orphan.
             orphan = self._traces.pop(self._orphans.pop(key, ""), None)
             if orphan is not None:
@@ -136,6 +152,19 @@ class ServiceStore:
                 self._orphans[event.in_reply_to] = orphan.key
             self._put(orphan)
 
+    def _discard(self, request_id: str | None) -> None:
+        if not request_id:
+            return
+        trace = self._traces.get(request_id)
+        if trace is not None:
+            if not trace.late:
+                trace.late = True
+                self.version += 1
+            return
+        self._discarded[request_id] = None
+        while len(self._discarded) > MAX_EARLY_DISCARDS:
+            self._discarded.popitem(last=False)
+
     def _put(self, trace: Trace) -> None:
         self._traces[trace.key] = trace
         while len(self._traces) > self.max_traces:
@@ -165,6 +194,7 @@ class ServiceStore:
     def clear(self) -> None:
         self._traces.clear()
         self._orphans.clear()
+        self._discarded.clear()
         self.version += 1
 
     def __len__(self) -> int:

@@ -52,6 +52,7 @@ class WorkbenchModel:
         services = self.services
         paused = self.paused
         received = Kind.RECEIVED.value
+        discarded = Kind.DISCARDED.value
         for event in events:
             kind = event.kind
             if kind == received:
@@ -66,6 +67,8 @@ class WorkbenchModel:
                     services.add(event)
             elif kind in NOTICE_KINDS:
                 self.notices.append(event)
+                if kind == discarded:
+                    services.add(event)  # the call it answered is late
         self.events_seen += len(events)
         now = self.clock()
         topics.tick(now)

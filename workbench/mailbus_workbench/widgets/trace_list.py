@@ -12,6 +12,7 @@ from mailbus_workbench.widgets import format as fmt
 SHOWN = 100  # newest traces listed (the store holds more): each row costs a render
 STATUS_STYLE = {
     TraceStatus.ANSWERED: "green",
+    TraceStatus.LATE: "dark_orange",
     TraceStatus.PENDING: "yellow",
     TraceStatus.TIMED_OUT: "bold red",
     TraceStatus.ORPHANED: "magenta",
