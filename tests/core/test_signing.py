@@ -1,0 +1,533 @@
+"""DKIM signing and verification (mailbus.signing) on bytes: what the signature covers,
+byte by byte; tampered headers and bodies; wrong, missing and malformed keys; the
+replay guard; and the engine's receive path with a signature gate."""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import stat
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from mailbus import headers as H
+from mailbus.email_message import Email, from_bytes, to_bytes
+from mailbus.errors import ConfigError
+from mailbus.options import options_from_mapping
+from mailbus.polling import PollingManager
+from mailbus.signing.config import key_name, signing_config
+from mailbus.signing.gate import SignatureGate, signer_from_options
+from mailbus.signing.keys import (
+    PrivateKey,
+    load_private_key,
+    new_ed25519_key,
+    parse_private_key,
+    write_private_key,
+)
+from mailbus.signing.replay import LOG_NAME, ReplayGuard
+from mailbus.signing.sign import SIGNED_HEADERS, Signer
+from mailbus.signing.verify import Verifier
+from mailbus.trace import Kind, TraceEvent, Tracer
+from mailbus.transport import EmailReceiver, Inbound, RawEmail
+
+SELECTOR = "robots"
+DOMAIN = "mailbus.test"
+NAME = key_name(SELECTOR, DOMAIN)
+
+
+def mailbus_email(subject: str = "lab/temperature", body: str = '{"celsius": 21}') -> Email:
+    return Email(
+        subject=subject,
+        body=body,
+        sender="robot@mailbus.test",
+        to=("inbox@mailbus.test",),
+        headers={
+            H.SOURCE_TIMESTAMP: str(time.time_ns()),
+            H.PUBLISHER_GID: "0123456789abcdef",
+            "Unit": "celsius",
+        },
+        message_id=f"<{os.urandom(8).hex()}@mailbus.test>",
+    )
+
+
+@pytest.fixture(scope="module")
+def ed_key() -> tuple[PrivateKey, str]:
+    return new_ed25519_key()
+
+
+@pytest.fixture(scope="module")
+def rsa_key() -> tuple[PrivateKey, str]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )
+    der = key.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    record = "v=DKIM1; k=rsa; p=" + base64.b64encode(der).decode()
+    return parse_private_key("rsa-sha256", pem, "test"), record
+
+
+def signed(key: PrivateKey, email: Email | None = None) -> tuple[bytes, bytes]:
+    plain = to_bytes(email or mailbus_email())
+    return plain, Signer(key, SELECTOR, DOMAIN).sign(plain)
+
+
+def signature_tags(data: bytes) -> dict[str, str]:
+    header = data.split(b"\r\n\r\n", 1)[0].decode()
+    value = re.match(r"DKIM-Signature: (.*?)\r\n(?! )", header + "\r\nX", re.S)
+    assert value is not None
+    unfolded = re.sub(r"\r\n[ \t]+", " ", value.group(1))
+    return {
+        k.strip(): re.sub(r"\s+", "", v)
+        for k, v in (tag.split("=", 1) for tag in unfolded.split(";") if tag.strip())
+    }
+
+
+# -- signing and verifying ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("which", ["ed_key", "rsa_key"])
+def test_signed_email_verifies_and_reads_the_same(which: str, request: Any) -> None:
+    key, record = request.getfixturevalue(which)
+    email = mailbus_email()
+    plain, data = signed(key, email)
+    # Signing only puts one header in front: every byte after it is the email as built.
+    assert data.startswith(b"DKIM-Signature: ") and data.endswith(plain)
+    assert data.count(b"DKIM-Signature") == 1
+    verdict = Verifier({NAME: record}).verify(data)
+    assert verdict.status == "verified"
+    back = from_bytes(data)
+    assert (back.subject, back.body, back.message_id) == (
+        email.subject,
+        email.body,
+        email.message_id,
+    )
+    assert {k: v for k, v in back.headers.items() if k != "DKIM-Signature"} == email.headers
+
+
+def test_the_signature_covers_every_meaningful_header_twice(ed_key: Any) -> None:
+    key, _ = ed_key
+    _, data = signed(key)
+    tags = signature_tags(data)
+    assert tags["a"] == "ed25519-sha256"
+    assert tags["d"] == DOMAIN and tags["s"] == SELECTOR
+    assert tags["c"] == "relaxed/simple"
+    assert "l" not in tags  # the whole body
+    names = tags["h"].split(":")
+    required = {"from", "to", "subject", "date", "message-id", "in-reply-to", "references"}
+    metadata = {h.lower() for h in H.METADATA}
+    for name in required | metadata | {"unit", "content-transfer-encoding"}:
+        # Once more than it appears: a second instance added later breaks the signature.
+        assert names.count(name) == 2, name
+    assert set(SIGNED_HEADERS) <= set(names)
+    # ed25519 signatures are 64 bytes.
+    assert len(base64.b64decode(tags["b"])) == 64
+
+
+def test_unsigned_email_is_unsigned(ed_key: Any) -> None:
+    _, record = ed_key
+    assert Verifier({NAME: record}).verify(to_bytes(mailbus_email())).status == "unsigned"
+
+
+def test_tampered_body_fails(ed_key: Any) -> None:
+    key, record = ed_key
+    _, data = signed(key, mailbus_email(body="pay 10"))
+    tampered = data.replace(b"pay 10", b"pay 99")
+    assert tampered != data
+    status = Verifier({NAME: record}).verify(tampered).status
+    assert status == "failed: body hash mismatch (the body was changed)"
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        (b"Subject: lab/temperature", b"Subject: lab/pressure"),
+        (b"Source-Timestamp: 1", b"Source-Timestamp: 2"),
+        (b"Unit: celsius", b"Unit: kelvin"),
+        (b"From: robot@", b"From: thief@"),
+    ],
+    ids=["subject", "metadata", "custom", "from"],
+)
+def test_tampered_header_fails(ed_key: Any, edit: tuple[bytes, bytes]) -> None:
+    key, record = ed_key
+    _, data = signed(key)
+    tampered = data.replace(*edit, 1)
+    assert tampered != data
+    status = Verifier({NAME: record}).verify(tampered).status
+    assert status.startswith("failed: signature by robots._domainkey.mailbus.test does not verify")
+
+
+def test_a_second_subject_added_on_top_fails(ed_key: Any) -> None:
+    key, record = ed_key
+    _, data = signed(key)
+    # Readers take the first Subject, DKIM the last: the oversigned h= catches it.
+    added = b"Subject: admin/shutdown\r\n" + data
+    assert from_bytes(added).subject == "admin/shutdown"
+    assert Verifier({NAME: record}).verify(added).status.startswith("failed: ")
+
+
+def test_a_header_added_by_a_relay_is_not_passed_on_as_signed(ed_key: Any) -> None:
+    key, record = ed_key
+    _, data = signed(key)
+    relayed = b"Received: from relay\r\nPriority: urgent\r\n" + data
+    verdict = Verifier({NAME: record}).verify(relayed)
+    assert verdict.verified
+    email = SignatureGate.trusted(from_bytes(relayed), verdict)
+    assert "Priority" not in email.headers and "Received" not in email.headers
+    assert email.headers["Unit"] == "celsius"
+
+
+def test_wrong_key_fails(ed_key: Any) -> None:
+    key, _ = ed_key
+    _, other_record = new_ed25519_key()
+    _, data = signed(key)
+    status = Verifier({NAME: other_record}).verify(data).status
+    assert status == (
+        "failed: signature by robots._domainkey.mailbus.test does not verify "
+        "(a signed header was changed)"
+    )
+
+
+def test_key_not_in_keyring_fails(ed_key: Any) -> None:
+    key, record = ed_key
+    _, data = signed(key)
+    status = Verifier({key_name("other", DOMAIN): record}).verify(data).status
+    assert status == "failed: no key for robots._domainkey.mailbus.test in the keyring"
+
+
+def test_signature_over_part_of_the_body_or_headers_is_refused(ed_key: Any) -> None:
+    import dkim
+
+    key, record = ed_key
+    plain = to_bytes(mailbus_email())
+    partial = dkim.sign(
+        plain,
+        SELECTOR.encode(),
+        DOMAIN.encode(),
+        key.material,
+        signature_algorithm=b"ed25519-sha256",
+        include_headers=[b"from"],
+    )
+    status = Verifier({NAME: record}).verify(partial + plain).status
+    assert status.startswith("failed: the signature does not cover ")
+    assert "subject" in status and "source-timestamp" in status
+    with_length = dkim.sign(
+        plain,
+        SELECTOR.encode(),
+        DOMAIN.encode(),
+        key.material,
+        signature_algorithm=b"ed25519-sha256",
+        include_headers=[h.encode() for h in SIGNED_HEADERS],
+        length=True,
+    )
+    status = Verifier({NAME: record}).verify(with_length + plain).status
+    assert status == "failed: the signature covers only part of the body (l=)"
+
+
+def test_malformed_signature_header_fails_without_raising(ed_key: Any) -> None:
+    _, record = ed_key
+    plain = to_bytes(mailbus_email())
+    for junk in (b"garbage", b"v=1; a=ed25519-sha256; d=mailbus.test", b"v=1; ;;=="):
+        status = Verifier({NAME: record}).verify(b"DKIM-Signature: " + junk + b"\r\n" + plain)
+        assert status.status.startswith("failed: malformed signature"), status
+
+
+# -- keys and options ---------------------------------------------------------------------
+
+
+def signing_options(tmp_path: Path, **signing: Any) -> Any:
+    return options_from_mapping({"signing": signing}, {})
+
+
+def test_key_file_round_trip_and_own_key_checked_against_keyring(
+    tmp_path: Path, ed_key: Any
+) -> None:
+    key, record = ed_key
+    path = tmp_path / "robot.key"
+    write_private_key(path, key)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    options = signing_options(
+        tmp_path,
+        domain=DOMAIN,
+        selector=SELECTOR,
+        **{"private-key-file": str(path), "keyring": {NAME: record}},
+    )
+    signer = signer_from_options(options)
+    assert signer is not None
+    assert key.material.decode() not in repr(signer) + repr(signer.key)
+    _, other = new_ed25519_key()
+    mismatched = signing_options(
+        tmp_path,
+        domain=DOMAIN,
+        selector=SELECTOR,
+        **{"private-key-file": str(path), "keyring": {NAME: other}},
+    )
+    with pytest.raises(ConfigError, match="does not match the public key"):
+        signer_from_options(mismatched)
+
+
+def test_key_from_an_environment_variable(ed_key: Any) -> None:
+    key, _ = ed_key
+    config = signing_config(
+        {
+            "signing": {
+                "domain": DOMAIN,
+                "selector": SELECTOR,
+                "private-key-env": "ROBOT_DKIM_KEY",
+            }
+        }
+    )
+    assert config is not None
+    loaded = load_private_key(config, {"ROBOT_DKIM_KEY": key.material.decode()})
+    assert loaded.material == key.material
+    with pytest.raises(ConfigError, match="variable ROBOT_DKIM_KEY is not set"):
+        load_private_key(config, {})
+
+
+@pytest.mark.parametrize(
+    ("content", "mode", "message"),
+    [
+        (b"not a key at all", 0o600, "is not an ed25519 private key"),
+        (base64.b64encode(b"x" * 31), 0o600, "is not an ed25519 private key"),
+        (None, 0o644, "can be read by others"),
+    ],
+    ids=["garbage", "short-seed", "world-readable"],
+)
+def test_bad_private_key_files_are_config_errors_that_never_show_the_key(
+    tmp_path: Path, ed_key: Any, content: bytes | None, mode: int, message: str
+) -> None:
+    key, _ = ed_key
+    data = key.material if content is None else content
+    path = tmp_path / "robot.key"
+    path.write_bytes(data)
+    path.chmod(mode)
+    config = signing_config(
+        {"signing": {"domain": DOMAIN, "selector": SELECTOR, "private-key-file": str(path)}}
+    )
+    assert config is not None
+    with pytest.raises(ConfigError, match=message) as caught:
+        load_private_key(config)
+    assert data.decode() not in str(caught.value)
+
+
+def test_missing_key_file(tmp_path: Path) -> None:
+    config = signing_config(
+        {
+            "signing": {
+                "domain": DOMAIN,
+                "selector": SELECTOR,
+                "private-key-file": str(tmp_path / "nope.key"),
+            }
+        }
+    )
+    assert config is not None
+    with pytest.raises(ConfigError, match="no such file"):
+        load_private_key(config)
+
+
+@pytest.mark.parametrize(
+    ("table", "key"),
+    [
+        ({"colour": "red"}, "signing.colour"),
+        ({"algorithm": "rsa-sha1"}, "signing.algorithm"),
+        ({"require-signature": "yes"}, "signing.require-signature"),
+        ({"require-signature": True}, "signing.require-signature"),  # no keyring
+        ({"private-key-file": "k"}, "signing.domain"),
+        ({"domain": "bad domain", "selector": "s", "private-key-file": "k"}, "signing.domain"),
+        ({"keyring": {"robots.mailbus.test": "p=AAAA"}}, "signing.keyring.robots.mailbus.test"),
+        ({"keyring": {NAME: "no key here"}}, f"signing.keyring.{NAME}"),
+        ({"max-age-s": 0}, "signing.max-age-s"),
+        (
+            {"private-key-env": "A B", "domain": "d.test", "selector": "s"},
+            "signing.private-key-env",
+        ),
+    ],
+)
+def test_bad_signing_options_name_the_key(table: dict[str, Any], key: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        options_from_mapping({"signing": table}, {})
+    assert caught.value.key == key
+
+
+def test_unusable_keyring_record_is_refused_at_init() -> None:
+    options = options_from_mapping({"signing": {"keyring": {NAME: "v=DKIM1; k=ed25519; p=AAAA"}}})
+    with pytest.raises(ConfigError, match="not a usable DKIM key"):
+        SignatureGate.from_options(options)
+
+
+# -- replay guard -------------------------------------------------------------------------
+
+
+def test_replay_guard_age_window_and_seen_ids() -> None:
+    guard = ReplayGuard(max_age_s=60, capacity=100)
+    now = time.time_ns()
+    assert guard.check("<a@x>", now, now) is None
+    assert "taken already" in (guard.check("<a@x>", now, now) or "")
+    assert "older than max-age-s" in (guard.check("<b@x>", now - 61 * 10**9, now) or "")
+    assert "in the future" in (guard.check("<c@x>", now + 61 * 10**9, now) or "")
+    assert guard.check("<d@x>", now - 59 * 10**9, now) is None
+    assert "cannot be checked" in (guard.check("<é@x>", now, now) or "")
+
+
+def test_replay_guard_is_bounded() -> None:
+    guard = ReplayGuard(max_age_s=600, capacity=50)
+    now = time.time_ns()
+    for i in range(500):
+        assert guard.check(f"<{i}@x>", now, now) is None
+    assert len(guard) == 50
+    # Entries that left the window are forgotten first, even below capacity.
+    guard = ReplayGuard(max_age_s=10, capacity=1000)
+    for i in range(20):
+        guard.check(f"<old{i}@x>", now, now)
+    guard.check("<new@x>", now + 11 * 10**9, now + 11 * 10**9)
+    assert len(guard) == 1
+
+
+def test_replay_guard_state_survives_a_restart_and_is_locked(tmp_path: Path) -> None:
+    now = time.time_ns()
+    first = ReplayGuard(max_age_s=600, capacity=100, state_dir=tmp_path / "state")
+    assert first.check("<a@x>", now) is None
+    with pytest.raises(ConfigError, match="in use by another process"):
+        ReplayGuard(max_age_s=600, capacity=100, state_dir=tmp_path / "state")
+    first.close()  # a crash releases the lock the same way: the file closes
+    # A torn line (crash mid-write) and an expired entry are dropped on load.
+    with open(tmp_path / "state" / LOG_NAME, "a") as log:
+        log.write(f"{now - 10**12} <old@x>\n17 <torn")
+    second = ReplayGuard(max_age_s=600, capacity=100, state_dir=tmp_path / "state")
+    assert "taken already" in (second.check("<a@x>", now) or "")
+    assert second.skipped_lines == 1 and len(second) == 1
+    assert second.check("<b@x>", now) is None
+    second.close()
+    assert (tmp_path / "state" / LOG_NAME).read_text().splitlines()[-1] == f"{now} <b@x>"
+
+
+# -- the receive path ---------------------------------------------------------------------
+
+
+class ListReceiver(EmailReceiver):
+    """Hands the polling manager what a test puts in, like a transport would."""
+
+    def __init__(self) -> None:
+        self.items: list[Inbound] = []
+        self._cond = threading.Condition()
+
+    def put(self, item: Inbound) -> None:
+        with self._cond:
+            self.items.append(item)
+            self._cond.notify_all()
+
+    def receive(self, timeout: float | None) -> list[Inbound]:
+        with self._cond:
+            if not self.items:
+                self._cond.wait(timeout)
+            taken, self.items = self.items, []
+            return taken
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+
+def dispatcher(
+    gate: SignatureGate,
+) -> tuple[Callable[[Inbound], None], list[Any], list[TraceEvent], dict[str, int]]:
+    tracer = Tracer()
+    events: list[TraceEvent] = []
+    tracer.add_listener(events.append)
+    delivered: list[Any] = []
+    counts: dict[str, int] = {}
+
+    def count(name: str) -> None:
+        counts[name] = counts.get(name, 0) + 1
+
+    def handler(envelope: Any) -> int:
+        delivered.append(envelope)
+        return 1
+
+    manager = PollingManager(ListReceiver(), [handler], tracer, count, 0.01, gate=gate)
+    return manager.dispatch, delivered, events, counts
+
+
+def test_require_signature_keeps_unsigned_forged_and_replayed_mail_out(
+    tmp_path: Path, ed_key: Any
+) -> None:
+    key, record = ed_key
+    options = options_from_mapping(
+        {
+            "signing": {
+                "require-signature": True,
+                "keyring": {NAME: record},
+                "state-dir": str(tmp_path / "state"),
+            }
+        }
+    )
+    gate = SignatureGate.from_options(options)
+    assert gate is not None
+    dispatch, delivered, events, counts = dispatcher(gate)
+    _, good = signed(key)
+    forger, _ = new_ed25519_key()
+    _, forged = signed(forger)
+    dispatch(RawEmail(to_bytes(mailbus_email()), origin="uid:1"))
+    dispatch(RawEmail(forged, origin="uid:2"))
+    dispatch(RawEmail(good, origin="uid:3"))
+    dispatch(RawEmail(b"Received: by relay\r\n" + good, origin="uid:4"))  # the same again
+    stale = mailbus_email()
+    stale.headers = {**stale.headers, H.SOURCE_TIMESTAMP: str(time.time_ns() - 3600 * 10**9)}
+    dispatch(RawEmail(signed(key, stale)[1], origin="uid:5"))
+    assert len(delivered) == 1
+    # The copy is caught by the engine's in-memory duplicate check first.
+    assert counts == {
+        "unsigned": 1,
+        "bad_signature": 1,
+        "received": 1,
+        "duplicates": 1,
+        "replayed": 1,
+    }
+    skipped = [e for e in events if e.kind == Kind.SKIPPED and e.extra]
+    assert [(e.extra["origin"], e.extra["reason"]) for e in skipped] == [
+        ("uid:1", "unsigned"),
+        ("uid:2", "bad_signature"),
+        ("uid:5", "replayed"),
+    ]
+    assert skipped[0].detail == "unsigned: the email has no DKIM signature"
+    assert "does not verify" in skipped[1].detail
+    assert "older than max-age-s" in skipped[2].detail
+    received = [e for e in events if e.kind == Kind.RECEIVED]
+    assert [e.extra["signature"] for e in received] == ["verified"]
+    gate.close()
+    # After a restart the in-memory check is empty: the state dir remembers.
+    gate = SignatureGate.from_options(options)
+    assert gate is not None
+    dispatch, delivered, events, counts = dispatcher(gate)
+    dispatch(RawEmail(good, origin="uid:4"))
+    assert delivered == [] and counts == {"replayed": 1}
+    [event] = [e for e in events if e.kind == Kind.SKIPPED]
+    assert "was taken already" in event.detail
+    gate.close()
+
+
+def test_without_require_mixed_mail_is_taken_with_its_status(ed_key: Any) -> None:
+    key, record = ed_key
+    gate = SignatureGate.from_options(
+        options_from_mapping({"signing": {"keyring": {NAME: record}}})
+    )
+    assert gate is not None and gate.replay is None
+    dispatch, delivered, events, _ = dispatcher(gate)
+    _, good = signed(key)
+    dispatch(RawEmail(to_bytes(mailbus_email()), origin="uid:1"))
+    dispatch(RawEmail(good, origin="uid:2"))
+    _, other = signed(key)  # its own Message-ID: a copy would be dropped as a duplicate
+    dispatch(RawEmail(other.replace(b'celsius": 21', b'celsius": 99'), origin="uid:3"))
+    assert len(delivered) == 3
+    statuses = [e.extra["signature"] for e in events if e.kind == Kind.RECEIVED]
+    assert statuses == ["unsigned", "verified", "failed: body hash mismatch (the body was changed)"]
