@@ -21,6 +21,8 @@ from mailbus import headers as H
 from mailbus.email_message import Email, to_bytes
 from mailbus.mail.tls import TlsSettings, ssl_context
 from mailbus.options import Options
+from mailbus.sessions.reader import open_session
+from mailbus.sessions.recorder import Recorder
 from mailbus.signing.config import key_name
 from mailbus.signing.keys import new_ed25519_key, write_private_key
 from mailbus.signing.sign import Signer
@@ -241,6 +243,7 @@ def test_mixed_signed_and_unsigned_participants_without_require_signature(
     events = Events()
     with (
         mailbus.Context(checking) as checking_ctx,
+        Recorder(tmp_path / "rec", context=checking_ctx) as recorder,
         mailbus.Context(unaware) as unaware_ctx,
         mailbus.Context(signed_sender) as signed_ctx,
         mailbus.Context(plain_sender) as plain_ctx,
@@ -251,9 +254,21 @@ def test_mixed_signed_and_unsigned_participants_without_require_signature(
         plain_ctx.publisher(TOPIC).publish("plain")
         for sub in subs:
             assert sorted(take(sub, 2)) == ["plain", "signed"]
-        statuses = {e.body: e.extra["signature"] for e in events.received()}
         unaware_ctx.publisher(TOPIC).publish("reply")
         for sub in subs:
             assert take(sub, 1) == ["reply"]
-    assert statuses == {"signed": "verified", "plain": "unsigned"}
+        statuses = {e.body: e.extra["signature"] for e in events.received()}
+        recorder.stop()
+    assert statuses == {"signed": "verified", "plain": "unsigned", "reply": "unsigned"}
     assert checking_ctx.counters["unsigned"] == 0  # counted as skips only when required
+    # The recording keeps each email's status in its own column.
+    frame = open_session(tmp_path / "rec").read()
+    received = frame.filter(frame["kind"] == "email.received")
+    assert sorted(zip(received["body"].cast(str), received["signature"], strict=True)) == [
+        ("plain", "unsigned"),
+        ("reply", "unsigned"),
+        ("signed", "verified"),
+    ]
+    assert frame.filter(frame["kind"] != "email.received")["signature"].null_count() == (
+        frame.height - received.height
+    )
