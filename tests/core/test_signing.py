@@ -115,7 +115,7 @@ def test_signed_email_verifies_and_reads_the_same(which: str, request: Any) -> N
     assert {k: v for k, v in back.headers.items() if k != "DKIM-Signature"} == email.headers
 
 
-def test_the_signature_covers_every_meaningful_header_twice(ed_key: Any) -> None:
+def test_the_signature_covers_every_meaningful_header_present_ones_twice(ed_key: Any) -> None:
     key, _ = ed_key
     _, data = signed(key)
     tags = signature_tags(data)
@@ -124,14 +124,29 @@ def test_the_signature_covers_every_meaningful_header_twice(ed_key: Any) -> None
     assert tags["c"] == "relaxed/simple"
     assert "l" not in tags  # the whole body
     names = tags["h"].split(":")
-    required = {"from", "to", "subject", "date", "message-id", "in-reply-to", "references"}
-    metadata = {h.lower() for h in H.METADATA}
-    for name in required | metadata | {"unit", "content-transfer-encoding"}:
+    present = {"from", "to", "subject", "date", "message-id", "content-transfer-encoding"}
+    present |= {"source-timestamp", "publisher-gid", "unit"}
+    for name in present:
         # Once more than it appears: a second instance added later breaks the signature.
         assert names.count(name) == 2, name
+    absent = {"cc", "in-reply-to", "references", "client-gid", "request-sequence-number"}
+    for name in absent:
+        # Signed as absent: adding one (an In-Reply-To, say) breaks the signature.
+        assert names.count(name) == 1, name
     assert set(SIGNED_HEADERS) <= set(names)
     # ed25519 signatures are 64 bytes.
     assert len(base64.b64decode(tags["b"])) == 64
+
+
+@pytest.mark.parametrize(
+    "added",
+    [b"In-Reply-To: <req-1@mailbus.test>\r\n", b"Publisher-Sequence-Number: 7\r\n"],
+    ids=["in-reply-to", "sequence-number"],
+)
+def test_adding_a_header_the_email_lacked_fails(ed_key: Any, added: bytes) -> None:
+    key, record = ed_key
+    _, data = signed(key)
+    assert Verifier({NAME: record}).verify(added + data).status.startswith("failed: ")
 
 
 def test_unsigned_email_is_unsigned(ed_key: Any) -> None:

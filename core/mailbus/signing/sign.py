@@ -66,8 +66,11 @@ class Signer:
         """`data` with a DKIM-Signature header in front."""
         end = _BODY_START.search(data)
         block = data[: end.start() if end else len(data)]
-        custom = {name.lower() for name in _HEADER_NAME.findall(block)} - _FIXED_SET
-        include = (*_FIXED, *sorted(custom))
+        present = {name.lower() for name in _HEADER_NAME.findall(block)}
+        # Present headers twice (no second instance may be added), absent ones once (none
+        # may be added): each name in h= costs dkimpy a scan of the header block.
+        twice = [name for name in _FIXED if name in present] + sorted(present - _FIXED_SET)
+        include = (*twice, *(name for name in _FIXED if name not in present), *twice)
         try:
             header = dkim.DKIM(data, logger=quiet_logger).sign(
                 self._selector,
@@ -75,7 +78,7 @@ class Signer:
                 self.key.material,
                 signature_algorithm=self._algorithm,
                 canonicalize=CANONICALIZE,
-                include_headers=include * 2,
+                include_headers=include,
             )
         except dkim.DKIMException as exc:
             # Messages of dkimpy name the problem, never the key's bytes.

@@ -60,6 +60,12 @@ class Verifier:
 
     def __init__(self, keyring: Mapping[str, str]) -> None:
         self._records = {name: record.encode("ascii") for name, record in keyring.items()}
+        # Parsed once: dkimpy would parse the record again for every email (its DNS
+        # answer); raises dkim.KeyFormatError for a record that is not a usable key.
+        self._keys = {
+            name: dkim.evaluate_pk(name.encode("ascii"), record)
+            for name, record in self._records.items()
+        }
 
     def _lookup(self, name: bytes, timeout: float = 5) -> bytes | None:
         return self._records.get(name.decode("ascii", "replace").rstrip(".").lower())
@@ -99,7 +105,8 @@ class Verifier:
         if not (_NAME.fullmatch(domain) and _NAME.fullmatch(selector)):
             return "malformed signature: bad d= or s="
         name = key_name(selector, domain)
-        if name not in self._records:
+        key = self._keys.get(name)
+        if key is None:
             return f"no key for {name} in the keyring"
         if b"l" in sig:
             return "the signature covers only part of the body (l=)"
@@ -113,7 +120,9 @@ class Verifier:
         if extra:
             return f"header {', '.join(extra)} appears more often than signed"
         try:
-            ok = checker.verify_sig(sig, list(include), sigheaders[index], self._lookup)
+            # verify_sig less its key lookup: the key parsed at init (same fields).
+            checker.pk, checker.keysize, checker.ktag, checker.seqtlsrpt = key
+            ok = checker.verify_sig_process(sig, list(include), sigheaders[index], self._lookup)
         except dkim.ValidationError as exc:
             text = str(exc)
             if text.startswith("body hash mismatch"):
