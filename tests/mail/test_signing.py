@@ -272,3 +272,51 @@ def test_mixed_signed_and_unsigned_participants_without_require_signature(
     assert frame.filter(frame["kind"] != "email.received")["signature"].null_count() == (
         frame.height - received.height
     )
+
+
+def test_services_over_signed_mail_and_a_forged_request_never_reaches_the_server(
+    tmp_path: Path, mail_stack: MailStack, user: User, options_for: OptionsFactory
+) -> None:
+    keys = Keys(tmp_path, "server", "client")
+    required = {"require-signature": True}
+    events = Events()
+    with (
+        mailbus.Context(options_for(user, signing=keys.signing("server", **required))) as srv,
+        mailbus.Context(options_for(user, signing=keys.signing("client", **required))) as cli,
+    ):
+        srv.tracer.add_listener(events)
+        server = srv.server("add")
+        client = cli.client("add")
+        forged = to_bytes(
+            Email(
+                subject="add",
+                body="40+2",
+                sender="stranger@example.org",
+                to=(user.address,),
+                headers={
+                    H.SOURCE_TIMESTAMP: str(time.time_ns()),
+                    H.CLIENT_GID: "f" * 32,
+                    H.REQUEST_SEQUENCE_NUMBER: "1",
+                },
+            )
+        )
+        smtp_send(mail_stack, user, forged)
+        assert events.wait(lambda: len(events.skipped()) >= 1)
+        assert mailbus.wait_for_request(server, 0.3) is None
+
+        def serve() -> None:
+            request = mailbus.wait_for_request(server, 20)
+            if request is not None:
+                a, b = map(int, request.body.split("+"))
+                server.send_response(request, str(a + b))
+
+        thread = threading.Thread(target=serve)
+        thread.start()
+        response = client.call("2+3", timeout=20)
+        thread.join(20)
+        assert response.body == "5"
+    [skipped] = events.skipped()
+    assert skipped.extra["reason"] == "unsigned"
+    statuses = {e.name: e.extra["signature"] for e in events.received()}
+    assert statuses == {"add": "verified"}
+    assert srv.counters["unsigned"] == 1
