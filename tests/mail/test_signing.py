@@ -320,3 +320,24 @@ def test_services_over_signed_mail_and_a_forged_request_never_reaches_the_server
     statuses = {e.name: e.extra["signature"] for e in events.received()}
     assert statuses == {"add": "verified"}
     assert srv.counters["unsigned"] == 1
+
+
+def test_the_durable_outbox_sends_signed_mail(
+    tmp_path: Path, user: User, options_for: OptionsFactory
+) -> None:
+    keys = Keys(tmp_path, "robot")
+    options = options_for(
+        user,
+        outbox={"dir": str(tmp_path / "outbox")},
+        signing=keys.signing("robot", **{"require-signature": True}),
+    )
+    events = Events()
+    with mailbus.Context(options) as ctx:
+        assert ctx.transport.name == "email+outbox"
+        ctx.tracer.add_listener(events)
+        sub = ctx.subscription(TOPIC, depth=10)
+        for i in range(3):
+            ctx.publisher(TOPIC).publish(f"d{i}")
+        assert sorted(take(sub, 3)) == ["d0", "d1", "d2"]
+    assert [e.extra["signature"] for e in events.received()] == ["verified"] * 3
+    assert events.skipped() == []
