@@ -372,3 +372,23 @@ def test_unusable_keyring_record_is_refused_at_init() -> None:
     options = options_from_mapping({"signing": {"keyring": {NAME: "v=DKIM1; k=ed25519; p=AAAA"}}})
     with pytest.raises(ConfigError, match="not a usable DKIM key"):
         SignatureGate.from_options(options)
+
+
+def test_hostile_sizes_are_refused_before_dkimpy_scans_them(ed_key: Any) -> None:
+    import dkim
+
+    key, record = ed_key
+    plain = to_bytes(mailbus_email())
+    padded = b"".join(b"Pad: %d\r\n" % i for i in range(1001)) + plain
+    status = Verifier({NAME: record}).verify(Signer(key, SELECTOR, DOMAIN).sign(padded)).status
+    assert status == "failed: more than 1000 header fields"
+    long_list = dkim.sign(
+        plain,
+        SELECTOR.encode(),
+        DOMAIN.encode(),
+        key.material,
+        signature_algorithm=b"ed25519-sha256",
+        include_headers=[b"from"] + [b"pad"] * 400,
+    )
+    status = Verifier({NAME: record}).verify(long_list + plain).status
+    assert status == "failed: malformed signature: h= names more than 300 headers"
