@@ -22,6 +22,7 @@ import json
 import smtplib
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -53,9 +54,16 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def options(stack: MailStack, user: User, period_ms: float = PERIOD_MS, **mail: Any) -> Options:
+def options(
+    stack: MailStack,
+    user: User,
+    period_ms: float = PERIOD_MS,
+    signing: dict[str, Any] | None = None,
+    **mail: Any,
+) -> Options:
     return options_from_mapping(
         {
+            **({"signing": signing} if signing else {}),
             "transport": "email",
             "url-smtp": stack.smtps_url,
             "url-imap": stack.imaps_url,
@@ -68,6 +76,25 @@ def options(stack: MailStack, user: User, period_ms: float = PERIOD_MS, **mail: 
         },
         {},
     )
+
+
+def signed_options(stack: MailStack, user: User, directory: Path) -> Options:
+    """`options` with [signing]: an ed25519 key, its keyring entry, signatures required
+    and the replay state on disk: everything signed mail costs a participant."""
+    from mailbus.signing.config import key_name
+    from mailbus.signing.keys import new_ed25519_key, write_private_key
+
+    private, record = new_ed25519_key()
+    write_private_key(directory / "bench.key", private)
+    signing = {
+        "domain": "mailbus.test",
+        "selector": "bench",
+        "private-key-file": str(directory / "bench.key"),
+        "require-signature": True,
+        "state-dir": str(directory / "state"),
+        "keyring": {key_name("bench", "mailbus.test"): record},
+    }
+    return options(stack, user, signing=signing)
 
 
 def imap_client(stack: MailStack, user: User) -> imapclient.IMAPClient:
@@ -326,6 +353,14 @@ def main() -> int:
         log(f"latency: mailbus, {samples} samples")
         ours_lat = latency_context(mailbus.Context(options(stack, stack.add_user())), samples)
         log(f"  p50 {statistics.median(ours_lat):.1f} ms p95 {percentile(ours_lat, 0.95):.1f}")
+        log(f"latency: mailbus with signatures (ed25519, required), {samples} samples")
+        with tempfile.TemporaryDirectory() as keys:
+            signed = signed_options(stack, stack.add_user(), Path(keys))
+            signed_lat = latency_context(mailbus.Context(signed), samples)
+        log(
+            f"  p50 {statistics.median(signed_lat):.1f} ms "
+            f"({statistics.median(signed_lat) / statistics.median(ours_lat):.2f} x unsigned)"
+        )
         log(f"latency: reference strategy, {samples} samples")
         ref_lat = latency_context(reference_context(stack, stack.add_user()), samples)
         log(f"  p50 {statistics.median(ref_lat):.1f} ms")
@@ -361,6 +396,11 @@ def main() -> int:
         "floor_latency_p50_ms": round(statistics.median(floor_lat), 2),
         "floor_latency_p95_ms": round(percentile(floor_lat, 0.95), 2),
         "latency_ratio": round(statistics.median(ours_lat) / statistics.median(floor_lat), 3),
+        "signed_latency_p50_ms": round(statistics.median(signed_lat), 2),
+        "signed_latency_p95_ms": round(percentile(signed_lat, 0.95), 2),
+        "signed_latency_ratio": round(
+            statistics.median(signed_lat) / statistics.median(ours_lat), 3
+        ),
         "reference_strategy_latency_p50_ms": round(statistics.median(ref_lat), 2),
         "reference_strategy_latency_p95_ms": round(percentile(ref_lat, 0.95), 2),
         "idle_latency_p50_ms": round(statistics.median(idle_lat), 2),

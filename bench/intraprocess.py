@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import mailbus
 from mailbus.email_message import Email, from_bytes, to_bytes
@@ -173,6 +174,60 @@ def email_rates(count: int) -> tuple[float, float]:
     return build, parse
 
 
+def signed_email_rates(count: int, algorithm: str = "ed25519-sha256") -> tuple[float, float]:
+    """Build + sign, and verify + parse, of the same email as email_rates: what
+    `[signing]` adds to each side (mailbus.signing, dkimpy underneath)."""
+    from mailbus.signing.config import key_name
+    from mailbus.signing.keys import new_ed25519_key, parse_private_key
+    from mailbus.signing.sign import Signer
+    from mailbus.signing.verify import Verifier
+
+    if algorithm == "ed25519-sha256":
+        key, record = new_ed25519_key()
+    else:
+        key, record = _rsa_key()
+        key = parse_private_key(algorithm, key.material, "bench")
+    signer = Signer(key, "bench", "example.com")
+    verifier = Verifier({key_name("bench", "example.com"): record})
+    headers = {f"Field-{i}": f"value {i}" for i in range(8)}
+    headers["Source-Timestamp"] = str(time.time_ns())
+    headers["Publisher-GID"] = "0" * 32
+    email = Email(subject="bench/email", body="x" * 500, to=("a@example.com",), headers=headers)
+    started = time.perf_counter()
+    for _ in range(count):
+        raw = signer.sign(to_bytes(email))
+    build = count / (time.perf_counter() - started)
+    started = time.perf_counter()
+    for _ in range(count):
+        if not verifier.verify(raw).verified:
+            raise AssertionError("the benchmark's own signature does not verify")
+        from_bytes(raw)
+    parse = count / (time.perf_counter() - started)
+    return build, parse
+
+
+def _rsa_key() -> tuple[Any, str]:
+    """A 2048-bit RSA key pair (cryptography, a dev dependency: RSA is measured for
+    information only)."""
+    import base64
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from mailbus.signing.keys import PrivateKey
+
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = private.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )
+    der = private.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    record = "v=DKIM1; k=rsa; p=" + base64.b64encode(der).decode()
+    return PrivateKey("rsa-sha256", pem), record
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -201,6 +256,13 @@ def main() -> None:
     log(f"service round trip p50 {percentile(rtt, 0.5):.1f} us p99 {percentile(rtt, 0.99):.1f}")
     build, parse = email_rates(2_000 if args.quick else 10_000)
     log(f"email build+serialize {build:,.0f}/s, parse {parse:,.0f}/s")
+    signed_build, verified_parse = signed_email_rates(2_000 if args.quick else 10_000)
+    log(
+        f"ed25519-sha256: build+sign {signed_build:,.0f}/s, verify+parse "
+        f"{verified_parse:,.0f}/s (target 2,000/s each)"
+    )
+    rsa_build, rsa_parse = signed_email_rates(200 if args.quick else 500, "rsa-sha256")
+    log(f"rsa-sha256 (2048 bits): build+sign {rsa_build:,.0f}/s, verify+parse {rsa_parse:,.0f}/s")
     figures.update(
         throughput_msgs_per_s=figures["throughput_100b_msgs_per_s"],
         baseline_throughput_msgs_per_s=figures["baseline_throughput_100b_msgs_per_s"],
@@ -215,6 +277,10 @@ def main() -> None:
         service_rtt_p99_us=round(percentile(rtt, 0.99), 1),
         email_build_per_s=round(build),
         email_parse_per_s=round(parse),
+        email_build_signed_per_s=round(signed_build),
+        email_parse_verified_per_s=round(verified_parse),
+        email_build_signed_rsa_per_s=round(rsa_build),
+        email_parse_verified_rsa_per_s=round(rsa_parse),
     )
     print(json.dumps(figures))
 

@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "mailbus.mail.check",
     "mailbus.stem.cli",
     "mailbus.sessions.cli",
+    "mailbus.signing.cli",
 )
 
 

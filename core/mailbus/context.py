@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from enum import StrEnum
 from types import TracebackType
-from typing import Generic, Self, TypeVar
+from typing import TYPE_CHECKING, Generic, Self, TypeVar
 
 from mailbus.email_message import Email, new_message_id
 from mailbus.errors import ContextError
@@ -29,6 +29,9 @@ from mailbus.subscription import DEFAULT_DEPTH, OverflowPolicy, Subscription
 from mailbus.trace import Tracer
 from mailbus.transport import EmailSender, Transport
 from mailbus.waitset import WaitSet
+
+if TYPE_CHECKING:
+    from mailbus.signing.gate import SignatureGate
 
 E = TypeVar("E")
 TransportFactory = Callable[[Options, Tracer], Transport]
@@ -82,6 +85,7 @@ class Context:
         self._lock = threading.Lock()
         self._state = ContextState.NEW
         self._polling: PollingManager | None = None
+        self._gate: SignatureGate | None = None
         self.subscription_handler = SubscriptionHandler()
         self.service_handler = ServiceHandler()
         self._subscriptions: _Registered[Subscription] = _Registered(
@@ -116,12 +120,18 @@ class Context:
                     if section in self.options.sections:
                         wrap: TransportWrapper = load(target, f"[{section}]")
                         self._transport = wrap(self._transport, self.options, self.tracer)
+                if "signing" in self.options.sections:
+                    # Imported only here: it loads dkimpy.
+                    from mailbus.signing.gate import SignatureGate
+
+                    self._gate = SignatureGate.from_options(self.options)
                 self._polling = PollingManager(
                     self._transport.receiver,
                     [self.subscription_handler.handle, self.service_handler.handle],
                     self.tracer,
                     self._count,
                     self.options.polling_period_ms / 1000.0,
+                    gate=self._gate,
                 )
                 self._polling.start()
             except BaseException:
@@ -129,6 +139,9 @@ class Context:
                 if made_transport and self._transport is not None:
                     self._transport.close()
                     self._transport = None
+                if self._gate is not None:
+                    self._gate.close()
+                    self._gate = None
                 raise
             self._state = ContextState.INITIALISED
         return self
@@ -147,6 +160,8 @@ class Context:
             self._polling.stop()
         if self._transport is not None:
             self._transport.close()
+        if self._gate is not None:
+            self._gate.close()  # releases the replay state dir
         for client in self._clients:
             client._abort_calls()
         for entity in (*self._subscriptions, *self._servers, *self._clients):

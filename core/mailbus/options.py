@@ -4,8 +4,9 @@ File keys (the reference's names): `transport` ("inprocess", "email", "postoffic
 `intraprocess` (bool, the reference's switch: true means transport "inprocess"),
 `url-smtp`, `url-imap`, `username`, `password`, `from`, `polling-period-ms`,
 `tls-verify`, `ca-file`, and a `[recipients]` table with `to`, `cc`, `bcc` lists.
-Further tables (such as `[postoffice]` or `[outbox]`) are kept for the parts that read
-them. Environment: MAILBUS_CONFIG_FILE names the file; MAILBUS_<KEY> (upper case, `-`
+Further tables (such as `[postoffice]`, `[outbox]` or `[signing]`) are kept for the
+parts that read them; `[signing]` is checked here (mailbus.signing.config).
+Environment: MAILBUS_CONFIG_FILE names the file; MAILBUS_<KEY> (upper case, `-`
 as `_`) overrides a key, MAILBUS_PASSWORD the password, so that it need not be written
 in the file.
 """
@@ -22,6 +23,7 @@ from urllib.parse import urlsplit
 
 from mailbus.errors import ConfigError, InvalidNameError
 from mailbus.names import check_address
+from mailbus.signing.config import signing_config
 
 TRANSPORTS = ("inprocess", "email", "postoffice")
 _SCALAR_KEYS = {
@@ -39,7 +41,16 @@ _SCALAR_KEYS = {
 _RECIPIENT_KEYS = ("to", "cc", "bcc")
 # Tables that other parts read; a table not listed here is a typo, reported as such
 # (a misspelt [outbox] would otherwise silently turn durability off).
-KNOWN_SECTIONS = {"outbox", "postoffice", "mail", "stem", "sessions", "workbench", "broker"}
+KNOWN_SECTIONS = {
+    "outbox",
+    "postoffice",
+    "mail",
+    "stem",
+    "sessions",
+    "workbench",
+    "broker",
+    "signing",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +227,7 @@ def options_from_mapping(raw: Mapping[str, Any], env: Mapping[str, str] | None =
             check_address(sender)
         except InvalidNameError as exc:
             raise ConfigError("from", str(exc)) from None
+    signing_config(sections)  # a bad [signing] table is an error now, not at init
     if transport == "email":
         for key in ("url-smtp", "url-imap", "username"):
             if not values.get(key):

@@ -10,12 +10,16 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from mailbus.email_message import Email, from_bytes
 from mailbus.envelope import Envelope, open_envelope
 from mailbus.errors import EmailFormatError, ForeignEmailError
 from mailbus.trace import Kind, Tracer
 from mailbus.transport import EmailReceiver, Inbound, RawEmail
+
+if TYPE_CHECKING:
+    from mailbus.signing.gate import SignatureGate
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +38,11 @@ class PollingManager:
         tracer: Tracer,
         count: Counter,
         period: float,
+        gate: SignatureGate | None = None,
     ) -> None:
         self._receiver = receiver
+        # Signature checks ([signing] options); None: emails are taken unchecked.
+        self._gate = gate
         self._handlers = handlers
         self._tracer = tracer
         self._count = count
@@ -91,8 +98,20 @@ class PollingManager:
     def dispatch(self, item: Inbound) -> None:
         """Route one inbound email; never raises."""
         reception = time.time_ns()
+        gate = self._gate
+        signature: str | None = None
         try:
             email = item if isinstance(item, Email) else from_bytes(item.data)
+            if gate is not None:
+                verdict = gate.verify(email)
+                refusal = gate.refusal(verdict)
+                if refusal is not None:
+                    self._refuse(item, email, *refusal)
+                    return
+                if verdict is not None:
+                    signature = verdict.status
+                    if verdict.verified:
+                        email = gate.trusted(email, verdict)
             envelope = open_envelope(email, reception)
         except (EmailFormatError, ForeignEmailError) as exc:
             self._skip(item, exc)
@@ -107,6 +126,11 @@ class PollingManager:
                 Kind.SKIPPED, name=email.subject, message_id=message_id, detail="duplicate"
             )
             return
+        if signature is not None and gate is not None:
+            replayed = gate.replayed(message_id, envelope.info.source_timestamp_ns)
+            if replayed is not None:
+                self._refuse(item, email, "replayed", replayed)
+                return
         self._count("received")
         tracer = self._tracer
         if tracer.active:
@@ -126,7 +150,8 @@ class PollingManager:
                 headers=email.headers,
                 detail=type(envelope).__name__.lower(),
                 # Who sent it and to whom: an observer shows the email as it came.
-                extra={"from": email.sender, "to": email.to, "cc": email.cc},
+                extra={"from": email.sender, "to": email.to, "cc": email.cc}
+                | ({"signature": signature} if signature is not None else {}),
             )
         for handler in self._handlers:
             try:
@@ -147,6 +172,19 @@ class PollingManager:
             if len(recent) > RECENT_IDS:
                 recent.popitem(last=False)
             return False
+
+    def _refuse(self, item: Inbound, email: Email, kind: str, reason: str) -> None:
+        """Keep out an email the signature rules refuse; reported like any skipped one."""
+        origin = item.origin if isinstance(item, RawEmail) else item.message_id
+        self._count(kind)
+        self._tracer.event(
+            Kind.SKIPPED,
+            name=email.subject,
+            message_id=email.message_id,
+            detail=reason,
+            extra={"origin": origin, "reason": kind, "from": email.sender},
+        )
+        log.info("refused email %s from %s: %s", origin, email.sender, reason)
 
     def _skip(self, item: Inbound, exc: Exception) -> None:
         origin = item.origin if isinstance(item, RawEmail) else item.message_id

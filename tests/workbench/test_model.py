@@ -393,3 +393,12 @@ def test_model_follows_a_real_context_and_pause_keeps_counting() -> None:
         assert model.missed_while_paused == 4
         model.set_paused(False)
         assert model.missed_while_paused == 0 and not model.missed_by_topic
+
+
+def test_header_rows_show_the_signature_status_when_the_event_has_one() -> None:
+    event = response_event("demo/add", "{}", T0, 3, "<p3@x>", "<r3@x>")
+    assert "Signature" not in dict(header_rows(event))
+    event.extra = {"signature": "failed: body hash mismatch (the body was changed)"}
+    rows = header_rows(event)
+    assert ("Signature", "failed: body hash mismatch (the body was changed)") in rows
+    assert [name for name, _ in rows].count("Signature") == 1

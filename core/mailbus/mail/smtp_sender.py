@@ -16,6 +16,8 @@ thread so that publish() never waits on the network.
   `mail.send_rejected` naming it (`extra.recipients`), a 4xx recipient is retried alone.
 - `check_login()` (called at init by `create_transport`) opens the connection and
   authenticates, so a wrong password or an unreachable server is an error there.
+- With `[signing]` options every email is signed (DKIM) as it is built, before it is
+  queued: what the server gets is exactly what was signed.
 - `send_sync()` delivers at once and raises on failure (`permanent = True` for a 5xx):
   the durable outbox calls it from its own thread and does its own retrying.
 """
@@ -28,6 +30,7 @@ import random
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from urllib.parse import urlsplit
@@ -67,6 +70,8 @@ class SmtpSettings:
     default_recipients: tuple[str, ...] = ()
     connect_timeout_s: float = 10.0
     timeout_s: float = 60.0
+    # Signs the built bytes (a DKIM-Signature in front): mailbus.signing.sign.Signer.sign.
+    sign: Callable[[bytes], bytes] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         check_url("url-smtp", self.url, ("smtp", "smtps"))  # messages show it redacted
@@ -275,6 +280,8 @@ class SmtpSender(EmailSender):
 
     def _outgoing(self, email: Email) -> _Outgoing:
         data = to_bytes(email)  # validates: bad names raise here, in the caller
+        if self.settings.sign is not None:
+            data = self.settings.sign(data)  # in the caller too: the queue holds it signed
         recipients = email.recipients or self.settings.default_recipients
         if not recipients:
             raise TransportError("email has no recipients and no default recipient is set")

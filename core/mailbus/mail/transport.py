@@ -65,6 +65,12 @@ def create_transport(options: Options, tracer: Tracer) -> Transport:
     tls = TlsSettings(verify=options.tls_verify, ca_file=options.ca_file)
     cap = section.get("reconnect-max-s", 10.0)
     own = options.address
+    sign = None
+    if "signing" in options.sections:
+        from mailbus.signing.gate import signer_from_options  # loads dkimpy
+
+        signer = signer_from_options(options)
+        sign = signer.sign if signer is not None else None
     sender = SmtpSender(
         SmtpSettings(
             options.url_smtp,
@@ -72,6 +78,7 @@ def create_transport(options: Options, tracer: Tracer) -> Transport:
             options.password,
             tls,
             default_recipients=(own,),
+            sign=sign,
         ),
         tracer,
         backoff=Backoff(initial=min(0.2, cap), maximum=cap),

@@ -22,6 +22,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from mailbus.sessions.schema import (
+    ADDED_COLUMNS,
     COLUMN_NAMES,
     MANIFEST,
     METADATA_VERSION_KEY,
@@ -77,7 +78,10 @@ class Session:
             assert isinstance(frame, pl.DataFrame)
             lazy = frame.lazy()
         else:
-            lazy = pl.scan_parquet([str(p) for p in self.parts])
+            # Parts written before a column was added lack it: read as null.
+            lazy = pl.scan_parquet(
+                [str(p) for p in self.parts], schema=_polars_schema(), missing_columns="insert"
+            )
         if with_session:
             lazy = lazy.with_columns(session=pl.lit(self.name, dtype=pl.String))
         return lazy
@@ -88,7 +92,22 @@ class Session:
     def arrow(self) -> pa.Table:
         if not self.parts:
             return arrow_schema().empty_table()
-        return pa.concat_tables(pq.read_table(p) for p in self.parts)
+        return pa.concat_tables(_with_added_columns(pq.read_table(p)) for p in self.parts)
+
+
+def _polars_schema() -> pl.Schema:
+    frame = pl.from_arrow(arrow_schema().empty_table())
+    assert isinstance(frame, pl.DataFrame)
+    return frame.schema
+
+
+def _with_added_columns(table: pa.Table) -> pa.Table:
+    schema = arrow_schema()
+    for name in ADDED_COLUMNS:
+        if name not in table.column_names:
+            kind = schema.field(name).type
+            table = table.append_column(name, pa.nulls(table.num_rows, type=kind))
+    return table.select(list(COLUMN_NAMES))
 
 
 def _version_of(value: object, where: str) -> int:
@@ -124,7 +143,7 @@ def _check_part(path: Path) -> None:
         raise SessionError(f"part {path} is not a mailbus session part (no schema version)")
     _check_version(_version_of(kv[METADATA_VERSION_KEY], f"part {path}"), f"part {path}")
     names = set(metadata.schema.to_arrow_schema().names)
-    missing = [c for c in COLUMN_NAMES if c not in names]
+    missing = [c for c in COLUMN_NAMES if c not in names and c not in ADDED_COLUMNS]
     if missing:
         raise SessionError(f"part {path} lacks columns {', '.join(missing)}")
 

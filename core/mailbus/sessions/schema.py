@@ -51,8 +51,12 @@ COLUMNS: tuple[tuple[str, pa.DataType, bool], ...] = (
     ("extra", pa.string(), True),
     ("transport", pa.string(), True),
     ("participant", pa.string(), True),
+    ("signature", pa.string(), True),
 )
 COLUMN_NAMES = tuple(name for name, _, _ in COLUMNS)
+# Nullable columns added to version 1 later (a compatible change): parts written before
+# lack them, and readers fill them with nulls.
+ADDED_COLUMNS = frozenset({"signature"})
 
 
 def arrow_schema(engine_version: str = "") -> pa.Schema:
@@ -200,4 +204,11 @@ def event_columns(
         ],
         "transport": [transport or None] * len(rows),
         "participant": [participant or None] * len(rows),
+        # "verified", "unsigned" or "failed: why" (email.received with [signing] options).
+        "signature": [_signature(e.extra) for e in events],
     }
+
+
+def _signature(extra: Mapping[str, Any]) -> str | None:
+    value = extra.get("signature") if extra else None
+    return value if isinstance(value, str) and value else None

@@ -44,6 +44,10 @@ def header_rows(event: TraceEvent) -> list[tuple[str, str]]:
     if event.in_reply_to:
         rows.append(("In-Reply-To", event.in_reply_to))
         rows.append(("References", " ".join(_references(event))))
+    signature = event.extra.get("signature") if event.extra else None
+    if isinstance(signature, str):
+        # Verified, unsigned, or failed and why ([signing] options; docs/mail.md).
+        rows.append(("Signature", signature))
     rows.extend((str(k), str(v)) for k, v in event.headers.items())
     return rows
 
