@@ -120,6 +120,38 @@ def test_mail_waits_while_the_server_is_down_and_goes_when_it_is_back(
     assert list_outbox(outbox_dir) == []
 
 
+def test_an_smtp_outage_costs_one_back_off_not_one_attempt_per_message(
+    outbox_dir: Path, tmp_path: Path
+) -> None:
+    """200 messages queued while the real SMTP server is down: the outbox probes with one
+    message per back-off instead of trying each one (issue 17 item 6), and all 200 go,
+    once each, when the server is back."""
+    port = free_port()  # nothing listens there yet: connections are refused
+    tracer = Tracer()
+    events = Events(tracer)
+    policy = RetryPolicy(first_delay_s=0.05, max_delay_s=0.2, max_attempts=1000)
+    sender = OutboxSender(SmtplibSender(port), outbox_dir, policy=policy, tracer=tracer)
+    ids = [f"<outage{i}@outbox.test>" for i in range(200)]
+    try:
+        for i, message_id in enumerate(ids):
+            sender.send(make_email(i, message_id=message_id))
+        # Several back-offs pass with the server down.
+        assert wait_until(lambda: events.kinds().count("outbox.rescheduled") >= 4, 10.0)
+        server = start_sink_on(SmtpSink(tmp_path), port)
+        try:
+            assert wait_until(lambda: set(ids) <= set(server.message_ids()), 30.0)
+            assert sender.wait_idle(10.0)
+            assert all(n == 1 for n in server.message_ids().values())
+        finally:
+            server.stop()
+    finally:
+        sender.close()
+    failed = events.kinds().count("outbox.rescheduled")
+    # One failed probe per back-off of the outage, not one per message (before: ~200+).
+    assert 4 <= failed < 40, failed
+    assert list_outbox(outbox_dir) == []
+
+
 def start_sink_on(server: SmtpSink, port: int) -> SmtpSink:
     server.proc = subprocess.Popen(
         [SMTP_SINK, "-u", "root", "-d", f"{server.dump}/%M.", f"127.0.0.1:{port}", "100"],
