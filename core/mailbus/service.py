@@ -14,6 +14,7 @@ import itertools
 import threading
 import time
 from collections import deque
+from concurrent.futures import CancelledError, Future
 from typing import TYPE_CHECKING
 
 from mailbus import headers as H
@@ -29,14 +30,6 @@ if TYPE_CHECKING:
     from mailbus.context import Context
 
 
-class _CallSlot:
-    __slots__ = ("event", "response")
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.response: Response | None = None
-
-
 MAX_PENDING = 100_000  # unanswered requests a client remembers; older ones are forgotten
 
 
@@ -48,7 +41,8 @@ class ServiceClient(Waitable):
         self.discarded = 0
         self._sequence = itertools.count(1)
         self._pending: dict[int, float] = {}  # sequence number -> time sent (ns)
-        self._calls: dict[int, _CallSlot] = {}
+        # Blocked call() per sequence number: its response, or cancelled at shutdown.
+        self._calls: dict[int, Future[Response]] = {}
         self._responses: deque[Response] = deque()
         self._lock = threading.Lock()
         self._context = context
@@ -68,7 +62,7 @@ class ServiceClient(Waitable):
         """Send a request; return its sequence number. Take the response later."""
         return self._send(body, None)
 
-    def _send(self, body: str, slot: _CallSlot | None) -> int:
+    def _send(self, body: str, slot: Future[Response] | None) -> int:
         context = self._context
         context.check_open()
         timestamp = time.time_ns()
@@ -125,16 +119,18 @@ class ServiceClient(Waitable):
     def call(self, body: str, timeout: float) -> Response:
         """Send a request and block until its response arrives or `timeout` seconds pass
         (ServiceTimeoutError). A negative timeout waits for ever."""
-        slot = _CallSlot()
+        slot: Future[Response] = Future()
         sequence = self._send(body, slot)
         forever = timeout < 0 or timeout > threading.TIMEOUT_MAX
-        if slot.event.wait(None if forever else timeout) and slot.response is not None:
-            return slot.response
+        try:
+            return slot.result(None if forever else timeout)
+        except (TimeoutError, CancelledError):
+            pass
         with self._lock:
             self._calls.pop(sequence, None)
             self._pending.pop(sequence, None)
-        if slot.response is not None:  # arrived while we gave up
-            return slot.response
+        if slot.done() and not slot.cancelled():  # arrived while we gave up
+            return slot.result()
         if not self._context.is_initialized:
             raise ContextError(f"context shut down while calling {self.service!r}")
         raise ServiceTimeoutError(
@@ -147,7 +143,7 @@ class ServiceClient(Waitable):
             slots = list(self._calls.values())
             self._calls.clear()
         for slot in slots:
-            slot.event.set()
+            slot.cancel()
 
     def forget(self, sequence: int) -> None:
         """Stop waiting for the response to `sequence`; a late one will be discarded."""
@@ -191,8 +187,7 @@ class ServiceClient(Waitable):
                 size=len(response.body),
             )
         if slot is not None:
-            slot.response = response
-            slot.event.set()
+            slot.set_result(response)
         else:
             self._responses.append(response)
             self._wake_waiters()

@@ -341,3 +341,38 @@ def test_a_huge_block_timeout_waits_instead_of_overflowing(broker: Broker, timeo
     blocked.join(10)
     assert not blocked.is_alive() and errors == []
     assert wait_until(lambda: sink.contents == [b"in receive", b"queued", b"was blocked"])
+
+
+def test_a_start_asked_for_while_the_worker_dies_is_answered_not_left_waiting(
+    broker: Broker,
+) -> None:
+    """start_module() queues the call for the module's worker; if the worker dies
+    first, the caller gets the failure at once instead of waiting out its timeout."""
+
+    class StartableExiter(Exiter):
+        def start(self) -> None:
+            raise AssertionError("start() must not run on a dead worker")
+
+    source, sink = Source(), StartableExiter()
+    sink.gate = threading.Event()
+    broker.add_module("source", source)
+    broker.add_module("sink", sink, capacity=1)
+    broker.add_link(source, sink)
+    broker.publish(source, m("exit"))
+    assert sink.entered.wait(10)  # the worker is busy in receive
+    outcome: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            broker.start_module(sink, timeout=60)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    starter = threading.Thread(target=start)
+    starter.start()
+    assert wait_until(lambda: broker._record(sink).control)  # queued for the worker
+    sink.gate.set()  # the worker dies: SystemExit in receive
+    starter.join(10)
+    assert not starter.is_alive()
+    (error,) = outcome
+    assert isinstance(error, ModuleStartError) and "worker ended" in str(error)

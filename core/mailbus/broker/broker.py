@@ -23,6 +23,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, wait
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -68,14 +69,6 @@ _Item = tuple[str, Message]
 FAILED = ModuleState.FAILED
 
 
-class _StartCall:
-    __slots__ = ("done", "error")
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.error: BaseException | None = None
-
-
 class _Record:
     """A module attached to the broker, with its queue, worker and counters."""
 
@@ -118,7 +111,7 @@ class _Record:
         self.low_water = capacity // 2  # blocked publishers resume below this: batch hand-offs
         self.backpressure = backpressure
         self.queue: deque[_Item] = deque()
-        self.control: deque[_StartCall] = deque()
+        self.control: deque[Future[None]] = deque()  # start() calls for the worker
         self.sleeping = False
         self.wake = threading.Lock()
         self.wake.acquire()  # locked = nothing to wake for; a publisher releases it
@@ -290,20 +283,19 @@ class Broker:
         if getattr(record.module, "start", None) is None:
             record.started = True
             return
-        call = _StartCall()
+        call: Future[None] = Future()
         if record.ident == threading.get_ident():
             self._run_start(record, call)
         else:
             record.control.append(call)
             record.poke()
-            if not call.done.wait(timeout):
+            if not wait([call], timeout).done:
                 raise BrokerError(
                     f"module {record.name!r}: start() did not return within {timeout} s"
                 )
-        if call.error is not None:
-            raise ModuleStartError(f"module {record.name!r}: start() raised {call.error!r}") from (
-                call.error
-            )
+        error = call.exception()
+        if error is not None:
+            raise ModuleStartError(f"module {record.name!r}: start() raised {error!r}") from error
 
     def remove_module(
         self, module: object, *, drain: bool = True, timeout: float | None = DEFAULT_STOP_TIMEOUT
@@ -634,11 +626,12 @@ class Broker:
         while record.control:
             self._run_start(record, record.control.popleft())
 
-    def _run_start(self, record: _Record, call: _StartCall) -> None:
+    def _run_start(self, record: _Record, call: Future[None]) -> None:
+        error: BaseException | None = None
         try:
             record.module.start()
         except BaseException as exc:  # a BaseException then ends the worker (re-raised)
-            call.error = exc
+            error = exc
             self._module_failed(record, "start", exc, "")
             if not isinstance(exc, Exception):
                 raise
@@ -646,7 +639,10 @@ class Broker:
             record.started = True
             self._trace(MODULE_STARTED, record.name)
         finally:
-            call.done.set()
+            if error is None:
+                call.set_result(None)
+            else:
+                call.set_exception(error)
 
     def _finish(self, record: _Record, died: BaseException | None = None) -> None:
         if died is not None:
@@ -661,13 +657,11 @@ class Broker:
         while queue:
             self._dropped(record, queue.popleft(), reason)
         while record.control:  # a start() asked for after removal or death
-            call = record.control.popleft()
-            call.error = (
+            record.control.popleft().set_exception(
                 BrokerError(f"module {record.name!r} failed (its worker ended)")
                 if failed
                 else UnknownModuleError(f"module {record.name!r} was removed")
             )
-            call.done.set()
         try:
             record.module.destroy()
         except Exception as exc:

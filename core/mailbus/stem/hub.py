@@ -33,6 +33,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, wait
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -94,33 +95,22 @@ class _Inbox:
         )
 
 
-class _CallSlot:
-    __slots__ = ("acks", "event", "reply")
-
-    def __init__(self) -> None:
-        self.reply: Message | None = None
-        self.acks: list[Message] = []
-        self.event = threading.Event()
-
-
 class _Calls:
     """The cell behind `Hub.call` (registered as CALLS_CELL on first use): hands each
     reply to the call waiting for it, by reply_id."""
 
     def __init__(self, counters: Counter[str]) -> None:
-        self.pending: dict[int | str, _CallSlot] = {}
+        self.pending: dict[int | str, Future[Message]] = {}  # by msg_id: the first reply
         self._counters = counters
 
     def msg_in(self, message: Message) -> None:
         slot = self.pending.get(message.reply_id) if message.reply_id is not None else None
         if message.type == "msg_ack":
-            if slot is not None:
-                slot.acks.append(message)
-        elif slot is None:
+            return  # an acknowledgement is not the reply a call waits for
+        if slot is None:
             self._counters["late_replies"] += 1  # its call gave up (timed out)
-        elif slot.reply is None:
-            slot.reply = message
-            slot.event.set()
+        elif not slot.done():
+            slot.set_result(message)
 
 
 class Hub:
@@ -226,17 +216,17 @@ class Hub:
                     self.cells.register(self._calls, CALLS_CELL)
                 calls = self._calls
         message = Message(to=to, from_=_CALLS_ADDRESS, cmd=cmd, data=data, **attributes)
-        slot = _CallSlot()
+        slot: Future[Message] = Future()
         calls.pending[message.msg_id] = slot
         try:
             self.dispatch(message)
             if self.running:
-                done = slot.event.wait(timeout)
+                done = bool(wait([slot], timeout).done)
             else:
-                done = self.run_until(slot.event.is_set, timeout)
-            if not done or slot.reply is None:
+                done = self.run_until(slot.done, timeout)
+            if not done:
                 raise CallTimeoutError(f"no reply from {to} to command {cmd!r} within {timeout} s")
-            return slot.reply
+            return slot.result()
         finally:
             calls.pending.pop(message.msg_id, None)
 
