@@ -332,3 +332,18 @@ def test_spark_writes_the_tables_from_its_executors(
             analysis.TABLE_KEYS[name], nulls_last=True
         )
         assert_frame_equal(back, frame, check_exact=False, rel_tol=1e-12, abs_tol=0)
+
+
+def test_the_topics_table_without_the_polars_kernel_is_the_same(
+    sample_sessions: list[Path], tiny_session: Path
+) -> None:
+    """The topics table's definition (one window, one group-by: Spark's plan) run on
+    polars gives what polars' kernel plan gives."""
+    from mailbus.sessions import tables
+
+    frame = analysis.load([*sample_sessions, tiny_session]).frame
+    schema, keys = analysis.TOPIC_SCHEMA, analysis.TABLE_KEYS["topics"]
+    kernel = analysis._collect(tables.topics(frame), schema, keys)
+    generic = analysis._collect(tables.topics(frame, kernels=False), schema, keys)
+    assert kernel.height > 0 and kernel["interarrival_ms_p50"].null_count() < kernel.height
+    assert_frame_equal(generic, kernel, check_exact=False, rel_tol=1e-12, abs_tol=0)

@@ -113,13 +113,16 @@ TOPIC_SCHEMA: dict[str, Any] = {
 }
 
 
-def topics(frame: nw.LazyFrame[Any]) -> nw.LazyFrame[Any]:
+def topics(frame: nw.LazyFrame[Any], *, kernels: bool = True) -> nw.LazyFrame[Any]:
+    """The topics table. Its definition is one window (each reception's gap to the one
+    before it) and one group-by, which Spark runs as is; polars, with `kernels`, gets
+    the gaps from a per-group sort instead of the window, joined to the rest."""
     keys = ["session", "topic"]
     lf = frame.rename({"name": "topic"})
     kind, detail = nw.col("kind"), nw.col("detail")
     is_received = (kind == RECEIVED) & (detail == "message")
     is_published = kind == PUBLISHED
-    # One group-by for the counts and the latency percentiles (conditional columns).
+    # One group-by for the counts and the percentiles (conditional columns).
     events = lf.filter(is_received | is_published).with_columns(
         nw.when(is_published).then(1).otherwise(0).alias("_pub"),
         nw.when(is_received).then(1).otherwise(0).alias("_rec"),
@@ -130,7 +133,7 @@ def topics(frame: nw.LazyFrame[Any]) -> nw.LazyFrame[Any]:
         .then((nw.col("reception_ns") - nw.col("source_ns")) / 1_000_000)
         .alias("_latency"),
     )
-    counts = events.group_by(*keys).agg(
+    aggregations = [
         nw.col("_pub").sum().alias("published"),
         nw.col("_rec").sum().alias("received"),
         nw.col("_pub_bytes").sum().alias("bytes_published"),
@@ -138,12 +141,23 @@ def topics(frame: nw.LazyFrame[Any]) -> nw.LazyFrame[Any]:
         nw.col("_rec_ns").min().alias("first_ns"),
         nw.col("_rec_ns").max().alias("last_ns"),
         *_quantiles("_latency", "latency_ms"),
-    )
-    interarrival = gap_percentiles(
-        lf.filter(is_received), keys, "reception_ns", "interarrival_ms", 1_000_000
-    )
+    ]
+    if kernels and _is_polars(events):
+        interarrival = gap_percentiles(
+            lf.filter(is_received), keys, "reception_ns", "interarrival_ms", 1_000_000
+        )
+        table = events.group_by(*keys).agg(*aggregations).join(interarrival, on=keys, how="left")
+    else:
+        # Published rows have no reception (null): their gap is null and skipped.
+        previous = nw.col("_rec_ns").shift(1).over(*keys, order_by="_rec_ns")
+        gap = ((nw.col("_rec_ns") - previous) / 1_000_000).alias("_gap")
+        table = (
+            events.with_columns(gap)
+            .group_by(*keys)
+            .agg(*aggregations, *_quantiles("_gap", "interarrival_ms"))
+        )
     span = (nw.col("last_ns") - nw.col("first_ns")) / 1_000_000_000
-    return counts.join(interarrival, on=keys, how="left").with_columns(
+    return table.with_columns(
         _count("published").alias("published"),
         _count("received").alias("received"),
         _count("bytes_published").alias("bytes_published"),
