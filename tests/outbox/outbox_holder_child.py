@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 from mailbus.outbox import control
-from mailbus.outbox.scheduler import OutboxLock
+from mailbus.outbox.lock import OutboxLock
 
 
 def main() -> int:

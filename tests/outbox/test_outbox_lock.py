@@ -83,7 +83,7 @@ def test_the_lock_is_released_when_the_holder_is_killed(outbox_dir: Path) -> Non
             sys.executable,
             "-c",
             "import sys, time\n"
-            "from mailbus.outbox.scheduler import OutboxLock\n"
+            "from mailbus.outbox.lock import OutboxLock\n"
             f"OutboxLock({str(outbox_dir / 'lock')!r}).acquire()\n"
             "print('held', flush=True)\n"
             "sys.stdin.read()\n",

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from mailbus.errors import ConfigError, EmailFormatError, TransportError
 from mailbus.outbox import fs_storage
 from mailbus.outbox.fs_storage import FsStorage
-from mailbus.outbox.scheduler import NS, RetryPolicy, Scheduler, is_permanent
+from mailbus.outbox.retry import RetryPolicy, is_permanent
+from mailbus.outbox.scheduler import NS, Scheduler
 from mailbus.outbox.storage import Destination, Entry, Metadata, RetryLaterError, Schedule
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from mailbus.outbox.fs_storage import FsStorage
 from mailbus.outbox.listing import list_outbox
-from mailbus.outbox.scheduler import OutboxLock
+from mailbus.outbox.lock import OutboxLock
 from mailbus.outbox.storage import Destination, Entry, Metadata, Schedule
 from mailbus_workbench.fixtures import fixed_app
 from mailbus_workbench.model import queues

@@ -11,7 +11,7 @@ EmailSender. See docs/outbox.md.
 - cli: `mailbus queue`
 """
 
-from mailbus.outbox.scheduler import RetryPolicy
+from mailbus.outbox.retry import RetryPolicy
 from mailbus.outbox.sender import OutboxSender, wrap_transport
 from mailbus.outbox.storage import (
     OutboxError,

@@ -20,7 +20,7 @@ from mailbus.outbox import control
 from mailbus.outbox.control import ControlError, ControlTimeoutError, Request, Result
 from mailbus.outbox.fs_storage import FsStorage
 from mailbus.outbox.listing import find_entry
-from mailbus.outbox.scheduler import OutboxLock
+from mailbus.outbox.lock import OutboxLock
 from mailbus.outbox.storage import Entry, OutboxLockedError, Schedule, State
 
 DEFAULT_TIMEOUT_S = 10.0

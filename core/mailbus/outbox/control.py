@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from mailbus.outbox.fs_storage import DIR_MODE, UUID_RE, new_id, replace_file
+from mailbus.outbox.files import DIR_MODE, replace_file
+from mailbus.outbox.fs_storage import UUID_RE, new_id
 from mailbus.outbox.storage import OutboxError, State, json_object
 
 CONTROL_DIR = "control"

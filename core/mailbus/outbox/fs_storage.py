@@ -30,18 +30,27 @@ entries anyway. All writes are issued first, then the fsyncs run concurrently
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import re
 import shutil
 import stat
-import threading
 import uuid
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeAlias
 
+from mailbus.outbox.files import (
+    DIR_MODE,
+    create_file,
+    fsync_dir,
+    fsync_dirs,
+    fsync_together,
+    make_dir,
+    open_dir,
+    read_file,
+    replace_file,
+    storage_error,
+    write_all,
+)
 from mailbus.outbox.storage import (
     Cleanup,
     CleanupListing,
@@ -52,16 +61,12 @@ from mailbus.outbox.storage import (
     Entry,
     Listing,
     Metadata,
-    RetryLaterError,
     Schedule,
     State,
     Storage,
-    StorageFullError,
     VanishedError,
 )
 
-DIR_MODE = 0o700
-FILE_MODE = 0o600
 CONTENTS = "contents"
 METADATA = "metadata"
 SCHEDULE = "schedule"
@@ -70,131 +75,10 @@ _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 UUID_RE = re.compile(_UUID)
 TARGET_RE = re.compile(rf"\.\./data/({_UUID})/({_UUID})")
 _TMP_RE = re.compile(rf"(?:{CONTENTS}|{METADATA}|{SCHEDULE})\.{_UUID}\.tmp")
-_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
-StrPath: TypeAlias = "str | os.PathLike[str]"
 
 
 def new_id() -> str:
     return str(uuid.uuid4())
-
-
-def storage_error(exc: OSError, what: str) -> RetryLaterError:
-    """The outbox error for an OSError: disk full gets its own, clear error."""
-    if exc.errno in _FULL_ERRNOS:
-        return StorageFullError(f"outbox full: cannot {what}: {exc.strerror} ({exc.filename})")
-    return RetryLaterError(f"outbox: cannot {what}: {exc}")
-
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _forget_pool() -> None:
-    # A forked child has none of the parent's threads: start a pool of its own.
-    global _pool, _pool_lock
-    _pool = None
-    _pool_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pool)
-
-
-def _fsync_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="outbox-fsync")
-        return _pool
-
-
-def fsync_together(fds: Sequence[int]) -> None:
-    """fsync every descriptor, concurrently, and return when all are durable (raise the
-    first error). Concurrent fsyncs let a journalling file system commit them in one
-    transaction and one cache flush (group commit) instead of one each."""
-    if not fds:
-        return
-    try:
-        futures = [_fsync_pool().submit(os.fsync, fd) for fd in fds[1:]]
-    except RuntimeError:
-        # The interpreter is shutting down and takes no new threads: one at a time.
-        for fd in fds:
-            os.fsync(fd)
-        return
-    error: OSError | None = None
-    try:
-        os.fsync(fds[0])
-    except OSError as exc:
-        error = exc
-    for future in futures:
-        try:
-            future.result()
-        except OSError as exc:
-            error = error or exc
-    if error is not None:
-        raise error
-
-
-def _open_dir(path: StrPath) -> int:
-    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-
-
-def _fsync_dirs(*paths: StrPath) -> None:
-    fds: list[int] = []
-    try:
-        for path in paths:
-            fds.append(_open_dir(path))
-        fsync_together(fds)
-    finally:
-        for fd in fds:
-            os.close(fd)
-
-
-def _fsync_dir(path: StrPath) -> None:
-    _fsync_dirs(path)
-
-
-# The umask can only narrow these modes, never widen them, so no chmod is needed.
-def _mkdir(path: StrPath) -> None:
-    os.mkdir(path, DIR_MODE)
-
-
-def _create(path: StrPath) -> int:
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def replace_file(
-    directory: Path, tmp_name: str, name: str, data: bytes, *, durable: bool = True
-) -> None:
-    """Give `directory/name` the content `data` in one step: written under `tmp_name`,
-    then renamed (durable: the file and the rename fsynced). OSError leaves no tmp."""
-    tmp = directory / tmp_name
-    fd = _create(tmp)
-    try:
-        try:
-            _write_all(fd, data)
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, directory / name)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    if durable:
-        _fsync_dir(directory)
-
-
-def _read(path: StrPath) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
 
 
 class FsEnqueuer(Enqueuer):
@@ -206,8 +90,8 @@ class FsEnqueuer(Enqueuer):
         self._fd: int | None = None
         self._done = False
         try:
-            _mkdir(self._mail_dir)
-            self._fd = _create(f"{self._mail_dir}/{CONTENTS}")
+            make_dir(self._mail_dir)
+            self._fd = create_file(f"{self._mail_dir}/{CONTENTS}")
         except OSError as exc:
             self.abort()
             raise storage_error(exc, "start an enqueue") from exc
@@ -216,7 +100,7 @@ class FsEnqueuer(Enqueuer):
         if self._fd is None or self._done:
             raise RuntimeError("enqueue already committed or aborted")
         try:
-            _write_all(self._fd, data)
+            write_all(self._fd, data)
         except OSError as exc:
             self.abort()
             raise storage_error(exc, "write contents") from exc
@@ -238,15 +122,15 @@ class FsEnqueuer(Enqueuer):
                 for destination in destinations:
                     dest = new_id()
                     dest_dir = f"{self._mail_dir}/{dest}"
-                    _mkdir(dest_dir)
+                    make_dir(dest_dir)
                     dest_dirs.append(dest_dir)
                     for name, data in (
                         (METADATA, destination.metadata.to_json()),
                         (SCHEDULE, destination.schedule.to_json()),
                     ):
-                        fd = _create(f"{dest_dir}/{name}")
+                        fd = create_file(f"{dest_dir}/{name}")
                         fds.append(fd)
-                        _write_all(fd, data)
+                        write_all(fd, data)
                     entries.append(
                         Entry(
                             new_id(),
@@ -259,7 +143,7 @@ class FsEnqueuer(Enqueuer):
                     )
                 # Files and the directories naming them, all durable before the link.
                 for path in (*dest_dirs, self._mail_dir, storage.data_s):
-                    fds.append(_open_dir(path))
+                    fds.append(open_dir(path))
                 fsync_together(fds)
             finally:
                 for fd in fds:
@@ -269,14 +153,14 @@ class FsEnqueuer(Enqueuer):
                 link = f"{storage.root_s}/{State.QUEUED.value}/{entry.id}"
                 os.symlink(f"../data/{self.mail}/{entry.dest}", link)
                 links.append(link)
-            _fsync_dir(f"{storage.root_s}/{State.QUEUED.value}")
+            fsync_dir(f"{storage.root_s}/{State.QUEUED.value}")
         except OSError as exc:
             for link in links:
                 with contextlib.suppress(OSError):
                     os.unlink(link)
             if links:
                 with contextlib.suppress(OSError):
-                    _fsync_dir(f"{storage.root_s}/{State.QUEUED.value}")
+                    fsync_dir(f"{storage.root_s}/{State.QUEUED.value}")
             self.abort()
             raise storage_error(exc, f"commit mail {self.mail}") from exc
         self._done = True
@@ -294,7 +178,7 @@ class FsEnqueuer(Enqueuer):
 
 class FsStorage(Storage):
     """The queue design on a local directory. Not safe for two processes at once: the
-    scheduler holds `lock_path` (see scheduler.OutboxLock) while it uses the outbox."""
+    scheduler holds `lock_path` (see lock.OutboxLock) while it uses the outbox."""
 
     def __init__(self, root: str | os.PathLike[str], *, create: bool = True) -> None:
         self.root = Path(root)
@@ -312,10 +196,10 @@ class FsStorage(Storage):
                 for name in ("data", *STATE_DIRS):
                     path = self.root / name
                     if not path.is_dir():
-                        _mkdir(path)
+                        make_dir(path)
                         made = True
                 if made:
-                    _fsync_dirs(self.root, self.root.parent)
+                    fsync_dirs(self.root, self.root.parent)
             missing = [n for n in ("data", *STATE_DIRS) if not (self.root / n).is_dir()]
         except OSError as exc:
             raise storage_error(exc, f"open outbox directory {self.root}") from exc
@@ -352,7 +236,7 @@ class FsStorage(Storage):
         parsed: list[object] = []
         for file_name, parse in ((METADATA, Metadata.from_json), (SCHEDULE, Schedule.from_json)):
             try:
-                parsed.append(parse(_read(dest_dir / file_name)))
+                parsed.append(parse(read_file(dest_dir / file_name)))
             except FileNotFoundError:
                 raise CorruptEntryError(state, name, f"missing {file_name}") from None
             except ValueError as exc:
@@ -426,7 +310,7 @@ class FsStorage(Storage):
     def read_inflight(self, entry: Entry) -> bytes:
         self._expect(entry, State.INFLIGHT)
         try:
-            return _read(f"{self.data_s}/{entry.mail}/{CONTENTS}")
+            return read_file(f"{self.data_s}/{entry.mail}/{CONTENTS}")
         except FileNotFoundError:
             raise CorruptEntryError(State.INFLIGHT, entry.id, "missing contents") from None
         except OSError as exc:
@@ -442,7 +326,7 @@ class FsStorage(Storage):
             root = self.root_s
             os.rename(f"{root}/{source.value}/{entry_id}", f"{root}/{target.value}/{entry_id}")
             if durable:
-                _fsync_dirs(f"{root}/{target.value}", f"{root}/{source.value}")
+                fsync_dirs(f"{root}/{target.value}", f"{root}/{source.value}")
         except FileNotFoundError as exc:
             if not (self.root / source / entry_id).exists():
                 raise VanishedError(f"{source.value}/{entry_id} is gone") from None
@@ -523,7 +407,7 @@ class FsStorage(Storage):
             if os.path.lexists(target):
                 target = target.with_name(f"{target.name}.{new_id()}")
             os.rename(source, target)
-            _fsync_dirs(self.root / State.CORRUPT, source.parent)
+            fsync_dirs(self.root / State.CORRUPT, source.parent)
         except FileNotFoundError:
             return
         except OSError as exc:
@@ -569,7 +453,7 @@ class FsStorage(Storage):
                 if kept == 0:
                     shutil.rmtree(mail_dir)
                     removed.append(mail)
-            _fsync_dir(self.data)
+            fsync_dir(self.data)
         except OSError as exc:
             raise storage_error(exc, "remove uncommitted enqueues") from exc
         return removed

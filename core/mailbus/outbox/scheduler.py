@@ -8,24 +8,19 @@ from any thread.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import heapq
 import logging
-import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
-from mailbus.errors import ConfigError, EmailFormatError, InvalidNameError
+from mailbus.outbox.retry import RetryPolicy, is_permanent
 from mailbus.outbox.storage import (
     Corrupt,
     CorruptEntryError,
     Entry,
-    OutboxLockedError,
     RetryLaterError,
     Schedule,
     State,
@@ -42,151 +37,6 @@ NS = 1_000_000_000
 MAX_ERROR_TEXT = 500
 # How soon to retry a storage operation that failed (disk full, I/O error).
 STORAGE_RETRY_S = 1.0
-
-
-def is_permanent(exc: BaseException) -> bool:
-    """A failure that retrying cannot fix: the email itself is invalid, or the sender
-    marked the error `permanent` (an SMTP 5xx reply, for instance)."""
-    return isinstance(exc, EmailFormatError | InvalidNameError) or bool(
-        getattr(exc, "permanent", False)
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """Exponential back-off with jitter, then a dead letter.
-
-    Defaults follow SMTP practice scaled to messaging: retry after 5 s, doubling up to
-    15 minutes between attempts, and give up after 30 attempts or 3 days (Postfix keeps
-    mail 5 days; messages older than a few days are rarely still wanted).
-    """
-
-    first_delay_s: float = 5.0
-    factor: float = 2.0
-    max_delay_s: float = 900.0
-    max_attempts: int = 30
-    max_age_s: float = 3 * 86400.0
-    jitter: float = 0.1
-
-    def __post_init__(self) -> None:
-        if not self.first_delay_s >= 0 or not self.max_delay_s >= self.first_delay_s:
-            raise ConfigError("outbox.first-delay-s", "need 0 <= first-delay-s <= max-delay-s")
-        if not self.factor >= 1.0:
-            raise ConfigError("outbox.factor", "must be >= 1")
-        if self.max_attempts < 1:
-            raise ConfigError("outbox.max-attempts", "must be >= 1")
-        if not self.max_age_s > 0:
-            raise ConfigError("outbox.max-age-s", "must be > 0")
-        if not 0 <= self.jitter < 1:
-            raise ConfigError("outbox.jitter", "must be in [0, 1)")
-
-    def delay_s(self, attempts: int, rand: float = 0.5) -> float:
-        """Seconds to wait after the `attempts`-th failed attempt (1-based); `rand` in
-        [0, 1) spreads retries of many mails over +-jitter."""
-        exponent = min(max(attempts - 1, 0), 64)
-        base = min(self.first_delay_s * self.factor**exponent, self.max_delay_s)
-        return float(base * (1 + self.jitter * (2 * rand - 1)))
-
-    def gives_up(self, attempts: int, age_s: float) -> bool:
-        return attempts >= self.max_attempts or age_s >= self.max_age_s
-
-    KEYS = {
-        "first-delay-s": float,
-        "factor": float,
-        "max-delay-s": float,
-        "max-attempts": int,
-        "max-age-s": float,
-        "jitter": float,
-    }
-
-    @classmethod
-    def from_mapping(cls, section: Mapping[str, Any]) -> RetryPolicy:
-        """From the `[outbox]` options table (keys with `-`, e.g. `max-attempts`)."""
-        fields = cls.KEYS
-        values: dict[str, Any] = {}
-        for key, kind in fields.items():
-            if key not in section:
-                continue
-            value = section[key]
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ConfigError(f"outbox.{key}", f"expected a number, got {value!r}")
-            if kind is int and not isinstance(value, int):
-                raise ConfigError(f"outbox.{key}", f"expected an integer, got {value!r}")
-            values[key.replace("-", "_")] = kind(value)
-        return cls(**values)
-
-
-class OutboxLock:
-    """An exclusive flock on `<root>/lock`, so that one process at a time uses an outbox
-    directory. The kernel releases it when the holder dies, however it dies."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self._fd: int | None = None
-
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
-    def record(self) -> tuple[str, str] | None:
-        """(pid, note) as the current holder wrote them in the lock file, None while it
-        is empty (free, or taken a moment ago and not written yet)."""
-        try:
-            words = self.path.read_text(encoding="ascii").split()
-        except (OSError, UnicodeDecodeError):
-            return ("?", "")
-        if not words:
-            return None
-        return words[0], " ".join(words[1:])
-
-    def holder(self) -> str:
-        """The pid recorded by the current holder, for error messages."""
-        record = self.record()
-        return "?" if record is None else record[0]
-
-    def set_note(self, note: str) -> None:
-        """Record `note` after our pid (what the holder offers, e.g. to answer control
-        requests); only while held."""
-        if self._fd is not None:
-            with contextlib.suppress(OSError):
-                data = f"{os.getpid()} {note}".strip() + "\n"
-                os.pwrite(self._fd, data.encode("ascii"), 0)
-                os.ftruncate(self._fd, len(data))
-
-    def acquire(self, timeout: float = 0.0) -> None:
-        """Take the lock, polling up to `timeout` seconds; OutboxLockedError if another
-        process keeps it."""
-        if self._fd is not None:
-            return
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        deadline = time.monotonic() + timeout
-        pause = threading.Event()
-        try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise OutboxLockedError(
-                            f"outbox {self.path.parent} is in use by process {self.holder()}"
-                        ) from None
-                    pause.wait(0.02)  # flock has no timeout: poll with a deadline
-            # The pid is only for messages: a full disk must not stop start-up.
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
-
-    def release(self) -> None:
-        if self._fd is not None:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, 0)
-            os.close(self._fd)  # closing the only descriptor drops the flock
-            self._fd = None
 
 
 @dataclass(frozen=True, slots=True)

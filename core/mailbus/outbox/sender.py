@@ -21,7 +21,9 @@ from mailbus.errors import ConfigError, MailbusError, TransportError
 from mailbus.options import Options
 from mailbus.outbox import admin, control
 from mailbus.outbox.fs_storage import FsStorage
-from mailbus.outbox.scheduler import OutboxLock, RecoveryReport, RetryPolicy, Scheduler
+from mailbus.outbox.lock import OutboxLock
+from mailbus.outbox.retry import RetryPolicy
+from mailbus.outbox.scheduler import RecoveryReport, Scheduler
 from mailbus.outbox.storage import Destination, Entry, Metadata, Schedule
 from mailbus.trace import Tracer
 from mailbus.transport import EmailReceiver, EmailSender, Inbound, Transport
