@@ -102,33 +102,12 @@ def test_analyze_on_a_standalone_cluster(
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_analyze_through_spark_connect(
+def test_analyze_through_spark_connect_starts_no_jvm_in_the_caller(
     spark_processes: SparkProcesses, many_sessions: list[Path]
 ) -> None:
-    """`load(remote=sc://...)`: a Spark Connect DataFrame under narwhals, every table equal
-    to polars'; each session's tables equal analysing it alone."""
-    from mailbus.sessions.spark import connect, is_connect
-
-    spark = connect(spark_processes.remote_url)
-    try:
-        assert is_connect(spark)
-        dataset = analysis.load(many_sessions, engine="spark", remote=spark_processes.remote_url)
-        assert type(dataset.frame.to_native()).__module__ == "pyspark.sql.connect.dataframe"
-        on_connect = analysis.analyze(dataset)
-    finally:
-        spark.stop()
-    expected = analysis.analyze(many_sessions)
-    _assert_same_tables(on_connect, expected)
-    assert set(expected["topics"]["session"]) == {"gaps", "tiny", "tiny#1"}
-
-
-@pytest.mark.spark
-@pytest.mark.slow
-def test_cli_remote_starts_no_jvm_in_the_caller(
-    spark_processes: SparkProcesses, tiny_session: Path
-) -> None:
-    """`mailbus analyze --remote sc://...` in a process where starting a JVM fails: it
-    works (the thin client speaks gRPC only) and no JVM gateway exists afterwards."""
+    """`mailbus analyze --remote sc://...` in a process where starting a JVM fails: the
+    thin client (gRPC only) gets every table of several sessions, equal to polars', and
+    no JVM gateway exists afterwards."""
     refuse_jvm = (
         "import pyspark.java_gateway, pyspark.core.context\n"
         "def refuse(*a, **k):\n"
@@ -136,12 +115,15 @@ def test_cli_remote_starts_no_jvm_in_the_caller(
         "pyspark.java_gateway.launch_gateway = refuse\n"
         "pyspark.core.context.launch_gateway = refuse\n"
     )
-    args = ["analyze", str(tiny_session), "--remote", spark_processes.remote_url]
-    run = _cli(*args, "--table", "services", "--format", "json", prelude=refuse_jvm)
+    paths = [str(p) for p in many_sessions]
+    expected = analysis.analyze(paths)
+    args = ["analyze", *paths, "--remote", spark_processes.remote_url, "--format", "json"]
+    run = _cli(*args, prelude=refuse_jvm)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "jvm in caller: False" in run.stderr
-    services = json.loads(run.stdout)["services"]
-    assert [(row["requests"], row["orphans"], row["late"]) for row in services] == [(4, 1, 1)]
+    assert "analyze (spark)" in run.stderr
+    _assert_same_tables(_from_json(run.stdout, expected), expected)
+    assert set(expected["topics"]["session"]) == {"gaps", "tiny", "tiny#1"}
 
 
 # -- URLs and flags (no cluster needed) ------------------------------------------------
