@@ -166,7 +166,7 @@ class SparkProcesses:
         self._check_alive()
         try:
             return int(self.master_state()["aliveworkers"])
-        except OSError:
+        except (OSError, ValueError):  # not listening yet, or a half-written answer
             return 0
 
     def _connect_listening(self) -> bool:

@@ -9,9 +9,11 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -21,7 +23,7 @@ from mailbus.sessions.reader import SessionError
 from mailbus.sessions.spark import SparkUnreachableError, check_master, check_remote
 from polars.testing import assert_frame_equal
 from sessions_helpers import SAMPLES, tiny_events, write_session
-from spark_cluster import HOST, SparkProcesses, free_port
+from spark_cluster import HOST, SparkProcesses, free_port, wait_until
 
 REL_TOL = 1e-12
 ANALYZE_TIMEOUT_S = 240.0
@@ -102,33 +104,12 @@ def test_analyze_on_a_standalone_cluster(
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_analyze_through_spark_connect(
+def test_analyze_through_spark_connect_starts_no_jvm_in_the_caller(
     spark_processes: SparkProcesses, many_sessions: list[Path]
 ) -> None:
-    """`load(remote=sc://...)`: a Spark Connect DataFrame under narwhals, every table equal
-    to polars'; each session's tables equal analysing it alone."""
-    from mailbus.sessions.spark import connect, is_connect
-
-    spark = connect(spark_processes.remote_url)
-    try:
-        assert is_connect(spark)
-        dataset = analysis.load(many_sessions, engine="spark", remote=spark_processes.remote_url)
-        assert type(dataset.frame.to_native()).__module__ == "pyspark.sql.connect.dataframe"
-        on_connect = analysis.analyze(dataset)
-    finally:
-        spark.stop()
-    expected = analysis.analyze(many_sessions)
-    _assert_same_tables(on_connect, expected)
-    assert set(expected["topics"]["session"]) == {"gaps", "tiny", "tiny#1"}
-
-
-@pytest.mark.spark
-@pytest.mark.slow
-def test_cli_remote_starts_no_jvm_in_the_caller(
-    spark_processes: SparkProcesses, tiny_session: Path
-) -> None:
-    """`mailbus analyze --remote sc://...` in a process where starting a JVM fails: it
-    works (the thin client speaks gRPC only) and no JVM gateway exists afterwards."""
+    """`mailbus analyze --remote sc://...` in a process where starting a JVM fails: the
+    thin client (gRPC only) gets every table of several sessions, equal to polars', and
+    no JVM gateway exists afterwards."""
     refuse_jvm = (
         "import pyspark.java_gateway, pyspark.core.context\n"
         "def refuse(*a, **k):\n"
@@ -136,12 +117,15 @@ def test_cli_remote_starts_no_jvm_in_the_caller(
         "pyspark.java_gateway.launch_gateway = refuse\n"
         "pyspark.core.context.launch_gateway = refuse\n"
     )
-    args = ["analyze", str(tiny_session), "--remote", spark_processes.remote_url]
-    run = _cli(*args, "--table", "services", "--format", "json", prelude=refuse_jvm)
+    paths = [str(p) for p in many_sessions]
+    expected = analysis.analyze(paths)
+    args = ["analyze", *paths, "--remote", spark_processes.remote_url, "--format", "json"]
+    run = _cli(*args, prelude=refuse_jvm)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "jvm in caller: False" in run.stderr
-    services = json.loads(run.stdout)["services"]
-    assert [(row["requests"], row["orphans"], row["late"]) for row in services] == [(4, 1, 1)]
+    assert "analyze (spark)" in run.stderr
+    _assert_same_tables(_from_json(run.stdout, expected), expected)
+    assert set(expected["topics"]["session"]) == {"gaps", "tiny", "tiny#1"}
 
 
 # -- URLs and flags (no cluster needed) ------------------------------------------------
@@ -243,3 +227,60 @@ def test_a_glob_matching_no_session_is_an_error(
         analysis.load(str(tmp_path / "nothing*"))
     assert main(["analyze", str(tmp_path / "nothing*")]) == 2
     assert "no session matches" in capsys.readouterr().err
+
+
+# -- progress and cancel (the workbench's Cancel uses these) ---------------------------
+def _cancel_a_long_job(spark: Any, running: Callable[[], bool]) -> BaseException | None:
+    """Start a job of minutes in a thread, wait until `running()`, cancel; return what
+    the job raised (None if it finished, which would be a failure)."""
+    from mailbus.sessions.spark import cancel
+
+    outcome: list[BaseException | None] = []
+
+    def job() -> None:
+        try:
+            spark.range(0, 10**11, 1, 4).selectExpr("sum(id % 7) AS s").collect()
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=job, daemon=True)
+    thread.start()
+    wait_until(running, 60, "the job's tasks to run")
+    cancel(spark)
+    thread.join(60)
+    assert not thread.is_alive(), "the cancelled job is still running"
+    return outcome[0]
+
+
+@pytest.mark.spark
+def test_a_classic_session_reports_task_progress_and_cancels(spark: Any) -> None:
+    from mailbus.sessions.spark import task_progress
+
+    def running() -> bool:
+        counts = task_progress(spark)
+        return counts is not None and counts[1] > 0
+
+    raised = _cancel_a_long_job(spark, running)
+    assert raised is not None and "cancel" in str(raised).lower()
+    assert spark.range(3).count() == 3  # the session still works
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_connect_session_streams_progress_and_interrupts(
+    spark_processes: SparkProcesses,
+) -> None:
+    from mailbus.sessions.spark import connect, on_connect_progress, task_progress
+
+    spark = connect(spark_processes.remote_url)
+    reports: list[tuple[int, int]] = []
+    stop = on_connect_progress(spark, lambda done, total: reports.append((done, total)))
+    try:
+        assert task_progress(spark) is None
+        raised = _cancel_a_long_job(spark, lambda: any(total for _, total in reports))
+        assert raised is not None
+        assert "interrupt" in str(raised).lower() or "cancel" in str(raised).lower()
+    finally:
+        stop()
+        spark.stop()

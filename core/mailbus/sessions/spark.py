@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -165,6 +165,36 @@ def cancel(spark: Any) -> None:
         spark.interruptAll()
     else:
         spark.sparkContext.cancelAllJobs()
+
+
+def task_progress(spark: Any) -> tuple[int, int] | None:
+    """(completed, total) tasks of the running stages of a classic session, from Spark's
+    status tracker; None through Connect (see on_connect_progress)."""
+    if is_connect(spark):
+        return None
+    tracker = spark.sparkContext.statusTracker()
+    done = total = 0
+    for stage in tracker.getActiveStageIds():
+        info = tracker.getStageInfo(stage)
+        if info is not None:
+            done += info.numCompletedTasks
+            total += info.numTasks
+    return done, total
+
+
+def on_connect_progress(spark: Any, report: Callable[[int, int], None]) -> Callable[[], None]:
+    """Call `report(completed, total)` tasks as a Connect server streams its progress;
+    returns the function that stops it."""
+
+    def handler(*args: Any, **kwargs: Any) -> None:
+        stages = kwargs.get("stages", args[0] if args else None) or []
+        report(
+            sum(s.num_completed_tasks for s in stages),
+            sum(s.num_tasks for s in stages),
+        )
+
+    spark.registerProgressHandler(handler)
+    return lambda: spark.removeProgressHandler(handler)
 
 
 def _local_path(uri: str) -> Path:

@@ -16,26 +16,20 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import (
     Button,
-    DataTable,
     Input,
     Label,
     ProgressBar,
-    Select,
     Static,
     Switch,
-    TabbedContent,
-    TabPane,
 )
 
+from mailbus_workbench.views.analysis import AnalysisScreen
 from mailbus_workbench.views.base import View
-from mailbus_workbench.widgets import format as fmt
-from mailbus_workbench.widgets.key_bar import KeyBar
 
 MAX_RATE = 1000.0
-TABLE_ROWS = 500  # rows shown per analysis table
+__all__ = ["AnalysisScreen", "SessionsView", "default_directory", "sessions_available"]
 
 
 def sessions_available() -> bool:
@@ -391,105 +385,3 @@ Opening, playing and analysing run in workers: the screen never freezes.
             self.player.stop()
         if self.recorder is not None:
             self.recorder.stop()
-
-
-class AnalysisScreen(Screen[None]):
-    """The pipeline's tables for one session, on the engine the user picks."""
-
-    BINDINGS = [Binding("escape", "close", "Back"), Binding("f5", "run", "Run")]
-    DEFAULT_CSS = """
-    AnalysisScreen Horizontal { height: auto; }
-    AnalysisScreen Label { padding: 1 1 0 1; }
-    #analysis-engine { width: 24; }
-    #analysis-status { height: auto; padding: 0 1; }
-    #analysis-tables { height: 1fr; }
-    """
-
-    class Done(Message):
-        def __init__(self, tables: dict[str, Any], error: str) -> None:
-            super().__init__()
-            self.tables = tables
-            self.error = error
-
-    def __init__(self, path: str) -> None:
-        super().__init__()
-        self.path = path
-        self.tables: dict[str, Any] = {}
-        self.error = ""  # why the last run failed
-
-    def compose(self) -> ComposeResult:
-        from mailbus.sessions.analysis import TABLES
-
-        with Horizontal():
-            yield Label(f"analysis of {self.path}   engine")
-            yield Select(
-                [("polars", "polars"), ("spark", "spark")],
-                value="polars",
-                allow_blank=False,
-                id="analysis-engine",
-            )
-            yield Button("Run (F5)", id="analysis-run", variant="primary")
-        yield ProgressBar(total=len(TABLES), id="analysis-progress", show_eta=False)
-        yield Static("Pick the engine and run.", id="analysis-status", markup=False)
-        with TabbedContent(id="analysis-tables"):
-            for name in TABLES:
-                with TabPane(name, id=f"analysis-{name}"):
-                    yield DataTable(id=f"analysis-table-{name}", zebra_stripes=True)
-        yield KeyBar()
-
-    @on(Button.Pressed, "#analysis-run")
-    def action_run(self) -> None:
-        engine = str(self.query_one("#analysis-engine", Select).value)
-        self.query_one("#analysis-status", Static).update(f"running on {engine} …")
-        self.query_one("#analysis-run", Button).disabled = True
-        self._run(engine)
-
-    @work(thread=True, exclusive=True, group="analysis")
-    def _run(self, engine: str) -> None:
-        from mailbus.sessions import analysis
-
-        def progress(table: str, done: int, total: int) -> None:
-            self.app.call_from_thread(self._progress, table, done, total)
-
-        try:
-            tables = analysis.analyze([self.path], engine=engine, progress=progress)  # type: ignore[arg-type]
-            error = ""
-        except Exception as exc:  # a session or engine error is shown, never raised
-            tables, error = {}, str(exc)
-        self.app.call_from_thread(self._done, tables, error)
-
-    def _progress(self, table: str, done: int, total: int) -> None:
-        self.query_one("#analysis-progress", ProgressBar).update(total=total, progress=done)
-        if done < total:
-            self.query_one("#analysis-status", Static).update(f"computing {table} …")
-
-    def _done(self, tables: dict[str, Any], error: str) -> None:
-        self.tables = tables
-        self.error = error
-        self.query_one("#analysis-run", Button).disabled = False
-        status = self.query_one("#analysis-status", Static)
-        if error:
-            status.update(Text(f"analysis failed: {error}", style="red"))
-        else:
-            status.update(", ".join(f"{n}: {len(t)} rows" for n, t in tables.items()))
-        for name, frame in tables.items():
-            table = self.query_one(f"#analysis-table-{name}", DataTable)
-            table.clear(columns=True)
-            for column in frame.columns:
-                table.add_column(column, key=column)
-            for row in frame.head(TABLE_ROWS).iter_rows():
-                table.add_row(*(_cell(v) for v in row))
-        self.post_message(self.Done(tables, error))
-
-    def action_close(self) -> None:
-        self.dismiss(None)
-
-
-def _cell(value: object) -> Text:
-    if value is None:
-        return fmt.plain("-")
-    if isinstance(value, float):
-        return fmt.plain(f"{value:.3f}")
-    if isinstance(value, bytes):
-        return fmt.plain(value[:40].decode("utf-8", "replace"))
-    return fmt.plain(str(value)[:60])
