@@ -40,12 +40,12 @@ def daemon_config(tmp_path: Path, **overrides: object) -> ServerConfig:
 class Daemon:
     """An in-process daemon plus what it traced."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.events: list[TraceEvent] = []
         tracer = Tracer()
         tracer.add_listener(self.events.append)
-        self.thread = ServerThread(config, tracer)
+        self.thread = ServerThread(config, tracer, clock)
 
     @property
     def port(self) -> int:
@@ -117,8 +117,8 @@ class Raw:
 def make_daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     daemons: list[Daemon] = []
 
-    def make(**overrides: object) -> Daemon:
-        daemon = Daemon(daemon_config(tmp_path, **overrides))
+    def make(clock: Callable[[], float] = time.monotonic, **overrides: object) -> Daemon:
+        daemon = Daemon(daemon_config(tmp_path, **overrides), clock)
         daemon.thread.start()
         daemons.append(daemon)
         return daemon

@@ -416,7 +416,11 @@ def waiting_in_back_off(daemon: Daemon) -> int:
 
 def test_limits_are_refused_with_their_codes(make_daemon: Callable[..., Daemon]) -> None:
     daemon = make_daemon(
-        max_letter_bytes=100, max_letters_per_box=2, max_boxes_per_connection=2, max_connections=3
+        max_letter_bytes=100,
+        max_letters_per_box=2,
+        when_full="refuse",
+        max_boxes_per_connection=2,
+        max_connections=3,
     )
     client = daemon.client()
     client.create_box("lim.a", "pw")
@@ -575,7 +579,7 @@ def test_negative_getmail_timeout_counts_as_zero(daemon: Daemon) -> None:
 
 
 def test_a_full_group_member_is_skipped_and_reported(make_daemon: Callable[..., Daemon]) -> None:
-    daemon = make_daemon(max_letters_per_box=1)
+    daemon = make_daemon(max_letters_per_box=1, when_full="refuse")
     a, b = box(daemon, "crowd.a"), box(daemon, "crowd.b")
     a.send("crowd.b", b"fills b")
     a.send("crowd", b"to all")  # b is full: a still gets it

@@ -63,23 +63,25 @@ def test_cli_lists_mailboxes_with_letter_counts(
     spawn_daemon: Callable[..., DaemonProcess], tmp_path: Path
 ) -> None:
     store = tmp_path / "cli" / "po.db"
-    proc = spawn_daemon(store=store)
+    proc = spawn_daemon("--max-letters-per-box", "3", store=store)
     with proc.client() as client:
         client.create_box("list.a", "pw")
         client.create_box("list.b", "pw")
         client.check_out("list.a", "pw")
-        for _ in range(3):
-            client.send("list.b", b"12345")
-    out = subprocess.run(
-        [sys.executable, "-m", "mailbus", "postoffice", "boxes", "--store", str(store)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        check=True,
-    ).stdout.split("\n")
+        for _ in range(4):
+            client.send("list.b", b"12345")  # the fourth drops the first
+        out = subprocess.run(
+            [sys.executable, "-m", "mailbus", "postoffice", "boxes", "--store", str(store)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO,
+            check=True,
+        ).stdout.split("\n")
+    assert out[0].split() == ["MAILBOX", "LETTERS", "BYTES", "DROPPED", "STATE"]
     rows = {line.split()[0]: line.split()[1:] for line in out[1:] if line.strip()}
-    assert rows == {"list.a": ["0", "0"], "list.b": ["3", "15"]}
+    assert rows["list.a"][:5] == ["0", "0", "0", "held", "by"]  # live state from the daemon
+    assert rows["list.b"][:4] == ["3", "15", "1", "idle"]
     proc.terminate()
 
 

@@ -57,3 +57,58 @@ async def test_mailboxes_without_a_store(tmp_path: Path) -> None:
         view = app.query_one(MailboxesView)
         await until(pilot, lambda: view.loads > 0, "the listing")
         assert "no PostOffice store" in view.error and view.boxes == []
+
+
+async def test_a_box_is_shown_emptied_and_removed_after_confirmation(tmp_path: Path) -> None:
+    """The selected box's letters are listed; `e` empties and `x` removes it, each after a
+    confirmation that can say no; the daemon's own state changes, not only the view."""
+    from mailbus_workbench.screens import Confirm
+
+    store = tmp_path / "po.db"
+    server = ServerThread(ServerConfig(store_path=store, port=0, hash_params=HashParams(log2_n=4)))
+    server.start()
+    try:
+        with PostOfficeClient("127.0.0.1", server.port, timeout=10) as client:
+            client.create_box("lab.a", "pw")
+            client.create_box("lab.sender", "pw")
+            client.check_out("lab.sender", "pw")
+            for i in range(3):
+                client.send("lab.a", f"Subject: note {i}\r\n\r\nbody\r\n".encode())
+        settings = Settings(
+            keymap_file=tmp_path / "k", templates_file=tmp_path / "t", postoffice_store=store
+        )
+        app = fixed_app(settings=settings)
+
+        def letters(name: str) -> int | None:
+            boxes = server.call(lambda: server.office.boxes)
+            return len(boxes[name].letters) if name in boxes else None
+
+        async with app.run_test(size=(120, 36)) as pilot:
+            await pilot.pause()
+            await pilot.press("8")
+            view = app.query_one(MailboxesView)
+            await until(pilot, lambda: view.loads > 0 and view.boxes, "the listing")
+            assert view.selected == "lab.a"
+            await until(pilot, lambda: len(view.letters) == 3, "the letters of lab.a")
+            assert [x.subject for x in view.letters] == ["note 0", "note 1", "note 2"]
+            # Say no: nothing happens.
+            await pilot.press("e")
+            await until(pilot, lambda: isinstance(app.screen, Confirm), "the question")
+            await pilot.press("n")
+            await pilot.pause()
+            assert letters("lab.a") == 3 and view.changes == 0
+            # Say yes: the daemon's box is emptied.
+            await pilot.press("e")
+            await until(pilot, lambda: isinstance(app.screen, Confirm), "the question")
+            await pilot.press("y")
+            await until(pilot, lambda: view.changes == 1, "the change")
+            assert letters("lab.a") == 0
+            await until(pilot, lambda: view.letters == [], "the emptied listing")
+            await pilot.press("x")
+            await until(pilot, lambda: isinstance(app.screen, Confirm), "the question")
+            await pilot.press("y")
+            await until(pilot, lambda: view.changes == 2, "the removal")
+            assert letters("lab.a") is None
+            await until(pilot, lambda: "lab.a" not in {b.name for b in view.boxes}, "the list")
+    finally:
+        server.stop()

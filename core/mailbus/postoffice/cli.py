@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mailbus.postoffice.lifecycle import DEFAULT_EXPIRE_IDLE_S, WHEN_FULL
 from mailbus.postoffice.paths import default_store
 from mailbus.postoffice.protocol import DEFAULT_PORT
 
@@ -34,6 +35,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     serve.add_argument("--max-connections", type=int, default=256)
     serve.add_argument("--max-boxes-per-connection", type=int, default=64)
     serve.add_argument("--max-letters-per-box", type=int, default=100_000)
+    serve.add_argument(
+        "--when-full",
+        choices=WHEN_FULL,
+        default="drop-oldest",
+        help="at --max-letters-per-box: drop the oldest letters (default) or refuse new ones",
+    )
+    serve.add_argument(
+        "--expire-idle",
+        type=float,
+        default=DEFAULT_EXPIRE_IDLE_S,
+        metavar="SECONDS",
+        help="remove boxes nobody checked out for this long (default a day; 0: never)",
+    )
     serve.add_argument("--hash-cost", type=int, default=14, help="scrypt log2(N)")
     serve.add_argument(
         "--trace-log", type=Path, default=None, help="append trace events as JSON lines"
@@ -42,7 +56,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     serve.set_defaults(handler=run_serve)
     boxes = sub.add_parser("boxes", help="list mailboxes with their letter counts")
     boxes.add_argument("--store", type=Path, default=None)
+    boxes.add_argument("--empty", metavar="BOX", help="delete the letters of this box")
+    boxes.add_argument("--remove", metavar="BOX", help="remove this box and its letters")
+    boxes.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     boxes.set_defaults(handler=run_boxes)
+    box = sub.add_parser("box", help="show, empty or remove one mailbox")
+    box.add_argument("name", metavar="BOX")
+    box.add_argument("--store", type=Path, default=None)
+    action = box.add_mutually_exclusive_group(required=True)
+    action.add_argument("--show", action="store_true", help="list the letters waiting")
+    action.add_argument("--empty", action="store_true", help="delete its letters")
+    action.add_argument("--remove", action="store_true", help="remove it and its letters")
+    box.add_argument("--limit", type=int, default=20, help="letters --show lists (max 1000)")
+    box.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    box.set_defaults(handler=run_box)
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
@@ -59,6 +86,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_connections=args.max_connections,
         max_boxes_per_connection=args.max_boxes_per_connection,
         max_letters_per_box=args.max_letters_per_box,
+        when_full=args.when_full,
+        expire_idle_s=args.expire_idle,
         hash_params=HashParams(log2_n=args.hash_cost),
     )
 
@@ -130,16 +159,80 @@ async def _serve(config: ServerConfig, trace_log: Path | None = None) -> None:
 
 
 def run_boxes(args: argparse.Namespace) -> int:
-    from mailbus.postoffice.store import StoreError, list_mailboxes
+    if args.empty and args.remove:
+        print("error: --empty and --remove are separate commands", file=sys.stderr)
+        return 2
+    if args.empty or args.remove:
+        op = "empty" if args.empty else "remove"
+        return _change(args.store or default_store(), args.empty or args.remove, op, args.yes)
+    from mailbus.postoffice.admin import AdminError, list_boxes
 
     try:
-        boxes = list_mailboxes(args.store or default_store())
-    except StoreError as exc:
+        boxes = list_boxes(args.store or default_store())
+    except AdminError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    rows: list[Any] = [("MAILBOX", "LETTERS", "BYTES")]
-    rows += [(b.name, str(b.letters), str(b.payload_bytes)) for b in boxes]
+    rows: list[tuple[str, ...]] = [("MAILBOX", "LETTERS", "BYTES", "DROPPED", "STATE")]
+    for b in boxes:
+        state = "-" if not b.live else (f"held by {b.holder}" if b.holder else _idle(b.idle_s))
+        rows.append((b.name, str(b.letters), str(b.payload_bytes), str(b.dropped), state))
     width = max(len(r[0]) for r in rows)
-    for name, letters, size in rows:
-        print(f"{name:<{width}}  {letters:>8}  {size:>10}")
+    for name, letters, size, dropped, state in rows:
+        print(f"{name:<{width}}  {letters:>8}  {size:>10}  {dropped:>8}  {state}")
+    if boxes and not any(b.live for b in boxes):
+        print("(no daemon answers for this store: DROPPED and STATE unknown)")
+    return 0
+
+
+def _idle(seconds: float | None) -> str:
+    if seconds is None:
+        return "idle"
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"idle {seconds / size:.1f} {unit}"
+    return f"idle {seconds:.0f} s"
+
+
+def run_box(args: argparse.Namespace) -> int:
+    store = args.store or default_store()
+    if args.empty or args.remove:
+        return _change(store, args.name, "empty" if args.empty else "remove", args.yes)
+    from mailbus.postoffice.admin import AdminError, show_letters
+
+    try:
+        letters = show_letters(store, args.name, args.limit)
+    except AdminError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    from datetime import UTC, datetime
+
+    for letter in letters:
+        when = datetime.fromtimestamp(letter.received_ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        subject = letter.subject or "(not an email)"
+        print(f"{letter.letter_id:>10}  {when}  {letter.sender:<24}  {letter.size:>8}  {subject}")
+    print(f"{len(letters)} letters shown (oldest first, at most {min(args.limit, 1000)})")
+    return 0
+
+
+def _change(store: Path, name: str, op: str, yes: bool) -> int:
+    from mailbus.postoffice.admin import AdminError, empty_box, remove_box
+
+    if not yes:
+        if not sys.stdin.isatty():
+            print(
+                f"error: refusing to {op} {name!r} without --yes (nothing to ask)", file=sys.stderr
+            )
+            return 1
+        what = "delete every letter of" if op == "empty" else "remove"
+        answer = input(f"{what} mailbox {name!r}? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing done")
+            return 1
+    try:
+        count = (empty_box if op == "empty" else remove_box)(store, name)
+    except AdminError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    done = "emptied" if op == "empty" else "removed"
+    print(f"{done} {name} ({count} letters deleted)")
     return 0

@@ -25,6 +25,7 @@ import hmac
 import logging
 import secrets
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from mailbus.postoffice import lifecycle
 from mailbus.postoffice import store as st
+from mailbus.postoffice.admin import AdminServer
+from mailbus.postoffice.housekeeping import Housekeeper
 from mailbus.postoffice.protocol import (
     DEFAULT_PORT,
     NEED_DATA,
@@ -76,6 +80,8 @@ class ServerConfig:
     max_boxes_per_connection: int = 64  # boxes one connection may create
     max_boxes: int = 100_000
     max_letters_per_box: int = 100_000
+    when_full: lifecycle.WhenFull = "drop-oldest"  # at max_letters_per_box; see lifecycle
+    expire_idle_s: float = lifecycle.DEFAULT_EXPIRE_IDLE_S  # 0: boxes never expire
     comm_timeout_s: float = 10.0  # silence allowed inside a command
     auth_delay_s: float = 0.2  # first back-off after a wrong password, doubling
     auth_delay_max_s: float = 5.0
@@ -97,6 +103,8 @@ class BoxStatus:
     letters: int
     checked_out: bool
     holder: str = ""  # the peer address of the connection holding it
+    dropped: int = 0  # oldest letters dropped at the cap since the daemon started
+    idle_s: float | None = None  # how long nobody has held it (None: held now)
 
 
 Done = Callable[[Any, BaseException | None], None]
@@ -263,7 +271,9 @@ class Committer:
 class Box:
     """A mailbox in memory: its id, password hash, the ids of its letters, its holder."""
 
-    def __init__(self, box_id: int, name: str, secret: str, letters: list[int]) -> None:
+    def __init__(
+        self, box_id: int, name: str, secret: str, letters: list[int], idle_since: float = 0.0
+    ) -> None:
         self.box_id = box_id
         self.name = name
         self.secret = secret
@@ -272,6 +282,8 @@ class Box:
         self.holder: Clerk | None = None
         self.removed = False
         self.known = b""  # PostOffice.memo of the digest last found right, or b""
+        self.idle_since: float | None = idle_since  # None while checked out
+        self.dropped = 0  # letters dropped at the cap (lifecycle.make_room)
 
     def mail_arrived(self) -> None:
         if self.holder is not None:
@@ -324,9 +336,15 @@ class HashPool:
 class PostOffice:
     """The daemon: mailboxes, the store and the listening socket."""
 
-    def __init__(self, config: ServerConfig, tracer: Tracer | None = None) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        tracer: Tracer | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.config = config
         self.tracer = tracer or Tracer()
+        self.clock = clock  # for idle expiry (injectable: tests drive it)
         self.limits = Limits(
             max_name_bytes=config.max_name_bytes,
             max_payload_bytes=config.max_letter_bytes,
@@ -353,6 +371,8 @@ class PostOffice:
         self.cache: dict[int, tuple[str, bytes]] = {}
         self.cache_bytes = 0
         self.cache_limit = 32 * 1024 * 1024
+        self.housekeeper = Housekeeper(self)
+        self.admin = AdminServer(self)
 
     # -- life cycle -------------------------------------------------------------------
     async def start(self) -> int:
@@ -361,20 +381,24 @@ class PostOffice:
         self.store = store
         self.committer = Committer(store, asyncio.get_running_loop())
         records, letters = store.load()
+        now = self.clock()  # a box's idle time is not stored: it counts from here
         for record in records:
-            self.add_box(
-                Box(record.box_id, record.name, record.secret, letters.get(record.box_id, []))
-            )
+            letter_ids = letters.get(record.box_id, [])
+            self.add_box(Box(record.box_id, record.name, record.secret, letter_ids, now))
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: Clerk(self), self.config.host, self.config.port, reuse_address=True
         )
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("PostOffice on %s:%d, %d mailboxes", self.config.host, self.port, len(self.boxes))
+        await self.housekeeper.start()
+        await self.admin.start()
         return self.port
 
     async def stop(self) -> None:
         """Tell every client SHUTDOWN, close, and close the store (pending writes land)."""
+        await self.housekeeper.stop()
+        await self.admin.stop()
         if self._server is not None:
             self._server.close()
         for clerk in list(self.clerks):
@@ -489,12 +513,15 @@ class PostOffice:
         daemon's memory (call on its loop, e.g. `ServerThread.call(office.status)`).
         `store.list_mailboxes(path)` gives the same counts from the file, from any
         process."""
+        now = self.clock()
         return [
             BoxStatus(
                 name,
                 len(box.letters),
                 box.holder is not None,
                 box.holder.peer if box.holder else "",
+                box.dropped,
+                lifecycle.idle_seconds(box.idle_since, now),
             )
             for name, box in sorted(self.boxes.items())
         ]
@@ -535,6 +562,11 @@ class Clerk(asyncio.Protocol):
         self._in_flight: int | None = None
         self._waiting_mail = False
         self._mail_timer: asyncio.TimerHandle | None = None
+
+    @property
+    def in_flight(self) -> int | None:
+        """The id of the letter this clerk has sent in GETMAIL and not seen taken yet."""
+        return self._in_flight
 
     # -- asyncio.Protocol ------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -778,7 +810,7 @@ class Clerk(asyncio.Protocol):
         if box_id is None or name in office.boxes:
             self._reply(Response.BOXEXISTS)
             return
-        box = Box(box_id, name, secret, [])
+        box = Box(box_id, name, secret, [], office.clock())
         box.known = office.memo(box, digest)
         office.add_box(box)
         self._created += 1
@@ -806,6 +838,7 @@ class Clerk(asyncio.Protocol):
             self._reply(Response.BOXINUSE)
         else:
             box.holder = self
+            box.idle_since = None
             self.box = box
             self._digest = digest
             office.trace("postoffice.checked_out", name=box.name, extra={"peer": self.peer})
@@ -902,6 +935,7 @@ class Clerk(asyncio.Protocol):
         self._in_flight = None
         if box.holder is self:
             box.holder = None
+            box.idle_since = self.office.clock()
             self.office.trace("postoffice.returned", name=box.name, detail=reason)
 
     async def _remove_box(self) -> None:
@@ -914,18 +948,12 @@ class Clerk(asyncio.Protocol):
         # Only the box this connection checked out, and only with its password.
         if not await self._verify(box, self._digest):
             return  # answered NOAUTH
-        removed = await office.write(st.op_remove_box(box.box_id))
-        for letter_id in box.letters:
-            office.uncache(letter_id)
-        office.drop_box(box)
+        removed = await office.housekeeper.remove(box, "removed by its holder")
         self._release("removed")
         self._reply(Response.REQGRANTED if removed else Response.NONEXISTBOX)
 
     async def _empty_box(self, box: Box) -> None:
-        await self.office.write(st.op_empty_box(box.box_id))
-        for letter_id in box.letters:
-            self.office.uncache(letter_id)
-        box.letters.clear()
+        await self.office.housekeeper.empty(box)
         self._in_flight = None
         self._reply(Response.REQGRANTED)
 
@@ -943,8 +971,7 @@ class Clerk(asyncio.Protocol):
         elif not targets:
             reason = f"no mailbox or group {name!r}"
         else:
-            limit = config.max_letters_per_box
-            full = [b for b in targets if len(b.letters) + b.pending >= limit]
+            full = [b for b in targets if not office.housekeeper.make_room(b)]
             if full:
                 targets = [b for b in targets if b not in full]
                 for box in full:
@@ -1122,8 +1149,13 @@ class ServerThread:
         client = PostOfficeClient("127.0.0.1", server.port)
     """
 
-    def __init__(self, config: ServerConfig, tracer: Tracer | None = None) -> None:
-        self.office = PostOffice(config, tracer)
+    def __init__(
+        self,
+        config: ServerConfig,
+        tracer: Tracer | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.office = PostOffice(config, tracer, clock)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="postoffice-daemon", daemon=True)
         self._started = threading.Event()

@@ -275,6 +275,10 @@ class Store:
     def summaries(self) -> list[BoxSummary]:
         return _summaries(self._conn)
 
+    def box_id(self, name: str) -> int | None:
+        row = self._conn.execute("SELECT id FROM boxes WHERE name = ?", (name,)).fetchone()
+        return None if row is None else int(row[0])
+
 
 # -- write operations (run inside a transaction of Store.run_batch) ------------------
 def op_create_box(name: str, secret: str) -> Callable[[sqlite3.Connection], int | None]:

@@ -12,6 +12,7 @@ Options, in the `[postoffice]` table:
     create = true            # create the boxes when they do not exist
     timeout-s = 10.0         # network timeout
     idle-wait-s = 1.0        # shortest GETMAIL wait (see below)
+    keep-boxes = false       # true: leave the boxes this participant created on close
 
 Who receives what: a topic message or a service request goes to the *group*. The daemon
 delivers a letter addressed to a group name that is not a box to every box one level
@@ -79,6 +80,7 @@ class PostOfficeOptions:
     create: bool = True
     timeout_s: float = 10.0
     idle_wait_s: float = 1.0  # a shorter receive wait is stretched to this
+    keep_boxes: bool = False  # leave the boxes we created when we close
 
     @property
     def send_box(self) -> str:
@@ -100,6 +102,7 @@ class PostOfficeOptions:
             "create",
             "timeout-s",
             "idle-wait-s",
+            "keep-boxes",
         }
         unknown = sorted(set(table) - known)
         if unknown:
@@ -147,6 +150,7 @@ class PostOfficeOptions:
             create=get("create", bool, True),
             timeout_s=timeout,
             idle_wait_s=idle_wait,
+            keep_boxes=get("keep-boxes", bool, False),
         )
 
 
@@ -176,6 +180,7 @@ class _Connection:
         self.tracer = tracer
         self.side = side
         self.client: PostOfficeClient | None = None
+        self.created = False  # we created the box (it did not exist): ours to remove
 
     def trace(self, kind: str, **fields: Any) -> None:
         if self.tracer.active:
@@ -192,6 +197,7 @@ class _Connection:
             if opts.create:
                 try:
                     client.create_box(self.box, opts.password)
+                    self.created = True
                     self.trace("postoffice.box_created")
                 except BoxExists:
                     pass
@@ -228,10 +234,19 @@ class _Connection:
             self.client = None
 
     def close(self) -> None:
+        """Return the box; remove it (letters and all) if we created it, unless told to
+        keep it. A box that existed before us is someone else's: it stays."""
         client, self.client = self.client, None
-        if client is not None:
-            client.close()
-            self.trace("postoffice.returned", detail="transport closed")
+        if client is None:
+            return
+        if self.created and not self.opts.keep_boxes and client.connected:
+            try:
+                client.remove()
+                self.trace("postoffice.box_removed", detail="created by this participant")
+            except PostOfficeError as exc:  # it stays for the daemon's idle expiry
+                self.trace("postoffice.box_kept", detail=f"could not remove it: {exc}")
+        client.close()
+        self.trace("postoffice.returned", detail="transport closed")
 
 
 class PostOfficeSender(EmailSender):

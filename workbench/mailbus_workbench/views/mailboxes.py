@@ -1,5 +1,6 @@
 """Mailboxes: the PostOffice daemon's mailboxes with their letter counts, read from its
-store file (read-only, safe while the daemon runs), once a second off the UI."""
+store file (read-only, safe while the daemon runs), once a second off the UI; the
+selected box's letters; emptying and removing a box, after a confirmation."""
 
 from __future__ import annotations
 
@@ -9,84 +10,195 @@ from typing import Any
 
 from mailbus.postoffice.paths import default_store
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
+from mailbus_workbench.screens import Confirm
 from mailbus_workbench.views.base import View
 from mailbus_workbench.widgets import format as fmt
+
+LETTERS_SHOWN = 200  # of the selected box, oldest first
+
+
+def _when(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _state(box: Any) -> str:
+    if not box.live:
+        return "-"
+    if box.holder:
+        return f"held by {box.holder}"
+    return "idle" if box.idle_s is None else f"idle {box.idle_s:.0f} s"
 
 
 class MailboxesView(View):
     DEFAULT_FOCUS = "#mailbox-table"
+    BINDINGS = [
+        Binding("e", "empty", "Empty", id="mailboxes.empty"),
+        Binding("x", "remove", "Remove", id="mailboxes.remove"),
+    ]
     HELP = """\
 ## Mailboxes
 The PostOffice daemon's mailboxes (`mailbus postoffice serve`): name, letters waiting,
-their bytes, and when the box was created. Read from the daemon's store file, read-only,
-once a second: `[workbench] postoffice-store` in the options file, else
+their bytes, letters dropped at the box's cap, who holds it or how long it has been
+idle, and when it was created. Read from the daemon's store file (read-only) and its
+admin socket, once a second: `[workbench] postoffice-store` in the options file, else
 `$XDG_DATA_HOME/mailbus/postoffice.db` (the daemon's default).
+
+The lower pane lists the selected box's letters (oldest first, at most 200).
+`e` empties the selected box, `x` removes it (both ask first; a box a participant has
+checked out is not removed: stop it first, or empty the box).
 """
     REFRESH_EVERY_S = 1.0
     DEFAULT_CSS = """
     #mailbox-summary { height: auto; padding: 0 1; color: $text-muted; }
     #mailbox-table { height: 1fr; }
+    #letter-title { height: 1; padding: 0 1; background: $boost; }
+    #letter-table { height: 1fr; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.boxes: list[Any] = []
+        self.letters: list[Any] = []
+        self.shown_box = ""
         self.error = ""
         self.loads = 0
+        self.changes = 0
 
     def compose(self) -> ComposeResult:
         yield Static("", id="mailbox-summary", markup=False)
         yield DataTable(id="mailbox-table", cursor_type="row", zebra_stripes=True)
+        yield Static("letters: select a mailbox", id="letter-title", markup=False)
+        yield DataTable(id="letter-table", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
         table = self.query_one("#mailbox-table", DataTable)
-        for label in ("mailbox", "letters", "bytes", "created (UTC)"):
+        for label in ("mailbox", "letters", "bytes", "dropped", "state", "created (UTC)"):
             table.add_column(label, key=label)
+        letters = self.query_one("#letter-table", DataTable)
+        for label in ("id", "received (UTC)", "from", "bytes", "subject"):
+            letters.add_column(label, key=label)
 
     @property
     def store(self) -> Path:
         return self.workbench.settings.postoffice_store or default_store()
 
+    @property
+    def selected(self) -> str | None:
+        table = self.query_one("#mailbox-table", DataTable)
+        if not self.boxes or table.cursor_row < 0 or table.cursor_row >= len(self.boxes):
+            return None
+        return str(self.boxes[table.cursor_row].name)
+
     def refresh_view(self, now: float) -> None:
-        self._load(self.store)
+        self._load(self.store, self.selected)
 
     @work(thread=True, exclusive=True, group="mailboxes")
-    def _load(self, store: Path) -> None:
-        from mailbus.postoffice.store import StoreError, list_mailboxes
+    def _load(self, store: Path, selected: str | None) -> None:
+        from mailbus.postoffice.admin import AdminError, list_boxes, show_letters
 
+        letters: list[Any] = []
         try:
-            boxes, error = list_mailboxes(store), ""
-        except (StoreError, OSError) as exc:
+            boxes, error = list_boxes(store), ""
+            if selected is not None and any(b.name == selected for b in boxes):
+                letters = show_letters(store, selected, LETTERS_SHOWN)
+        except (AdminError, OSError) as exc:
             boxes, error = [], str(exc)
-        self.app.call_from_thread(self._show, store, boxes, error)
+        self.app.call_from_thread(self._show, store, boxes, error, selected, letters)
 
-    def _show(self, store: Path, boxes: list[Any], error: str) -> None:
+    def _show(
+        self, store: Path, boxes: list[Any], error: str, selected: str | None, letters: list[Any]
+    ) -> None:
         self.boxes = boxes
         self.error = error
         self.loads += 1
-        letters = sum(b.letters for b in boxes)
+        waiting = sum(b.letters for b in boxes)
         self.query_one("#mailbox-summary", Static).update(
             Text(f"{store}  ·  {error}", style="red")
             if error
-            else f"{store}  ·  {len(boxes)} mailboxes, {letters} letters waiting"
+            else f"{store}  ·  {len(boxes)} mailboxes, {waiting} letters waiting"
         )
         table = self.query_one("#mailbox-table", DataTable)
         cursor = table.cursor_row
         table.clear()
         for box in boxes:
-            created = datetime.fromtimestamp(box.created_ns / 1e9, UTC).strftime(
-                "%Y-%m-%d %H:%M:%S"
-            )
             table.add_row(
                 fmt.plain(box.name),
                 Text(str(box.letters), style="bold" if box.letters else "dim"),
                 fmt.size(box.payload_bytes),
-                created,
+                Text(str(box.dropped), style="yellow" if box.dropped else "dim"),
+                _state(box),
+                _when(box.created_ns),
                 key=box.name,
             )
         if boxes:
             table.move_cursor(row=min(cursor, len(boxes) - 1), animate=False)
+        self._show_letters(selected or "", letters)
+
+    def _show_letters(self, box: str, letters: list[Any]) -> None:
+        self.shown_box, self.letters = box, letters
+        title = self.query_one("#letter-title", Static)
+        title.update(
+            f"letters in {box}: {len(letters)} shown (oldest first)"
+            if box
+            else "letters: select a mailbox"
+        )
+        table = self.query_one("#letter-table", DataTable)
+        table.clear()
+        for letter in letters:
+            table.add_row(
+                str(letter.letter_id),
+                _when(letter.received_ns),
+                fmt.plain(letter.sender),
+                fmt.size(letter.size),
+                fmt.plain(letter.subject or "(not an email)"),
+            )
+
+    @on(DataTable.RowHighlighted, "#mailbox-table")
+    def _highlighted(self) -> None:
+        if self.selected != self.shown_box:
+            self._load(self.store, self.selected)
+
+    def _confirm_then(self, op: str) -> None:
+        name = self.selected
+        if name is None:
+            self.notify("No mailbox selected.", severity="warning")
+            return
+        box = next(b for b in self.boxes if b.name == name)
+        question = (
+            f"Delete the {box.letters} letters waiting in {name}?"
+            if op == "empty"
+            else f"Remove mailbox {name} and its {box.letters} letters?"
+        )
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._change(op, self.store, name)
+
+        self.app.push_screen(Confirm(question), answered)
+
+    def action_empty(self) -> None:
+        self._confirm_then("empty")
+
+    def action_remove(self) -> None:
+        self._confirm_then("remove")
+
+    @work(thread=True, group="mailbox-change")
+    def _change(self, op: str, store: Path, name: str) -> None:
+        from mailbus.postoffice.admin import AdminError, empty_box, remove_box
+
+        try:
+            count = (empty_box if op == "empty" else remove_box)(store, name)
+            message, severity = f"{op}: {name} ({count} letters deleted)", "information"
+        except (AdminError, OSError) as exc:
+            message, severity = f"Cannot {op} {name}: {exc}", "error"
+        self.app.call_from_thread(self._changed, message, severity)
+
+    def _changed(self, message: str, severity: str) -> None:
+        self.changes += 1
+        self.notify(message, severity=severity)  # type: ignore[arg-type]
+        self._load(self.store, self.selected)
