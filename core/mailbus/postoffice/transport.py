@@ -13,6 +13,8 @@ Options, in the `[postoffice]` table:
     timeout-s = 10.0         # network timeout
     idle-wait-s = 1.0        # shortest GETMAIL wait (see below)
     keep-boxes = false       # true: leave the boxes this participant created on close
+    send-queue = 10000       # letters waiting while the daemon is unreachable, at most
+    retry-for-s = 300.0      # ... and for at most this long each (then given up)
 
 Who receives what: a topic message or a service request goes to the *group*. The daemon
 delivers a letter addressed to a group name that is not a box to every box one level
@@ -47,6 +49,12 @@ from typing import Any
 from mailbus.email_message import Email, from_bytes, to_bytes
 from mailbus.errors import ConfigError, EmailFormatError, TransportError
 from mailbus.options import Options
+from mailbus.postoffice.background import (
+    DEFAULT_MAX_PENDING,
+    DEFAULT_RETRY_FOR_S,
+    BackgroundDelivery,
+    Undeliverable,
+)
 from mailbus.postoffice.client import (
     BoxExists,
     BoxInUse,
@@ -81,6 +89,8 @@ class PostOfficeOptions:
     timeout_s: float = 10.0
     idle_wait_s: float = 1.0  # a shorter receive wait is stretched to this
     keep_boxes: bool = False  # leave the boxes we created when we close
+    send_queue: int = DEFAULT_MAX_PENDING
+    retry_for_s: float = DEFAULT_RETRY_FOR_S
 
     @property
     def send_box(self) -> str:
@@ -103,6 +113,8 @@ class PostOfficeOptions:
             "timeout-s",
             "idle-wait-s",
             "keep-boxes",
+            "send-queue",
+            "retry-for-s",
         }
         unknown = sorted(set(table) - known)
         if unknown:
@@ -140,6 +152,12 @@ class PostOfficeOptions:
         idle_wait = get("idle-wait-s", float, 1.0)
         if not 0 <= idle_wait <= 3600:
             raise ConfigError("postoffice.idle-wait-s", "must be >= 0 and at most an hour")
+        send_queue = get("send-queue", int, DEFAULT_MAX_PENDING)
+        if not 1 <= send_queue <= 10_000_000:
+            raise ConfigError("postoffice.send-queue", "must be 1 to 10,000,000 letters")
+        retry_for = get("retry-for-s", float, DEFAULT_RETRY_FOR_S)
+        if not 0 < retry_for <= 7 * 86400:
+            raise ConfigError("postoffice.retry-for-s", "must be > 0 and at most a week")
         return cls(
             box=box,
             password=password,
@@ -151,6 +169,8 @@ class PostOfficeOptions:
             timeout_s=timeout,
             idle_wait_s=idle_wait,
             keep_boxes=get("keep-boxes", bool, False),
+            send_queue=send_queue,
+            retry_for_s=retry_for,
         )
 
 
@@ -250,12 +270,18 @@ class _Connection:
 
 
 class PostOfficeSender(EmailSender):
+    """Sends in the background (see postoffice.background): a daemon restart costs the
+    publisher a wait, not an exception. `send_sync` sends at once, for the outbox."""
+
     def __init__(self, opts: PostOfficeOptions, tracer: Tracer) -> None:
         self.opts = opts
         self._conn = _Connection(opts, opts.send_box, tracer, "send")
         self._lock = threading.Lock()
         self._closed = False
         self.sent = 0
+        self.delivery = BackgroundDelivery(
+            self._send, tracer, max_pending=opts.send_queue, retry_for_s=opts.retry_for_s
+        )
 
     def targets(self, email: Email) -> list[str]:
         direct = [b for b in map(address_box, email.recipients) if b is not None]
@@ -264,9 +290,18 @@ class PostOfficeSender(EmailSender):
         return list(self.opts.peers) or [self.opts.group]
 
     def send(self, email: Email) -> None:
+        """Queue `email` (validated here, in the caller) for the delivery thread."""
+        data = to_bytes(email)
+        self.delivery.put(self.targets(email), data, email.message_id, email.subject)
+
+    def send_sync(self, email: Email) -> None:
+        """Send `email` now; TransportError if the daemon cannot take it."""
         data = to_bytes(email)
         for target in self.targets(email):
             self._send(target, data)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        return self.delivery.flush(timeout)
 
     def _send(self, target: str, data: bytes) -> None:
         with self._lock:
@@ -278,7 +313,7 @@ class PostOfficeSender(EmailSender):
                     client.send(target, data)
                     break
                 except DeliveryFailed:
-                    raise TransportError(f"PostOffice could not deliver to {target!r}") from None
+                    raise Undeliverable(f"PostOffice could not deliver to {target!r}") from None
                 except PostOfficeError as exc:
                     self._conn.failed(exc)
                     if attempt == 2 or self._conn.client is not None:
@@ -296,6 +331,7 @@ class PostOfficeSender(EmailSender):
         return True
 
     def close(self) -> None:
+        self.delivery.close(timeout=min(self.opts.timeout_s, 5.0))
         with self._lock:
             self._closed = True
             self._conn.close()
