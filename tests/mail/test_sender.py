@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from mailbus import headers as H
+from mailbus.backoff import Backoff
 from mailbus.email_message import Email, to_bytes
 from mailbus.errors import InvalidNameError, TransportError
-from mailbus.mail.backoff import Backoff
 from mailbus.mail.imap_receiver import ImapReceiver, ImapSettings
 from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
 from mailbus.mail.tls import TlsSettings

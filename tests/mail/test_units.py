@@ -9,8 +9,8 @@ import pycurl
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from mailbus.backoff import Backoff
 from mailbus.errors import ConfigError
-from mailbus.mail.backoff import Backoff
 from mailbus.mail.imap_receiver import (
     SIZE_ITEMS,
     ImapReceiver,

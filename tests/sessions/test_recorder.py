@@ -276,6 +276,12 @@ max_queued, batch = int(sys.argv[2]), int(sys.argv[3])
 ctx = Context().init()
 emitted = [0]
 ctx.tracer.add_listener(lambda e: emitted.__setitem__(0, emitted[0] + 1))
+# pyarrow imports pandas (and numpy) lazily on its first conversion when they are
+# installed (Spark Connect brings them): a one-time import, not the recorder's memory.
+try:
+    import pandas  # noqa: F401
+except ImportError:
+    pass
 tracemalloc.start()
 recorder = SlowDisk(sys.argv[1], context=ctx, max_queued=max_queued, batch_rows=batch,
                     body_cap=1024)

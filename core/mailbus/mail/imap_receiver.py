@@ -39,8 +39,8 @@ import imapclient
 from imapclient import exceptions as imap_errors
 from imapclient.response_parser import parse_fetch_response
 
+from mailbus.backoff import Backoff
 from mailbus.errors import ConfigError, TransportError
-from mailbus.mail.backoff import Backoff
 from mailbus.mail.errors import (
     MailConnectError,
     MailConnectionLimitError,

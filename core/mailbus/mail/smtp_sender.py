@@ -37,9 +37,9 @@ from urllib.parse import urlsplit
 
 import pycurl
 
+from mailbus.backoff import Backoff
 from mailbus.email_message import Email, to_bytes
 from mailbus.errors import TransportError
-from mailbus.mail.backoff import Backoff
 from mailbus.mail.errors import MailConnectError, MailLoginError, MailTLSError
 from mailbus.mail.rcpt import RcptReply, RcptTracker
 from mailbus.mail.tls import TlsSettings, curl_options, warn_unverified

@@ -18,8 +18,8 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mailbus.backoff import Backoff
 from mailbus.errors import TransportError
-from mailbus.mail.backoff import Backoff
 from mailbus.trace import Tracer
 
 SEND_RETRYING = "postoffice.send_retrying"

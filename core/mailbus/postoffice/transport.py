@@ -13,6 +13,7 @@ Options, in the `[postoffice]` table:
     timeout-s = 10.0         # network timeout
     idle-wait-s = 1.0        # shortest GETMAIL wait (see below)
     keep-boxes = false       # true: leave the boxes this participant created on close
+    observe-responses = true # responses go to the group: observers see every answer
     send-queue = 10000       # letters waiting while the daemon is unreachable, at most
     retry-for-s = 300.0      # ... and for at most this long each (then given up)
 
@@ -21,7 +22,12 @@ delivers a letter addressed to a group name that is not a box to every box one l
 below it (`robot` reaches `robot.arm` and `robot.cam`), so a participant joins simply by
 creating its box under the group, and nobody keeps a list of subscribers: every member
 gets every message of the group and its engine keeps those it has subscriptions or
-servers for. A response goes only to the box of the client that asked.
+servers for. A response goes to the group too when the client that asked is a member
+(`observe-responses`, the default): the client gets it as it would in its own box, and
+observers (the workbench, `mailbus record`, a notebook) see every answer, not only
+their own; the other members' engines drop it (no client of theirs asked). It costs one
+letter per member instead of one; `observe-responses = false` sends it to the asker's
+box only (and observers then see requests without their answers).
 
 A connection can hold one mailbox, and receiving keeps one connection waiting in
 GETMAIL, so a participant uses two: its inbox `<box>` for receiving and `<box>.out` for
@@ -89,6 +95,7 @@ class PostOfficeOptions:
     timeout_s: float = 10.0
     idle_wait_s: float = 1.0  # a shorter receive wait is stretched to this
     keep_boxes: bool = False  # leave the boxes we created when we close
+    observe_responses: bool = True  # responses to the group (observers see them)
     send_queue: int = DEFAULT_MAX_PENDING
     retry_for_s: float = DEFAULT_RETRY_FOR_S
 
@@ -115,6 +122,7 @@ class PostOfficeOptions:
             "keep-boxes",
             "send-queue",
             "retry-for-s",
+            "observe-responses",
         }
         unknown = sorted(set(table) - known)
         if unknown:
@@ -171,6 +179,7 @@ class PostOfficeOptions:
             keep_boxes=get("keep-boxes", bool, False),
             send_queue=send_queue,
             retry_for_s=retry_for,
+            observe_responses=get("observe-responses", bool, True),
         )
 
 
@@ -284,10 +293,16 @@ class PostOfficeSender(EmailSender):
         )
 
     def targets(self, email: Email) -> list[str]:
-        direct = [b for b in map(address_box, email.recipients) if b is not None]
+        direct = list(dict.fromkeys(b for b in map(address_box, email.recipients) if b))
+        group = self.opts.group
+        # A response goes through the group when the askers are members, so that every
+        # observer sees it and each asker still gets it once.
+        members = bool(direct) and all(box.rpartition(".")[0] == group for box in direct)
+        if members and email.in_reply_to and self.opts.observe_responses and group:
+            return [group]
         if direct:
-            return list(dict.fromkeys(direct))
-        return list(self.opts.peers) or [self.opts.group]
+            return direct
+        return list(self.opts.peers) or [group]
 
     def send(self, email: Email) -> None:
         """Queue `email` (validated here, in the caller) for the delivery thread."""
