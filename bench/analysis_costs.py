@@ -114,6 +114,32 @@ def spark_100m(spark: Any, paths: list[str]) -> float:
     return time.perf_counter() - started
 
 
+def cluster_10m(spark: Any, path: Path, work: Path) -> float:
+    """The same analysis on a standalone cluster on loopback (a master and two workers
+    of one core each, started from the pyspark package as the tests do)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "sessions"))
+    import spark_cluster
+
+    spark_cluster.WORKER_MEMORY = "2g"
+    if spark is not None:
+        spark.stop()  # getOrCreate would hand back the local session
+    root = work / "cluster"
+    root.mkdir()
+    processes = spark_cluster.SparkProcesses(root).start()
+    try:
+        on_cluster = analysis.spark_session(processes.master_url, driver_memory="2g")
+        try:
+            started = time.perf_counter()
+            tables = analysis.analyze(analysis.load([path], engine="spark", spark=on_cluster))
+            elapsed = time.perf_counter() - started
+            assert tables["topics"]["received"].sum() > 0
+        finally:
+            on_cluster.stop()
+    finally:
+        processes.stop()
+    return elapsed
+
+
 def run(
     work: Path,
     synthetic_session: Callable[[Path, int], None],
@@ -121,9 +147,12 @@ def run(
     quick: bool,
     spark: Any,
     spark_100m_too: bool,
+    sizes: list[int] | None = None,
+    with_100m: bool = True,
+    cluster: bool = False,
 ) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    sizes = [1_000_000] if quick else [1_000_000, 10_000_000]
+    result: dict[str, Any] = {"cluster_10m_spark_s": None}
+    sizes = sizes or ([1_000_000] if quick else [1_000_000, 10_000_000])
     for size, label in LABELS.items():
         if size == 100_000_000:
             continue
@@ -144,7 +173,7 @@ def run(
             log(f"  spark local[2]: pipeline {pipe:.2f} s, direct Spark SQL {direct:.2f} s")
         else:
             result.update(dict.fromkeys(spark_keys))
-        if size == 10_000_000 and not quick:
+        if size == 10_000_000 and not quick and with_100m:
             log("100 M events: ten 10 M sessions, polars in a fresh process")
             big = polars_100m(path, work)
             result["analysis_100m_polars_s"] = round(big["seconds"], 1)
@@ -155,13 +184,17 @@ def run(
                 result["analysis_100m_spark_s"] = round(spark_100m(spark, big["paths"]), 1)
                 log(f"  spark local[2]: {result['analysis_100m_spark_s']} s")
             shutil.rmtree(work / "fleet")
+        if size == 10_000_000 and cluster:
+            log("10 M events on a standalone cluster (master + 2 workers on loopback)")
+            result["cluster_10m_spark_s"] = round(cluster_10m(spark, path, work), 2)
+            log(f"  cluster: {result['cluster_10m_spark_s']} s")
         shutil.rmtree(path)
     result.setdefault("analysis_100m_polars_s", None)
     result.setdefault("analysis_100m_polars_peak_rss_mb", None)
     result.setdefault("analysis_100m_spark_s", None)
-    at = "10m" if not quick else "1m"
+    at = "10m" if 10_000_000 in sizes else "1m"
     pipe, plain = result[f"analysis_{at}_polars_s"], result[f"plain_polars_{at}_s"]
-    result["polars_ratio_to_plain"] = round(pipe / plain, 2)
+    result["polars_ratio_to_plain"] = round(pipe / plain, 2) if pipe and plain else None
     pipe, direct = result[f"analysis_{at}_spark_s"], result[f"direct_spark_{at}_s"]
     result["spark_ratio_to_direct"] = round(pipe / direct, 2) if pipe and direct else None
     result["ratios_at"] = at

@@ -40,6 +40,14 @@ from mailbus.trace import TraceEvent
 from bench import analysis_costs
 
 T0 = 1_700_000_000_000_000_000
+RECORDER_KEYS = (
+    "recorder_peak_rss_mb",
+    "recorder_rss_before_mb",
+    "recorder_events_per_s",
+    "recorder_dropped",
+    "polars_direct_rows_per_s",
+    "recorder_ratio",
+)
 
 
 def log(text: str) -> None:
@@ -236,30 +244,41 @@ def main() -> None:
     parser.add_argument("--no-spark", action="store_true")
     parser.add_argument("--events", type=int, default=None, help="recorder events")
     parser.add_argument("--spark-100m", action="store_true", help="Spark on 100 M events too")
+    parser.add_argument("--cluster", action="store_true", help="10 M on a standalone cluster")
+    parser.add_argument("--analysis-only", action="store_true", help="skip the recorder")
+    parser.add_argument("--sizes", default=None, help="e.g. 10m (default 1m,10m; quick 1m)")
+    parser.add_argument("--no-100m", action="store_true", help="skip the 100 M point")
     args = parser.parse_args()
     count = args.events or (100_000 if args.quick else 300_000)
+    sizes = None
+    if args.sizes:
+        sizes = [{"1m": 1_000_000, "10m": 10_000_000}[x.strip()] for x in args.sizes.split(",")]
     work = Path(tempfile.mkdtemp(prefix="mailbus-bench-sessions-"))
     result: dict[str, Any] = {"quick": args.quick, "recorder_events": count}
     try:
-        log(f"building {count} trace events")
-        events = make_events(count)
-        reset_peak_rss()
-        base_rss = peak_rss_mb()
-        log("recorder: listener -> bounded queue -> writer thread -> zstd parts")
-        rec = bench_recorder(events, work / "recorded")
-        result["recorder_peak_rss_mb"] = round(peak_rss_mb(), 1)
-        result["recorder_rss_before_mb"] = round(base_rss, 1)
-        result["recorder_events_per_s"] = round(rec["events_per_s"])
-        result["recorder_dropped"] = rec["dropped"]
-        log(
-            f"  {rec['events_per_s']:,.0f} events/s, {rec['parts']} parts, dropped {rec['dropped']}"
-        )
-        log("baseline: polars frames from the same events, written with zstd")
-        direct = bench_polars_direct(events, work / "direct", 5_000)
-        result["polars_direct_rows_per_s"] = round(direct)
-        result["recorder_ratio"] = round(rec["events_per_s"] / direct, 3)
-        log(f"  {direct:,.0f} rows/s; ratio {result['recorder_ratio']}")
-        del events
+        if args.analysis_only:
+            result.update(dict.fromkeys(RECORDER_KEYS))
+        else:
+            log(f"building {count} trace events")
+            events = make_events(count)
+            reset_peak_rss()
+            base_rss = peak_rss_mb()
+            log("recorder: listener -> bounded queue -> writer thread -> zstd parts")
+            rec = bench_recorder(events, work / "recorded")
+            result["recorder_peak_rss_mb"] = round(peak_rss_mb(), 1)
+            result["recorder_rss_before_mb"] = round(base_rss, 1)
+            result["recorder_events_per_s"] = round(rec["events_per_s"])
+            result["recorder_dropped"] = rec["dropped"]
+            log(
+                f"  {rec['events_per_s']:,.0f} events/s, {rec['parts']} parts,"
+                f" dropped {rec['dropped']}"
+            )
+            log("baseline: polars frames from the same events, written with zstd")
+            direct = bench_polars_direct(events, work / "direct", 5_000)
+            result["polars_direct_rows_per_s"] = round(direct)
+            result["recorder_ratio"] = round(rec["events_per_s"] / direct, 3)
+            log(f"  {direct:,.0f} rows/s; ratio {result['recorder_ratio']}")
+            del events
 
         spark = None
         if not args.no_spark:
@@ -276,6 +295,9 @@ def main() -> None:
                 quick=args.quick,
                 spark=spark,
                 spark_100m_too=args.spark_100m,
+                sizes=sizes,
+                with_100m=not args.no_100m,
+                cluster=args.cluster,
             )
         )
         if spark is not None:
