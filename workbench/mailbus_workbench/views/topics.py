@@ -11,6 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Input
 
+from mailbus_workbench.model import message_filter
 from mailbus_workbench.model.topics import MessageRecord
 from mailbus_workbench.views.base import View
 from mailbus_workbench.widgets.divider import Divider
@@ -28,7 +29,9 @@ class TopicsView(View):
     HELP = """\
 ## Topics
 The tree groups topics by `/` and shows each topic's message count and rate.
-Type in the filter box to narrow it (fuzzy: `rbps` finds `robot/pose`).
+Type in the filter box to narrow it (fuzzy: `rbps` finds `robot/pose`); words like
+`Header=value` or `Header~part` narrow the messages listed (`signature=failed`,
+`signature=unsigned` for signed mail, `Client-GID=…`).
 Select a topic to stream its messages; select a message to inspect its body (pretty
 JSON), its headers, its raw RFC 5322 source and its diff against the previous message.
 
@@ -68,6 +71,7 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.topic: str | None = None
+        self.message_filter = message_filter.parse("")
         self._list_shown = 0.0
 
     def compose(self) -> ComposeResult:
@@ -129,6 +133,8 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
         everything the history cap keeps."""
         model = self.workbench.model
         history = model.topics.history(self.topic) if self.topic else []
+        if self.message_filter.terms:
+            history = [r for r in history if self.message_filter.matches(r.event)]
         return history if model.paused else history[-LIVE_ROWS:]
 
     @on(TopicTree.TopicSelected)
@@ -154,9 +160,12 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
     @on(Input.Changed, "#topic-filter")
     def _filter_changed(self, event: Input.Changed) -> None:
         tree = self.query_one(TopicTree)
-        tree.filter_text = event.value.strip()
+        self.message_filter = message_filter.parse(event.value)
+        tree.filter_text = self.message_filter.topic_text
         tree.sync(self.workbench.model.topics)
         self._follow_tree()
+        if self.topic is not None:
+            self.query_one(MessageList).show(self.topic, self._listed())
 
     @on(Input.Submitted, "#topic-filter")
     def _filter_done(self) -> None:

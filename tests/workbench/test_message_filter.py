@@ -1,0 +1,65 @@
+"""The topic filter's message terms (issue 17: the workbench filters on a message's
+signature status; issue 15: the topic filter also filters by header)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mailbus_workbench.fixtures import T0, FrozenClock, fixed_app, message_event
+from mailbus_workbench.model import message_filter
+from mailbus_workbench.model.state import WorkbenchModel
+from mailbus_workbench.widgets.message_list import MessageList
+from mailbus_workbench.widgets.topic_tree import TopicTree
+from textual.widgets import Input
+from wb_helpers import until
+
+
+def signed(n: int, status: str | None, topic: str = "sensors/temp") -> object:
+    event = message_event(topic, f"reading {n}", T0 + n * 0.1, n)
+    extra = {"signature": status} if status is not None else {}
+    return dataclasses.replace(event, extra=extra)
+
+
+def test_terms_and_topic_text_are_told_apart() -> None:
+    parsed = message_filter.parse("robot  signature=failed Subject~Pose")
+    assert parsed.topic_text == "robot"
+    assert [(t.name, t.exact, t.value) for t in parsed.terms] == [
+        ("signature", True, "failed"),
+        ("subject", False, "pose"),
+    ]
+    assert message_filter.parse("").terms == () and message_filter.parse("=x").terms == ()
+
+
+def test_signature_and_header_terms_match() -> None:
+    failed = signed(1, "failed: body hash mismatch (the body was changed)")
+    verified, unsigned = signed(2, "verified"), signed(3, None)
+    by_signature = message_filter.parse("signature=failed")
+    assert [by_signature.matches(e) for e in (failed, verified, unsigned)] == [True, False, False]
+    assert message_filter.parse("signature=verified").matches(verified)
+    assert not message_filter.parse("signature=fail").matches(failed)  # a status, not a part
+    assert message_filter.parse("signature~hash").matches(failed)
+    gid = failed.headers["Publisher-GID"]
+    assert message_filter.parse(f"publisher-gid={gid.upper()}").matches(failed)
+    assert not message_filter.parse("publisher-gid=someone-else").matches(failed)
+    assert not message_filter.parse("No-Such-Header~x").matches(failed)
+
+
+async def test_the_topic_filter_lists_only_messages_whose_signature_failed() -> None:
+    clock = FrozenClock(T0 + 5)
+    model = WorkbenchModel(clock=clock)
+    statuses = ["verified", "failed: no signature by a key in the keyring", None, "verified"]
+    model.feed_events([signed(n, s) for n, s in enumerate(statuses)])  # type: ignore[misc]
+    model.feed_events([signed(9, "verified", topic="robot/pose")])  # type: ignore[list-item]
+    model.pump()
+    app = fixed_app(model=model)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        await pilot.press("slash")
+        await pilot.press(*"temp signature=failed")
+        tree = app.query_one(TopicTree)
+        messages = app.query_one(MessageList)
+        await until(pilot, lambda: list(tree._topic_nodes) == ["sensors/temp"], "the tree")
+        await until(pilot, lambda: messages.topic == "sensors/temp", "the topic's messages")
+        assert [r.event.body for r in messages._rows] == ["reading 1"]
+        app.query_one("#topic-filter", Input).value = "temp"
+        await until(pilot, lambda: len(messages._rows) == 4, "every message again")
