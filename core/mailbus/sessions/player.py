@@ -257,6 +257,12 @@ class Player:
         self._thread: threading.Thread | None = None
         self.done = threading.Event()
 
+    @property
+    def pass_position(self) -> int:
+        """Emails of the current pass sent or skipped over so far (0 to `total`)."""
+        with self._cond:
+            return self._index
+
     # -- control -------------------------------------------------------------------------
     @property
     def total(self) -> int:

@@ -5,9 +5,11 @@ analysis screen that runs the sessions pipeline on the engine the user picks."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from rich.text import Text
@@ -18,6 +20,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import (
     Button,
+    DataTable,
     Input,
     Label,
     ProgressBar,
@@ -27,8 +30,10 @@ from textual.widgets import (
 
 from mailbus_workbench.views.analysis import AnalysisScreen
 from mailbus_workbench.views.base import View
+from mailbus_workbench.widgets import format as fmt
 
 MAX_RATE = 1000.0
+LISTED_MESSAGES = 500  # of an open session, listed without playing it
 __all__ = ["AnalysisScreen", "SessionsView", "default_directory", "sessions_available"]
 
 
@@ -55,8 +60,10 @@ written, queued and dropped is live.
 **Open** a session (**F6**) and play it back into the observed context: its emails are
 sent again with their recorded timing (new Message-IDs and GIDs), so the Topics and
 Services screens show them like live traffic. **F7** play / pause, **F8** one email
-while paused, seek to a second of the session with the seek field (Enter), rate
-(Enter) and loop switch apply to the next play.
+while paused, seek to a second of the session with the seek field (Enter); rate
+(Enter) and the loop switch apply at once, to the replay under way. **ctrl+o** (or F6
+with no path) picks a session from a directory tree or the recent sessions. An open
+session's messages are listed below without playing it (the first 500).
 
 **F9** opens the analysis of the open session (topics, services, calls, orphans,
 sequences) on the engine you pick: polars, or Spark (slow to start, for big sessions).
@@ -65,6 +72,7 @@ Opening, playing and analysing run in workers: the screen never freezes.
     BINDINGS = [
         Binding("f5", "toggle_record", "Record", id="sessions.record"),
         Binding("f6", "open_session", "Open", id="sessions.open"),
+        Binding("ctrl+o", "pick_session", "Pick a session", id="sessions.pick"),
         Binding("f7", "play_pause", "Play/pause", id="sessions.play"),
         Binding("f8", "step", "Step", id="sessions.step"),
         Binding("f9", "analyze", "Analyze", id="sessions.analyze"),
@@ -77,6 +85,7 @@ Opening, playing and analysing run in workers: the screen never freezes.
     #play-rate, #play-seek { width: 12; }
     .status { height: auto; padding: 0 1 1 1; }
     #play-progress { padding: 0 1; }
+    #session-messages { height: 1fr; }
     """
 
     class RecordingChanged(Message):
@@ -100,6 +109,7 @@ Opening, playing and analysing run in workers: the screen never freezes.
         self.session: Any = None
         self.player: Any = None
         self.last_manifest: dict[str, Any] = {}
+        self.listed = 0
         self.last_error = ""
 
     def compose(self) -> ComposeResult:
@@ -125,6 +135,7 @@ Opening, playing and analysing run in workers: the screen never freezes.
                 yield Switch(False, id="play-loop")
             yield ProgressBar(total=1, id="play-progress", show_eta=False)
             yield Static("No session open.", id="play-status", classes="status", markup=False)
+            yield DataTable(id="session-messages", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
         if not self.available:
@@ -207,9 +218,27 @@ Opening, playing and analysing run in workers: the screen never freezes.
     def action_open_session(self) -> None:
         path = self.query_one("#play-path", Input).value.strip()
         if not path:
-            self._play_status(Text("Name a session directory.", style="red"))
+            self.action_pick_session()
             return
         self.open_path(path)
+
+    @property
+    def recent_file(self) -> Path:
+        return self.workbench.settings.templates_file.parent / "recent-sessions.json"
+
+    def action_pick_session(self) -> None:
+        from mailbus_workbench.model import recent_sessions
+        from mailbus_workbench.views.session_picker import SessionPicker
+
+        root = Path(default_directory()).parent.resolve()  # where recordings go
+        if not root.is_dir():
+            root = Path.cwd()
+
+        def picked(path: str | None) -> None:
+            if path:
+                self.open_path(path)
+
+        self.app.push_screen(SessionPicker(recent_sessions.load(self.recent_file), root), picked)
 
     def open_path(self, path: str) -> None:
         self._play_status(Text(f"opening {path} …", style="dim"))
@@ -237,12 +266,46 @@ Opening, playing and analysing run in workers: the screen never freezes.
             self.post_message(self.SessionOpened(path, 0, error))
             return
         self.query_one("#play-path", Input).value = path
+        from mailbus_workbench.model import recent_sessions
+
+        with contextlib.suppress(OSError):  # the list is a convenience; opening worked
+            recent_sessions.remember(self.recent_file, path)
         manifest = session.manifest
         self._play_status(
             f"{session.name}: {rows} events, {len(session.parts)} parts, "
             f"status {manifest.get('status', '?')}"
         )
         self.post_message(self.SessionOpened(path, rows))
+        self._list_messages(session)
+
+    @work(thread=True, exclusive=True, group="session-list")
+    def _list_messages(self, session: Any) -> None:
+        from mailbus_workbench.model.session_messages import first_messages
+
+        try:
+            listing, error = first_messages(session, LISTED_MESSAGES), ""
+        except Exception as exc:  # a part that cannot be read: say so, keep the session
+            listing, error = None, str(exc)
+        self.app.call_from_thread(self._listed, listing, error)
+
+    def _listed(self, listing: Any, error: str) -> None:
+        table = self.query_one("#session-messages", DataTable)
+        table.clear(columns=True)
+        if listing is None:
+            self._play_status(Text(f"Cannot list the session's messages: {error}", style="red"))
+            return
+        for label in ("t (s)", "what", "topic / service", "bytes", "body"):
+            table.add_column(label)
+        for row in listing.rows:
+            table.add_row(
+                f"{row.offset_s:.3f}",
+                row.what,
+                fmt.plain(row.name),
+                str(row.size),
+                fmt.plain(row.preview),
+            )
+        self.listed = len(listing.rows)
+        table.border_title = f"messages: the first {len(listing.rows)} of {listing.total}"
 
     def _player_options(self) -> tuple[float, bool] | None:
         try:
@@ -335,6 +398,11 @@ Opening, playing and analysing run in workers: the screen never freezes.
             return
         self._with_player(lambda player: player.seek(offset))
 
+    @on(Switch.Changed, "#play-loop")
+    def _loop_changed(self, event: Switch.Changed) -> None:
+        if self.player is not None:
+            self.player.loop = event.value  # read at the end of each pass
+
     @on(Input.Submitted, "#play-rate")
     def _rate(self) -> None:
         options = self._player_options()
@@ -366,8 +434,10 @@ Opening, playing and analysing run in workers: the screen never freezes.
                 "Pause (F7)" if player.state == "playing" else "Play (F7)"
             )
             line = Text(
-                f"{player.state}  at {player.position_s:.2f} s  sent {player.sent} of "
-                f"{player.total}  loops {player.loops}  rate {player.rate:g}"
+                f"{player.state}  at {player.position_s:.2f} s  email "
+                f"{player.pass_position} of {player.total}"
+                + (f"  pass {player.loops + 1}, {player.sent} sent in all" if player.loop else "")
+                + f"  rate {player.rate:g}"
             )
             if self.last_error:
                 line.append(f"\n{self.last_error}", style="red")

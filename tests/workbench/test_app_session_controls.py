@@ -1,0 +1,96 @@
+"""Sessions controls that do what they say (issue 19 item 6): a session's messages listed
+without playing it, a session picked from the recent ones or a directory tree, the loop
+switch applied to the replay under way, and a counter that reads true across passes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mailbus_workbench.app import WorkbenchApp
+from mailbus_workbench.engine import EngineHost
+from mailbus_workbench.model import recent_sessions
+from mailbus_workbench.model.settings import Settings
+from mailbus_workbench.views.session_picker import SessionPicker
+from mailbus_workbench.views.sessions import SessionsView
+from textual.widgets import DataTable, DirectoryTree, Input, OptionList, Static, Switch
+from wb_helpers import Posted, until
+
+SIZE = (140, 40)
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_sessions"
+
+
+def settings(tmp_path: Path) -> Settings:
+    return Settings(keymap_file=tmp_path / "k.toml", templates_file=tmp_path / "t.toml")
+
+
+async def test_open_lists_messages_remembers_it_and_the_picker_offers_it(
+    engine: EngineHost, tmp_path: Path
+) -> None:
+    app = WorkbenchApp(engine=engine, settings=settings(tmp_path))
+    posted = Posted()
+    demo = SAMPLES / "demo"
+    async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
+        await pilot.pause()
+        await pilot.press("9")
+        view = app.query_one(SessionsView)
+        app.query_one("#play-path", Input).value = str(demo)
+        await pilot.press("f6")
+        await until(pilot, lambda: view.listed > 0, "the session's messages")
+        table = app.query_one("#session-messages", DataTable)
+        assert table.row_count == view.listed <= 500
+        assert "messages: the first" in str(table.border_title)
+        assert view.player is None  # listed, not played
+        recent = recent_sessions.load(view.recent_file)
+        assert recent == [str(demo.resolve())]
+        # With no path typed, F6 offers the recent sessions and a directory tree.
+        app.query_one("#play-path", Input).value = ""
+        await pilot.press("f6")
+        await until(pilot, lambda: isinstance(app.screen, SessionPicker), "the picker")
+        picker = app.screen
+        assert picker.query_one("#picker-recent", OptionList).option_count == 1
+        assert picker.query_one("#picker-tree", DirectoryTree) is not None
+        opened = len(posted.of(SessionsView.SessionOpened))
+        await pilot.press("enter")  # the highlighted recent session
+        await until(pilot, lambda: len(posted.of(SessionsView.SessionOpened)) > opened, "open")
+        assert app.query_one("#play-path", Input).value == str(demo.resolve())
+
+
+def test_the_recent_list_is_bounded_newest_first_and_survives_a_bad_file(tmp_path: Path) -> None:
+    path = tmp_path / "recent.json"
+    path.write_text("{broken")
+    assert recent_sessions.load(path) == []
+    for n in range(15):
+        recent_sessions.remember(path, str(tmp_path / f"s{n}"))
+    saved = json.loads(path.read_text())
+    assert len(saved) == recent_sessions.MAX_RECENT and saved[0] == str(tmp_path / "s14")
+    recent_sessions.remember(path, str(tmp_path / "s10"))  # again: moves to the front once
+    assert recent_sessions.load(path)[:2] == [str(tmp_path / "s10"), str(tmp_path / "s14")]
+
+
+async def test_loop_switch_applies_to_the_replay_under_way(
+    engine: EngineHost, tmp_path: Path
+) -> None:
+    app = WorkbenchApp(engine=engine, settings=settings(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("9")
+        view = app.query_one(SessionsView)
+        app.query_one("#play-path", Input).value = str(SAMPLES / "demo")
+        await pilot.press("f6")
+        await until(pilot, lambda: view.session is not None, "the session")
+        app.query_one("#play-rate", Input).value = "1000"
+        await pilot.press("f8")  # a paused player, one email sent: the replay under way
+        await until(pilot, lambda: view.player is not None and view.player.sent == 1, "a step")
+        assert view.player.loop is False
+        app.query_one("#play-loop", Switch).value = True  # now, not before the play
+        await until(pilot, lambda: view.player.loop, "the switch reaching the player")
+        await pilot.press("f7")
+        await until(pilot, lambda: view.player.loops >= 1, "a second pass", timeout=60)
+        status = str(app.query_one("#play-status", Static).render())
+        assert "pass" in status and "sent in all" in status
+        assert f"of {view.player.total}" in status
+        assert view.player.pass_position <= view.player.total
+        app.query_one("#play-loop", Switch).value = False
+        await until(pilot, lambda: view.player.state == "finished", "the end", timeout=60)
+        view.player.stop()
