@@ -51,6 +51,21 @@ def imap_options(port: int) -> Options:
     )
 
 
+def start_daemon(tmp_path: Path, port: int) -> ServerThread:
+    daemon = ServerThread(
+        ServerConfig(
+            store_path=tmp_path / "store" / "postoffice.db",
+            port=port,
+            hash_params=HashParams(log2_n=8, r=8, p=1),  # cheap scrypt, as the PO tests
+            auth_delay_s=0.01,
+            auth_delay_max_s=0.05,
+        ),
+        Tracer(),
+    )
+    daemon.start()
+    return daemon
+
+
 async def publish(app: WorkbenchApp, pilot: Pilot[object], topic: str) -> None:
     app.query_one("#publish-topic", Input).value = topic
     app.query_one("#publish-body", TextArea).text = "1"
@@ -99,21 +114,18 @@ async def test_postoffice_daemon_started_late_connects_and_publishing_works(
             await pilot.press("4")
             await publish(app, pilot, "lab/late")
             await until(pilot, lambda: posted.of(PublishView.Failed), "the refusal")
-            daemon = ServerThread(
-                ServerConfig(
-                    store_path=tmp_path / "store" / "postoffice.db",
-                    port=port,
-                    hash_params=HashParams(log2_n=8, r=8, p=1),
-                    auth_delay_s=0.01,
-                    auth_delay_max_s=0.05,
-                ),
-                Tracer(),
-            )
-            daemon.start()
+            daemon = start_daemon(tmp_path, port)
             await until(pilot, lambda: app.sub_title.endswith("· reconnected"), "the badge")
             await publish(app, pilot, "lab/late")
             await until(pilot, lambda: posted.of(PublishView.Published), "the publish")
             await until(pilot, lambda: "lab/late" in app.model.topics.stats, "the topic")
+            # An outage later: the receiver's failures show, then its recovery.
+            daemon.stop()
+            daemon = None
+            await until(pilot, lambda: "retrying in" in app.sub_title, "the outage")
+            assert "receive failed: " in app.sub_title
+            daemon = start_daemon(tmp_path, port)
+            await until(pilot, lambda: app.sub_title.endswith("· reconnected"), "the recovery")
     finally:
         if daemon is not None:
             daemon.stop()

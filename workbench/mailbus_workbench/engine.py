@@ -6,6 +6,7 @@ workers; this class is thread-safe for that."""
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -48,8 +49,8 @@ class Connection:
     def describe(self, now: float) -> str:
         if self.state != "retrying":
             return self.state
-        wait = max(0.0, self.next_attempt - now)
-        return f"{self.problem}; retrying in {wait:.0f} s"
+        wait = math.ceil(max(0.0, self.next_attempt - now))
+        return f"{self.problem.rstrip('.')}; retrying in {wait} s"
 
 
 @dataclass(frozen=True, slots=True)
