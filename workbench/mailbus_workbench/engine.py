@@ -10,7 +10,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -176,13 +176,13 @@ class EngineHost:
     def wait_sets(self) -> list[WaitSet]:
         return self.context.wait_sets
 
-    def publish(self, topic: str, body: str) -> str:
+    def publish(self, topic: str, body: str, headers: Mapping[str, str] | None = None) -> str:
         self._check_connected()
         with self._lock:
             publisher = self._publishers.get(topic)
             if publisher is None:
                 publisher = self._publishers[topic] = self.context.publisher(topic)
-        return publisher.publish(body)
+        return publisher.publish(body, headers)
 
     def call(self, service: str, body: str, timeout: float) -> CallResult:
         self._check_connected()
