@@ -6,7 +6,6 @@ from __future__ import annotations
 from mailbus.errors import ConfigError, MailbusError, ServiceTimeoutError
 from mailbus.names import check_name
 from rich.markup import escape
-from rich.syntax import Syntax
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -103,6 +102,8 @@ history: select a call there and press **r** to send the same request again.
             ("request", "request"),
         ):
             table.add_column(label, key=key)
+        # JSON colours depend on the theme: show the response again in the new one.
+        self.watch(self.app, "theme", self._theme_changed, init=False)
         path = call_history_file(self.workbench.settings.templates_file)
         try:
             records = load_call_history(path)
@@ -145,6 +146,14 @@ history: select a call there and press **r** to send the same request again.
         self._message(f"calling {service} …", title=f"call #{self._numbers} …", style="dim")
         self._call(self._numbers, service, body, timeout)
         return True
+
+    def _theme_changed(self) -> None:
+        table = self.query_one("#call-history", DataTable)
+        if table.row_count:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+            record = self._record(key)
+            if record is not None:
+                self._show(record)
 
     def _message(self, text: str, *, title: str = "call not sent", style: str = "red") -> None:
         """A message in the response panel, under a title of its own (never the title of
@@ -213,7 +222,7 @@ history: select a call there and press **r** to send the same request again.
             return
         is_json, text = pretty_body(record.response)
         widget.update(
-            Syntax(text, "json", background_color="default")
+            fmt.json_syntax(text, dark=self.app.current_theme.dark)
             if is_json
             else Text(fmt.printable(text, lines=True))
         )

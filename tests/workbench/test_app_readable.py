@@ -1,0 +1,68 @@
+"""Readable in both themes (issue 19 item 5): JSON punctuation keeps a colour that shows
+on the theme's background."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mailbus_workbench.app import WorkbenchApp
+from mailbus_workbench.engine import EngineHost
+from mailbus_workbench.model.settings import Settings
+from mailbus_workbench.views.caller import CallerView
+from mailbus_workbench.widgets import format as fmt
+from rich.color import Color
+from rich.console import Console
+from rich.syntax import Syntax
+from textual.widgets import Input, Static, TextArea
+from wb_helpers import until
+
+SIZE = (140, 42)
+
+
+def punctuation_colours(syntax: Syntax) -> list[Color | None]:
+    console = Console(width=80, color_system="truecolor")
+    return [
+        segment.style.color if segment.style else None
+        for segment in console.render(syntax)
+        if segment.text.strip() in {"{", "}", ":", ","}
+    ]
+
+
+def visible_on(colour: Color | None, *, dark: bool) -> bool:
+    """None is the terminal's foreground: visible on either background."""
+    if colour is None:
+        return True
+    r, g, b = colour.get_truecolor()
+    luminance = (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
+    return luminance > 0.4 if dark else luminance < 0.6
+
+
+def test_json_punctuation_shows_on_either_background() -> None:
+    for dark in (True, False):
+        colours = punctuation_colours(fmt.json_syntax('{"a": 1, "b": [2]}', dark=dark))
+        assert len(colours) >= 4
+        assert all(visible_on(c, dark=dark) for c in colours), (dark, colours)
+
+
+async def test_the_call_response_follows_the_theme(engine: EngineHost, tmp_path: Path) -> None:
+    settings = Settings(
+        keymap_file=tmp_path / "keymap.toml", templates_file=tmp_path / "templates.toml"
+    )
+    app = WorkbenchApp(engine=engine, settings=settings)
+    async with app.run_test(size=SIZE) as pilot:
+        app.theme = "textual-light"
+        await pilot.pause()
+        await pilot.press("5")
+        app.query_one("#call-service", Input).value = "echo"
+        app.query_one("#call-body", TextArea).text = '}2 :"a"{'  # echoed reversed: JSON
+        await pilot.press("f5")
+        view = app.query_one(CallerView)
+        await until(pilot, lambda: view.history, "the response")
+        shown = app.query_one("#call-response", Static).content
+        assert isinstance(shown, Syntax)
+        assert all(visible_on(c, dark=False) for c in punctuation_colours(shown))
+        app.theme = "textual-dark"
+        await pilot.pause()
+        shown = app.query_one("#call-response", Static).content
+        assert isinstance(shown, Syntax)
+        assert all(visible_on(c, dark=True) for c in punctuation_colours(shown))
