@@ -7,9 +7,11 @@ from pathlib import Path
 
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
+from mailbus_workbench.fixtures import T0, fixed_app, message_event
 from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.views.caller import CallerView
 from mailbus_workbench.widgets import format as fmt
+from mailbus_workbench.widgets.topic_tree import OPEN_LINES, TopicTree
 from rich.color import Color
 from rich.console import Console
 from rich.syntax import Syntax
@@ -66,3 +68,45 @@ async def test_the_call_response_follows_the_theme(engine: EngineHost, tmp_path:
         shown = app.query_one("#call-response", Static).content
         assert isinstance(shown, Syntax)
         assert all(visible_on(c, dark=True) for c in punctuation_colours(shown))
+
+
+async def test_300_topics_open_collapsed_below_a_size_with_totals_on_groups() -> None:
+    app = fixed_app()
+    names = [
+        f"plant{p}/line{line}/sensor{s}" for p in range(3) for line in range(10) for s in range(10)
+    ]
+    events = [
+        message_event(name, "1", T0 + 13.0 + i * 0.001, 90_000 + i) for i, name in enumerate(names)
+    ]
+    events.append(message_event("plant0/line0/sensor0", "2", T0 + 14.0, 99_999))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        app.model.feed_events(events)
+        app.refresh_now()
+        await pilot.pause()
+        tree = app.query_one(TopicTree)
+        assert len(tree.shown_topics) >= 300
+        assert tree.last_line + 1 <= OPEN_LINES
+        plant0 = tree._groups["plant0"][0]
+        label = str(plant0.label)
+        # 100 sensors with one message each, one with a second: 101 messages.
+        assert label.startswith("plant0  101  ") and label.endswith("100 topics")
+        line9 = tree._groups["plant2/line9"][0]
+        assert not line9.is_expanded and str(line9.label).endswith("10 topics")
+        # A topic chosen inside a closed group opens its way to it.
+        assert tree.select_topic("plant2/line9/sensor9")
+        assert line9.is_expanded
+        app.model.feed_events([message_event("zzz/new", "1", T0 + 15.0, 100_000)])
+        app.refresh_now()
+        await pilot.pause()
+        node = tree.cursor_node
+        assert node is not None and node.data == "plant2/line9/sensor9"
+        assert tree._groups["plant2/line9"][0].is_expanded
+
+
+async def test_a_small_tree_still_opens_whole() -> None:
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        tree = app.query_one(TopicTree)
+        assert tree._groups and all(node.is_expanded for node, _, _ in tree._groups.values())
