@@ -110,3 +110,19 @@ async def test_a_small_tree_still_opens_whole() -> None:
         await pilot.pause()
         tree = app.query_one(TopicTree)
         assert tree._groups and all(node.is_expanded for node, _, _ in tree._groups.values())
+
+
+async def test_the_wait_set_timeline_has_one_colour_per_state_and_a_legend() -> None:
+    from mailbus_workbench.views.waitsets import TIMELINE_LEGEND, TIMELINE_STYLE, WaitSetsView
+
+    colours = [style for _, style in TIMELINE_STYLE.values()]
+    assert len(set(colours)) == len(colours) == len(TIMELINE_LEGEND)
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("3")
+        await pilot.pause()
+        detail = app.query_one(WaitSetsView).detail_text
+        legend = detail.splitlines()[-1]
+        for state, meaning in TIMELINE_LEGEND.items():
+            assert f"{TIMELINE_STYLE[state][0]} {meaning}" in legend
