@@ -126,3 +126,29 @@ async def test_the_wait_set_timeline_has_one_colour_per_state_and_a_legend() -> 
         legend = detail.splitlines()[-1]
         for state, meaning in TIMELINE_LEGEND.items():
             assert f"{TIMELINE_STYLE[state][0]} {meaning}" in legend
+
+
+async def test_source_timestamp_shows_a_time_and_keeps_the_raw_nanoseconds() -> None:
+    from mailbus import headers as H
+    from mailbus_workbench.widgets.inspector import Inspector
+    from mailbus_workbench.widgets.message_list import MessageList
+
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        messages = app.query_one(MessageList)
+        messages.focus()
+        await pilot.press("up")
+        await pilot.pause()
+        inspector = app.query_one(Inspector)
+        assert inspector.record is not None
+        raw = inspector.record.event.headers[H.SOURCE_TIMESTAMP]
+        line = next(
+            ln
+            for ln in inspector.texts["headers"].splitlines()
+            if ln.startswith("Source-Timestamp")
+        )
+        assert line.endswith(f"UTC  ({raw} ns)")
+        stamp = line.split(": ", 1)[1]
+        assert stamp[:4].isdigit() and stamp[4] == "-" and stamp[13] == ":"
+        assert f"Source-Timestamp: {raw}" in inspector.texts["raw"]  # the email as it came
