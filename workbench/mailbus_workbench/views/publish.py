@@ -35,7 +35,7 @@ it once (**F5**) or at a rate in messages/s (**F6** starts and stops); both keys
 from the body too. Extra headers go under the body, one `Name: value` a line, checked
 with the engine's rules before sending. A body that starts like JSON (`{`, `[`, `"`) but
 is not JSON is flagged as you type; sending it asks for F5 (or F6) once more. Typing on
-the template list or a button types into the body. Templates: pick
+the template list types into the body. Templates: pick
 one to fill the form; **Save template** stores the form under the name given, in the
 templates file (`[workbench] templates`, default `~/.config/mailbus/templates.toml`).
 """
@@ -158,14 +158,14 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
             check.update("")
 
     def on_key(self, event: events.Key) -> None:
-        """Text typed on the template list or a button is meant for the body: it goes
+        """Text typed on the template list is meant for the body: it goes
         there (a `:` in JSON would otherwise open the command palette and take the rest)."""
-        focused = self.app.focused
+        # Digits stay view keys; once in the body, the rest of the text follows.
         if (
             event.is_printable
             and event.character is not None
-            and isinstance(focused, Select | Button)
-            and focused in self.query("*")
+            and not event.character.isdigit()
+            and self.app.focused is self.query_one("#publish-template", Select)
         ):
             event.stop()
             event.prevent_default()
