@@ -91,6 +91,9 @@ class PollingManager:
                 log.warning("receive failed (retrying in %.1f s): %s", delay, exc)
                 self._stop.wait(delay)
                 continue
+            if delay:
+                # Receiving works again after failures: the workbench's badge says so.
+                self._tracer.event(Kind.RECONNECTED, detail="receive works again")
             delay = 0.0
             for item in batch:
                 self.dispatch(item)

@@ -37,6 +37,7 @@ class Kind(StrEnum):
     WAIT_COMPLETE = "wait.complete"
     WAIT_TIMED_OUT = "wait.timed_out"
     ERROR = "error"
+    RECONNECTED = "transport.reconnected"
 
 
 class _EmptyMapping(Mapping[str, Any]):

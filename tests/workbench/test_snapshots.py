@@ -10,6 +10,8 @@ Update after an intended change with `pytest tests/workbench/test_snapshots.py
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from mailbus_workbench.screenshots import SCENES, SESSION_SCENES, SIZE, scene_app
 from mailbus_workbench.views.sessions import sessions_available
@@ -34,3 +36,12 @@ def test_screen(scene: str, snap_compare) -> None:  # type: ignore[no-untyped-de
 def test_screen_at_size(scene: str, size: tuple[int, int], snap_compare) -> None:  # type: ignore[no-untyped-def]
     with scene_app(scene) as app:
         assert snap_compare(app, run_before=SCENES[scene], terminal_size=size)
+
+
+# The light theme where colours carry meaning: JSON punctuation, the wait-set timeline
+# (issue 19 item 5).
+@pytest.mark.parametrize("scene", ["call", "wait-sets"])
+def test_screen_light(scene: str, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    with scene_app(scene) as app:
+        app.settings = replace(app.settings, theme="textual-light")
+        assert snap_compare(app, run_before=SCENES[scene], terminal_size=SIZE)

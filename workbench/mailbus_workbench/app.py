@@ -241,7 +241,7 @@ class WorkbenchApp(App[int]):
     def _start_engine(self) -> None:
         assert self.engine is not None
         try:
-            self.engine.start()
+            self.engine.start(retry=True)
         except (MailbusError, OSError) as exc:
             self.call_from_thread(self._engine_failed, str(exc))
 
@@ -275,6 +275,17 @@ class WorkbenchApp(App[int]):
             view.refresh_view(now)
         self._update_status(wall)
 
+    def _update_connection_badge(self) -> None:
+        """The header's subtitle: what is attached, and (for a transport with a server)
+        whether it is connected, retrying (why, and when) or reconnected."""
+        engine = self.engine
+        if engine is None or engine.options.transport == "inprocess":
+            return
+        badge = engine.connection.describe(time.time())
+        subtitle = f"{engine.description} · {badge}"
+        if subtitle != self.sub_title:
+            self.sub_title = subtitle
+
     def _update_status(self, wall: float) -> None:
         model = self.model
         last_wall, last_seen = self._rate_mark
@@ -296,6 +307,7 @@ class WorkbenchApp(App[int]):
             parts.append(f"{model.topics.untracked} msgs on untracked topics")
         if self.engine_error:
             parts.append(f"engine: {self.engine_error}")
+        self._update_connection_badge()
         text = "  ·  ".join(parts)
         if text != self.status_text:
             self.status_text = text

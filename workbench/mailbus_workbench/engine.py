@@ -6,10 +6,11 @@ workers; this class is thread-safe for that."""
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,13 +18,39 @@ from mailbus.broker import Broker
 from mailbus.context import Context
 from mailbus.demo import DemoSystem
 from mailbus.envelope import Response
+from mailbus.errors import ContextError, MailbusError, TransportError
 from mailbus.options import Options, load_options
 from mailbus.publisher import Publisher
 from mailbus.service import ServiceClient
-from mailbus.trace import TraceEvent
+from mailbus.trace import Kind, TraceEvent
 from mailbus.waitset import WaitSet
 
 from mailbus_workbench.viewer_box import remove_viewer_boxes, viewer_box, viewer_options
+
+# Waits between attempts to start a context whose server cannot be reached: growing,
+# then every 30 s for as long as the workbench runs.
+INIT_RETRY_DELAYS_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+
+
+class NotConnectedError(MailbusError):
+    """Publish or call before the engine reached its server; says why and when it retries."""
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """What the workbench knows of its link to the transport's server.
+    `state`: connecting, connected, retrying (with `problem` and `next_attempt`, a
+    time.time()) or reconnected (after an outage)."""
+
+    state: str
+    problem: str = ""
+    next_attempt: float = 0.0
+
+    def describe(self, now: float) -> str:
+        if self.state != "retrying":
+            return self.state
+        wait = math.ceil(max(0.0, self.next_attempt - now))
+        return f"{self.problem.rstrip('.')}; retrying in {wait} s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +87,10 @@ class EngineHost:
         # Brokers shown on the Broker screen, by name (the demo adds one).
         self.brokers: dict[str, Broker] = {}
         self._own_brokers: list[Broker] = []
+        self.connection = Connection("connecting")
+        self.retry_delays = INIT_RETRY_DELAYS_S
+        self._stopping = threading.Event()
+        self._detach.append(self.context.tracer.add_listener(self._watch_connection))
 
     @classmethod
     def from_config(cls, path: str | Path | None, *, viewer: bool = False) -> EngineHost:
@@ -82,8 +113,26 @@ class EngineHost:
     def add_listener(self, listener: Callable[[TraceEvent], None]) -> None:
         self._detach.append(self.context.tracer.add_listener(listener))
 
-    def start(self) -> None:
-        self.context.init()
+    def start(self, *, retry: bool = False) -> None:
+        """Initialise the context. `retry`: a server that cannot be reached is tried again
+        (waiting `retry_delays`, the last one repeated) until it answers or `stop()`."""
+        delays = self.retry_delays
+        attempt = 0
+        while True:
+            try:
+                self.context.init()
+                break
+            except (TransportError, ContextError) as exc:
+                if self._stopping.is_set():
+                    return
+                if not retry or isinstance(exc, ContextError):
+                    raise
+                delay = delays[min(attempt, len(delays) - 1)]
+                attempt += 1
+                self.connection = Connection("retrying", str(exc), time.time() + delay)
+                if self._stopping.wait(delay):
+                    return
+        self.connection = Connection("reconnected" if attempt else "connected")
         if self.demo is not None:
             self.demo.start()
             from mailbus_workbench.demo_broker import start_demo_broker
@@ -92,7 +141,24 @@ class EngineHost:
             self._own_brokers.append(broker)
             self.brokers["demo"] = broker
 
+    def _watch_connection(self, event: TraceEvent) -> None:
+        # The polling thread reports receive failures with the wait before it retries.
+        if event.kind == Kind.ERROR and "retry_in_s" in event.extra:
+            delay = event.extra["retry_in_s"]
+            wait = float(delay) if isinstance(delay, int | float) else 0.0
+            self.connection = Connection("retrying", event.detail, time.time() + wait)
+        elif event.kind == Kind.RECONNECTED:
+            self.connection = Connection("reconnected")
+
+    def _check_connected(self) -> None:
+        if not self.context.is_initialized:
+            connection = self.connection
+            if connection.state == "retrying":
+                raise NotConnectedError(connection.describe(time.time()))
+            raise NotConnectedError("not connected yet: the engine is still starting")
+
     def stop(self) -> None:
+        self._stopping.set()
         if self.demo is not None:
             self.demo.stop()
         from mailbus_workbench.demo_broker import stop_demo_broker
@@ -110,14 +176,16 @@ class EngineHost:
     def wait_sets(self) -> list[WaitSet]:
         return self.context.wait_sets
 
-    def publish(self, topic: str, body: str) -> str:
+    def publish(self, topic: str, body: str, headers: Mapping[str, str] | None = None) -> str:
+        self._check_connected()
         with self._lock:
             publisher = self._publishers.get(topic)
             if publisher is None:
                 publisher = self._publishers[topic] = self.context.publisher(topic)
-        return publisher.publish(body)
+        return publisher.publish(body, headers)
 
     def call(self, service: str, body: str, timeout: float) -> CallResult:
+        self._check_connected()
         with self._lock:
             client = self._clients.get(service)
             if client is None:

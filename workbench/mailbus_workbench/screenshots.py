@@ -107,12 +107,14 @@ async def publish(pilot: Pilot[Any]) -> None:
 
 
 async def call(pilot: Pilot[Any]) -> None:
-    from mailbus_workbench.views.caller import CallerView, CallRecord
+    from mailbus_workbench.model.call_history import CallRecord
+    from mailbus_workbench.views.caller import CallerView
 
     await pilot.pause()
     await pilot.press("5")
     app = pilot.app
     view = app.query_one(CallerView)
+    view.keep_history = False  # the picture writes no history file
     app.query_one("#call-service", Input).value = "demo/add"
     view._finished(CallRecord(1, "demo/add", "[1, 2, 3]", 2.0, True, '{"sum": 6}', 0.00042))
     view._finished(

@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
+from datetime import UTC, datetime
 
+from mailbus import headers as H
 from mailbus.email_message import DEFAULT_SENDER, Email, to_bytes
 from mailbus.errors import MailbusError
 from mailbus.names import check_address
@@ -48,8 +50,19 @@ def header_rows(event: TraceEvent) -> list[tuple[str, str]]:
     if isinstance(signature, str):
         # Verified, unsigned, or failed and why ([signing] options; docs/mail.md).
         rows.append(("Signature", signature))
-    rows.extend((str(k), str(v)) for k, v in event.headers.items())
+    rows.extend((str(k), _header_value(str(k), str(v))) for k, v in event.headers.items())
     return rows
+
+
+def _header_value(name: str, value: str) -> str:
+    """Source-Timestamp as a UTC time, with the raw nanoseconds kept after it."""
+    if name.lower() != H.SOURCE_TIMESTAMP.lower() or not value.isdigit():
+        return value
+    try:
+        when = datetime.fromtimestamp(int(value) / 1e9, UTC)
+    except (OverflowError, OSError, ValueError):  # out of the calendar's range: raw
+        return value
+    return f"{when:%Y-%m-%d %H:%M:%S}.{when.microsecond // 1000:03d} UTC  ({value} ns)"
 
 
 def to_email(event: TraceEvent) -> Email:

@@ -160,9 +160,9 @@ def save_templates(path: Path, templates: list[Template]) -> None:
     for t in templates:
         lines += [
             "[[template]]",
-            f"name = {_toml_str(t.name)}",
-            f"topic = {_toml_str(t.topic)}",
-            f"body = {_toml_str(t.body)}",
+            f"name = {toml_str(t.name)}",
+            f"topic = {toml_str(t.topic)}",
+            f"body = {toml_str(t.body)}",
             "",
         ]
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -182,7 +182,7 @@ _ESCAPES = {
 }
 
 
-def _toml_str(value: str) -> str:
+def toml_str(value: str) -> str:
     """A TOML basic string: escapes for quotes, backslashes and control characters."""
     out = []
     for ch in value:

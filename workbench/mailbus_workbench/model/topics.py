@@ -195,3 +195,26 @@ def topic_tree(names: Iterable[str]) -> tuple[TreeNode, ...]:
         return tuple(out)
 
     return build(root, "")
+
+
+def topics_under(node: TreeNode) -> tuple[str, ...]:
+    """Every topic at or below `node`."""
+    own = (node.topic,) if node.topic is not None else ()
+    return own + tuple(t for child in node.children for t in topics_under(child))
+
+
+def paths_to_open(nodes: tuple[TreeNode, ...], lines: int) -> set[str]:
+    """The groups to open so that the tree shows at most `lines` lines: level by level,
+    each group opened if its children still fit (300 topics must not open as ~600 lines;
+    a small tree opens whole)."""
+    shown = len(nodes)
+    queue = [n for n in nodes if n.children]
+    opened: set[str] = set()
+    while queue:
+        group = queue.pop(0)
+        if shown + len(group.children) > lines:
+            continue
+        shown += len(group.children)
+        opened.add(group.path)
+        queue.extend(n for n in group.children if n.children)
+    return opened

@@ -3,12 +3,9 @@ response with its latency, and a history of calls that can be sent again."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from mailbus.errors import MailbusError, ServiceTimeoutError
+from mailbus.errors import ConfigError, MailbusError, ServiceTimeoutError
 from mailbus.names import check_name
 from rich.markup import escape
-from rich.syntax import Syntax
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -17,24 +14,22 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import Button, DataTable, Input, Label, Static, TextArea
 
+from mailbus_workbench.model.call_history import (
+    HISTORY,
+    CallRecord,
+    call_history_file,
+    load_call_history,
+    save_call_history,
+)
 from mailbus_workbench.model.inspect import pretty_body
 from mailbus_workbench.views.base import View
 from mailbus_workbench.widgets import format as fmt
 from mailbus_workbench.widgets.suggest import NameSuggester
 
 MAX_TIMEOUT_S = 3600.0
-HISTORY = 200
-
-
-@dataclass(frozen=True, slots=True)
-class CallRecord:
-    number: int
-    service: str
-    body: str
-    timeout_s: float
-    ok: bool
-    response: str
-    latency_s: float | None
+# The form's widgets: after a call from one of them the focus goes to the history, so
+# that view keys switch views instead of typing into the form.
+FORM_IDS = {"call-service", "call-body", "call-timeout", "call-send"}
 
 
 class CallerView(View):
@@ -44,8 +39,9 @@ class CallerView(View):
 ## Call
 Pick a service (Tab or → accepts the completion from the services seen), write the
 request body and a time-out in seconds, and call (**F5**). The response, its latency and
-the outcome go to the history below; select a call there and press **r** to send the
-same request again.
+the outcome go to the history below (kept beside the templates, as
+`call-history.toml`, and back after a restart); after a call the focus is on the
+history: select a call there and press **r** to send the same request again.
 """
     BINDINGS = [
         Binding("f5", "call", "Call", id="call.send"),
@@ -70,6 +66,8 @@ same request again.
         super().__init__(id=id)
         self.history: list[CallRecord] = []
         self._numbers = 0
+        # False when the history file could not be read: it is not written over.
+        self.keep_history = True
 
     def compose(self) -> ComposeResult:
         # Tab goes service -> body -> timeout -> Call: the body, not the numeric timeout,
@@ -104,6 +102,19 @@ same request again.
             ("request", "request"),
         ):
             table.add_column(label, key=key)
+        # JSON colours depend on the theme: show the response again in the new one.
+        self.watch(self.app, "theme", self._theme_changed, init=False)
+        path = call_history_file(self.workbench.settings.templates_file)
+        try:
+            records = load_call_history(path)
+        except ConfigError as exc:
+            self.keep_history = False
+            self._message(f"{exc} (the history is not saved until the file is fixed)")
+            return
+        for record in records:
+            table = self._add(record)
+            table.move_cursor(row=table.row_count - 1, animate=False)
+        self._numbers = len(records)
 
     @on(Button.Pressed, "#call-send")
     def action_call(self) -> None:
@@ -117,29 +128,38 @@ same request again.
 
     def call(self, service: str, body: str, timeout: float) -> bool:
         """Validate and start a call in a worker; False (and a message) if invalid."""
-        response = self.query_one("#call-response", Static)
         if not service:
-            response.update(Text("Type a service name to call first.", style="red"))
+            self._message("Type a service name to call first.")
             return False
         try:
             check_name(service, "service")
         except MailbusError as exc:
-            response.update(Text(str(exc), style="red"))
+            self._message(str(exc))
             return False
         if not 0 < timeout <= MAX_TIMEOUT_S:
-            response.update(
-                Text(f"timeout must be more than 0 and at most {MAX_TIMEOUT_S:g} s", style="red")
-            )
+            self._message(f"timeout must be more than 0 and at most {MAX_TIMEOUT_S:g} s")
             return False
         if self.workbench.engine is None:
-            response.update(
-                Text("No engine: this workbench shows recorded data only.", style="red")
-            )
+            self._message("No engine: this workbench shows recorded data only.")
             return False
         self._numbers += 1
-        response.update(Text(f"calling {service} …", style="dim"))
+        self._message(f"calling {service} …", title=f"call #{self._numbers} …", style="dim")
         self._call(self._numbers, service, body, timeout)
         return True
+
+    def _theme_changed(self) -> None:
+        table = self.query_one("#call-history", DataTable)
+        if table.row_count:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+            record = self._record(key)
+            if record is not None:
+                self._show(record)
+
+    def _message(self, text: str, *, title: str = "call not sent", style: str = "red") -> None:
+        """A message in the response panel, under a title of its own (never the title of
+        an earlier response)."""
+        self.query_one("#call-response-box").border_title = title
+        self.query_one("#call-response", Static).update(Text(text, style=style))
 
     @work(thread=True, group="call")
     def _call(self, number: int, service: str, body: str, timeout: float) -> None:
@@ -159,9 +179,24 @@ same request again.
         self.app.call_from_thread(self._finished, record)
 
     def _finished(self, record: CallRecord) -> None:
+        table = self._add(record)
+        table.move_cursor(row=table.row_count - 1, animate=False)
+        self._show(record)
+        focused = self.app.focused
+        if focused is not None and focused.id in FORM_IDS:
+            table.focus()
+        if self.keep_history:
+            path = call_history_file(self.workbench.settings.templates_file)
+            try:
+                save_call_history(path, self.history)
+            except OSError as exc:
+                self.notify(f"cannot save the call history: {exc}", severity="warning")
+        self.post_message(self.Finished(record))
+
+    def _add(self, record: CallRecord) -> DataTable[object]:
         self.history.append(record)
         del self.history[:-HISTORY]
-        table = self.query_one("#call-history", DataTable)
+        table: DataTable[object] = self.query_one("#call-history", DataTable)
         table.add_row(
             str(record.number),
             fmt.plain(record.service),
@@ -172,9 +207,7 @@ same request again.
         )
         while table.row_count > HISTORY:
             table.remove_row(next(iter(table.rows)))
-        table.move_cursor(row=table.row_count - 1, animate=False)
-        self._show(record)
-        self.post_message(self.Finished(record))
+        return table
 
     def _show(self, record: CallRecord) -> None:
         box = self.query_one("#call-response-box")
@@ -189,7 +222,7 @@ same request again.
             return
         is_json, text = pretty_body(record.response)
         widget.update(
-            Syntax(text, "json", background_color="default")
+            fmt.json_syntax(text, dark=self.app.current_theme.dark)
             if is_json
             else Text(fmt.printable(text, lines=True))
         )

@@ -9,7 +9,7 @@ import time
 from mailbus.errors import ConfigError, MailbusError
 from mailbus.names import check_name
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -17,6 +17,7 @@ from textual.message import Message
 from textual.widgets import Button, Input, Label, Select, Static, TextArea
 from textual.worker import get_current_worker
 
+from mailbus_workbench.model.publish_form import JSON_STARTS, json_problem, parse_headers
 from mailbus_workbench.model.settings import Template, load_templates, save_templates
 from mailbus_workbench.views.base import View
 from mailbus_workbench.widgets.suggest import NameSuggester
@@ -30,13 +31,18 @@ class PublishView(View):
     HELP = """\
 ## Publish
 Type a topic (Tab or → accepts the completion from the topics seen), a body, and send
-it once (**F5**) or at a rate in messages/s (**F6** starts and stops). Templates: pick
+it once (**F5**) or at a rate in messages/s (**F6** starts and stops); both keys work
+from the body too. Extra headers go under the body, one `Name: value` a line, checked
+with the engine's rules before sending. A body that starts like JSON (`{`, `[`, `"`) but
+is not JSON is flagged as you type; sending it asks for F5 (or F6) once more. Typing on
+the template list types into the body. Templates: pick
 one to fill the form; **Save template** stores the form under the name given, in the
 templates file (`[workbench] templates`, default `~/.config/mailbus/templates.toml`).
 """
     BINDINGS = [
-        Binding("f5", "send_once", "Send", id="publish.send"),
-        Binding("f6", "toggle_rate", "Start/stop rate", id="publish.rate"),
+        # Priority: the body's TextArea binds F6 (select line) for itself.
+        Binding("f5", "send_once", "Send", id="publish.send", priority=True),
+        Binding("f6", "toggle_rate", "Start/stop rate", id="publish.rate", priority=True),
     ]
     DEFAULT_CSS = """
     PublishView Horizontal { height: auto; }
@@ -44,6 +50,8 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
     #publish-topic { width: 1fr; }
     #publish-template { width: 30; }
     #publish-body { height: 1fr; }
+    #publish-headers { height: 4; }
+    #publish-check { height: 1; padding: 0 1; }
     #publish-rate { width: 14; }
     #publish-template-name { width: 24; }
     #publish-status { height: 2; padding: 0 1; }
@@ -66,6 +74,8 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
         self.sent_at_rate = 0
         self._rate_stop: threading.Event | None = None
         self._rate_target = 0.0
+        # A body that is not JSON, confirmed by pressing send again: sent as it is.
+        self._confirmed_body: str | None = None
 
     def compose(self) -> ComposeResult:
         with Horizontal():
@@ -77,6 +87,13 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
             )
             yield Select[str]([], prompt="template", id="publish-template")
         yield TextArea("", id="publish-body", soft_wrap=True)
+        yield Static("", id="publish-check", markup=False)
+        yield TextArea(
+            "",
+            id="publish-headers",
+            soft_wrap=True,
+            placeholder="extra headers, one a line, e.g.  Lab-Run: 7",
+        )
         with Horizontal():
             yield Button("Send once (F5)", id="publish-once", variant="primary")
             yield Label("rate/s")
@@ -102,7 +119,7 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
         # Literal text only: topics, errors and paths may hold "[...]" (Rich markup).
         self.query_one("#publish-status", Static).update(text)
 
-    def _form(self) -> tuple[str, str] | None:
+    def _form(self) -> tuple[str, str, dict[str, str]] | None:
         topic = self.query_one("#publish-topic", Input).value.strip()
         body = self.query_one("#publish-body", TextArea).text
         if not topic:
@@ -110,6 +127,7 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
             return None
         try:
             check_name(topic, "topic")
+            headers = parse_headers(self.query_one("#publish-headers", TextArea).text)
         except MailbusError as exc:
             self._status(Text(str(exc), style="red"))
             self.post_message(self.Failed(str(exc)))
@@ -118,7 +136,42 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
             self._status(Text("No engine: this workbench shows recorded data only.", style="red"))
             self.post_message(self.Failed("no engine"))
             return None
-        return topic, body
+        problem = json_problem(body)
+        if problem is not None and self._confirmed_body != body:
+            self._confirmed_body = body
+            self._failed(
+                f"The body is not valid JSON ({problem}): press the key again to send it as it is."
+            )
+            return None
+        return topic, body, headers
+
+    @on(TextArea.Changed, "#publish-body")
+    def _body_changed(self, event: TextArea.Changed) -> None:
+        body = event.text_area.text
+        problem = json_problem(body)
+        check = self.query_one("#publish-check", Static)
+        if problem is not None:
+            check.update(Text(f"not JSON: {problem}", style="yellow"))
+        elif body.lstrip().startswith(JSON_STARTS):
+            check.update(Text("valid JSON", style="green"))
+        else:
+            check.update("")
+
+    def on_key(self, event: events.Key) -> None:
+        """Text typed on the template list is meant for the body: it goes
+        there (a `:` in JSON would otherwise open the command palette and take the rest)."""
+        # Digits stay view keys; once in the body, the rest of the text follows.
+        if (
+            event.is_printable
+            and event.character is not None
+            and not event.character.isdigit()
+            and self.app.focused is self.query_one("#publish-template", Select)
+        ):
+            event.stop()
+            event.prevent_default()
+            body = self.query_one("#publish-body", TextArea)
+            body.focus()
+            body.insert(event.character)
 
     @on(Select.Changed, "#publish-template")
     def _template_chosen(self, event: Select.Changed) -> None:
@@ -135,11 +188,11 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
             self._publish(*form)
 
     @work(thread=True, group="publish")
-    def _publish(self, topic: str, body: str) -> None:
+    def _publish(self, topic: str, body: str, headers: dict[str, str]) -> None:
         engine = self.workbench.engine
         assert engine is not None
         try:
-            message_id = engine.publish(topic, body)
+            message_id = engine.publish(topic, body, headers)
         except MailbusError as exc:
             self.app.call_from_thread(self._failed, str(exc))
             return
@@ -176,14 +229,21 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
         self._rate_target = rate
         self.sent_at_rate = 0
         button.label = "Stop (F6)"
-        self._publish_at_rate(form[0], form[1], rate, self._rate_stop)
+        self._publish_at_rate(*form, rate, self._rate_stop)
 
     @property
     def publishing_at_rate(self) -> bool:
         return self._rate_stop is not None
 
     @work(thread=True, group="publish-rate")
-    def _publish_at_rate(self, topic: str, body: str, rate: float, stop: threading.Event) -> None:
+    def _publish_at_rate(
+        self,
+        topic: str,
+        body: str,
+        headers: dict[str, str],
+        rate: float,
+        stop: threading.Event,
+    ) -> None:
         engine = self.workbench.engine
         assert engine is not None
         worker = get_current_worker()
@@ -191,7 +251,7 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
         next_at = time.monotonic()
         while not stop.is_set() and not worker.is_cancelled:
             try:
-                engine.publish(topic, body)
+                engine.publish(topic, body, headers)
             except MailbusError as exc:
                 self.app.call_from_thread(self._failed, str(exc))
                 return

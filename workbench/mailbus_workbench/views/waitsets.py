@@ -12,7 +12,24 @@ from mailbus_workbench.model.waitsets import WaitSetRow
 from mailbus_workbench.views.base import View
 from mailbus_workbench.widgets import format as fmt
 
-TIMELINE_STYLE = {"w": ("▆", "yellow"), "r": ("█", "green"), "t": ("█", "red"), ".": ("▁", "dim")}
+# One colour (and mark) per state, shown with a legend under the timeline.
+TIMELINE_STYLE = {
+    "r": ("█", "green"),
+    "w": ("▆", "yellow"),
+    "t": ("▇", "red"),
+    ".": ("▁", "grey50"),
+}
+TIMELINE_LEGEND = {"r": "completed wait", "w": "waiting", "t": "time-out", ".": "idle"}
+
+
+def timeline_legend() -> Text:
+    text = Text()
+    for state, meaning in TIMELINE_LEGEND.items():
+        char, style = TIMELINE_STYLE[state]
+        text.append(char, style=style)
+        text.append(f" {meaning}   ", style="dim")
+    text.rstrip()
+    return text
 
 
 def timeline_text(row: WaitSetRow) -> Text:
@@ -29,8 +46,8 @@ class WaitSetsView(View):
 ## Wait sets
 Each wait set in this process (`context.wait_sets`): its entities and which are ready,
 whether it is waiting now and with which time-out, how many waits and time-outs it has
-had. The timeline samples the state at each refresh: green a completed wait, yellow
-waiting, red a time-out, grey idle.
+had. The timeline samples the state at each refresh, one colour per state with a legend
+under it: green a completed wait, yellow waiting, red a time-out, grey idle.
 """
     REFRESH_EVERY_S = 0.25
 
@@ -123,6 +140,7 @@ waiting, red a time-out, grey idle.
                 row.name,
                 *(f"{e.kind} {e.name} {'ready' if e.ready else '-'}" for e in row.entities),
                 "".join(row.timeline),
+                timeline_legend().plain,
             ]
         )
         grid = Table.grid(padding=(0, 2))
@@ -141,4 +159,5 @@ waiting, red a time-out, grey idle.
         out.add_row(Text(f"last ready: {', '.join(row.last_ready) or '-'}"))
         out.add_row(Text("timeline (newest right):", style="dim"))
         out.add_row(timeline_text(row))
+        out.add_row(timeline_legend())
         detail.update(out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from rich.syntax import Syntax
 from rich.text import Text
 
 
@@ -72,3 +73,15 @@ def plain(value: object) -> Text:
     """A table cell or label shown literally: a string given to a DataTable or a Tree
     is parsed as Rich markup, and a body like "[/x]" from the wire would crash it."""
     return Text(str(value), no_wrap=True, end="")
+
+
+def json_syntax(text: str, *, dark: bool, word_wrap: bool = False) -> Syntax:
+    """JSON coloured for the theme's background: monokai's braces, colons and commas are
+    near white, invisible on a light theme, where Pygments' default style is used."""
+    return Syntax(
+        text,
+        "json",
+        theme="monokai" if dark else "default",
+        background_color="default",
+        word_wrap=word_wrap,
+    )
