@@ -152,3 +152,23 @@ async def test_source_timestamp_shows_a_time_and_keeps_the_raw_nanoseconds() -> 
         stamp = line.split(": ", 1)[1]
         assert stamp[:4].isdigit() and stamp[4] == "-" and stamp[13] == ":"
         assert f"Source-Timestamp: {raw}" in inspector.texts["raw"]  # the email as it came
+
+
+async def test_the_inspectors_json_shows_on_the_light_theme() -> None:
+    from mailbus_workbench.fixtures import fixed_app
+    from mailbus_workbench.widgets.message_list import MessageList
+    from mailbus_workbench.widgets.topic_tree import TopicTree
+
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.theme = "textual-light"
+        await pilot.pause()
+        assert app.query_one(TopicTree).select_topic("sensors/temperature")
+        await pilot.pause()
+        app.query_one(MessageList).focus()
+        await pilot.press("up")
+        await pilot.pause()
+        shown = app.query_one("#inspector-body-text", Static).content
+        assert isinstance(shown, Syntax)
+        colours = punctuation_colours(shown)
+        assert colours and all(visible_on(c, dark=False) for c in colours), colours

@@ -79,7 +79,7 @@ class Inspector(Vertical):
         is_json, body = pretty_body(record.body)
         self._fold(record.body if is_json and body.count("\n") >= FOLD_LINES else None)
         self.query_one("#inspector-body-text", Static).update(
-            Syntax(body, "json", background_color="default", word_wrap=True)
+            fmt.json_syntax(body, dark=self.app.current_theme.dark, word_wrap=True)
             if is_json
             else Text(fmt.printable(body, lines=True))
         )
