@@ -317,14 +317,8 @@ class SmtpSender(EmailSender):
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every email handed over so far was sent or given up."""
-        deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            while self._pending:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._cond.wait(remaining)
-        return True
+            return self._cond.wait_for(lambda: not self._pending, timeout)
 
     def close(self, timeout: float = 5.0) -> None:
         """Send what is pending for up to `timeout` seconds, then give up the rest

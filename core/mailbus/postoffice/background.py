@@ -97,14 +97,8 @@ class BackgroundDelivery:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every letter handed over so far was delivered or given up."""
-        deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            while self._queue:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._cond.wait(remaining)
-        return True
+            return self._cond.wait_for(lambda: not self._queue, timeout)
 
     def close(self, timeout: float = 5.0) -> None:
         """Deliver what waits for up to `timeout` seconds, then give up the rest."""
