@@ -1,5 +1,6 @@
 """SVG screenshots of every screen on fixed data: `python -m mailbus_workbench.screenshots
-[DIRECTORY]` (default `screenshots/`). The snapshot tests use the same scenes.
+[DIRECTORY]` (default `screenshots/`), in the dark theme, and in the light one under
+`DIRECTORY/light/`. The snapshot tests use the same scenes.
 
 Screens that read something outside the model (the outbox, a broker, the PostOffice
 store, a session directory) get it from `scene_app`, which makes that data with fixed ids
@@ -429,24 +430,35 @@ def scene_app(name: str) -> Iterator[WorkbenchApp]:
         yield fixed_app()
 
 
-async def _shoot(name: str, scene: Scene, directory: Path) -> Path:
+async def _shoot(name: str, scene: Scene, directory: Path, theme: str) -> Path:
     with scene_app(name) as app:
         async with app.run_test(size=SIZE) as pilot:
+            app.theme = theme
+            await pilot.pause()
             await scene(pilot)
             await pilot.pause()
             path = app.save_screenshot(f"{name}.svg", str(directory))
     return Path(path)
 
 
+THEMES = {"textual-dark": "", "textual-light": "light"}  # theme: subdirectory
+
+
 async def shoot_all(directory: Path) -> list[Path]:
+    """Every scene in the dark theme into `directory`, and in the light one into
+    `directory/light`."""
     from mailbus_workbench.views.sessions import sessions_available
 
     directory = directory.resolve()  # the scenes change the working directory
-    directory.mkdir(parents=True, exist_ok=True)
     skip = set() if sessions_available() else SESSION_SCENES
-    return [
-        await _shoot(name, scene, directory) for name, scene in SCENES.items() if name not in skip
-    ]
+    shots = []
+    for theme, sub in THEMES.items():
+        target = directory / sub if sub else directory
+        target.mkdir(parents=True, exist_ok=True)
+        for name, scene in SCENES.items():
+            if name not in skip:
+                shots.append(await _shoot(name, scene, target, theme))
+    return shots
 
 
 def main(argv: list[str] | None = None) -> int:
