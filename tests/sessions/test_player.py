@@ -11,7 +11,8 @@ import mailbus
 import polars as pl
 import pytest
 from mailbus.sessions import analysis
-from mailbus.sessions.player import REPLAY_OF, Player, ReplayEvent, ServiceMock, parse_remap
+from mailbus.sessions.mock import ServiceMock
+from mailbus.sessions.player import REPLAY_OF, Player, ReplayEvent, parse_remap
 from mailbus.sessions.reader import open_session
 from mailbus.sessions.recorder import Recorder
 from mailbus.trace import TraceEvent

@@ -155,9 +155,9 @@ def _record(args: argparse.Namespace) -> int:
 # -- replay ---------------------------------------------------------------------------
 def _replay(args: argparse.Namespace) -> int:
     from mailbus.errors import MailbusError
+    from mailbus.sessions.mock import ServiceMock
     from mailbus.sessions.player import (
         Player,
-        ServiceMock,
         check_offset,
         check_rate,
         compile_filter,
