@@ -31,7 +31,8 @@ from mailbus.extras import require
 from mailbus.notebook.model import DEFAULT_MAX_EVENTS, DEFAULT_WINDOW_S, MonitorModel
 from mailbus.notebook.pacing import UpdatePacer
 from mailbus.notebook.results import CallResult, Published
-from mailbus.sessions.recorder import Recorder, context_secrets
+from mailbus.sessions.recorder import Recorder
+from mailbus.sessions.secrets import context_secrets
 
 DEFAULT_UPDATE_HZ = 4.0
 _ESM = (Path(__file__).with_name("monitor.js")).read_text(encoding="utf-8")

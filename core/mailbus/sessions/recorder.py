@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any, Self
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-from mailbus.registry import secret_environment
 from mailbus.sessions.fitting import coerced, fitted_table, with_notes
 from mailbus.sessions.schema import (
     MANIFEST,
@@ -45,11 +44,11 @@ from mailbus.sessions.schema import (
     event_columns,
     part_name,
 )
+from mailbus.sessions.secrets import context_secrets
 from mailbus.trace import TraceEvent
 
 if TYPE_CHECKING:
     from mailbus.context import Context
-    from mailbus.options import Options
 
 log = logging.getLogger(__name__)
 
@@ -83,34 +82,6 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temp, path)
-
-
-def _section_secrets(value: object, found: set[str]) -> None:
-    """Every non-empty string under a key that names a password, at any depth."""
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if isinstance(key, str) and "password" in key.lower() and isinstance(item, str):
-                if item:
-                    found.add(item)
-            else:
-                _section_secrets(item, found)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            _section_secrets(item, found)
-
-
-def context_secrets(options: Options, environ: Mapping[str, str] | None = None) -> set[str]:
-    """The passwords a context with these options may use, to redact them all: the mail
-    password, every `password` key of the option tables (`[postoffice] password`...)
-    and every secret a transport declares it reads from the environment (the PostOffice
-    password, which wins over the table's)."""
-    env = os.environ if environ is None else environ
-    found: set[str] = set()
-    if options.password:
-        found.add(options.password)
-    _section_secrets(options.sections, found)
-    found.update(env[name] for name in secret_environment() if env.get(name))
-    return found
 
 
 class Recorder:
