@@ -116,10 +116,12 @@ def test_topics_fan_out_to_every_member_of_the_group(
     assert [e.kind for e in events].count("postoffice.letter_in") == 5
 
 
+@pytest.mark.parametrize("observe", [True, False])
 def test_service_call_between_participants(
-    daemon: Daemon, participants: Callable[..., mailbus.Context]
+    daemon: Daemon, participants: Callable[..., mailbus.Context], observe: bool
 ) -> None:
-    caller, callee = participants("svc.caller"), participants("svc.callee")
+    extra = {"observe-responses": observe}
+    caller, callee = participants("svc.caller", **extra), participants("svc.callee", **extra)
     server = callee.server("math/add")
     client = caller.client("math/add")
     sequence = client.send_request("1+2")
@@ -127,13 +129,21 @@ def test_service_call_between_participants(
     assert request is not None and request.body == "1+2"
     # The reply address is the daemon's stamp, not what the From header claimed.
     assert request.email.sender == "svc.caller@postoffice"
+
+    def letters_in() -> list[str]:
+        return [e.name for e in daemon.events if e.kind == "postoffice.letter_in"]
+
+    before = len(letters_in())
     server.send_response(request, "3")
     response = mailbus.wait_for_response(client, 10.0)
     assert response is not None and response.body == "3"
     assert response.sequence_number == sequence
-    # The response went to the caller's box only, not to the whole group.
-    letters_in = [e for e in daemon.events if e.kind == "postoffice.letter_in"]
-    assert letters_in[-1].name == "svc.caller"
+    wanted = ["svc.callee", "svc.caller"] if observe else ["svc.caller"]
+    daemon.wait_for(lambda: len(letters_in()) >= before + len(wanted))
+    # Observed: through the group, so the caller gets it once and so does every other
+    # member; else to the caller's box only.
+    assert sorted(letters_in()[before:]) == wanted
+    assert mailbus.wait_for_response(client, 0.2) is None  # the caller got it once
 
 
 def test_wrong_password_fails_at_init_and_is_traced(
