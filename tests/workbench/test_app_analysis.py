@@ -51,14 +51,15 @@ async def test_cancel_stops_between_tables_and_the_ui_stays_live(
     """`services` is held until the test lets it go: meanwhile the screen answers keys
     and shows the table being computed; Cancel then stops before `calls`."""
     entered, release = threading.Event(), threading.Event()
-    services = analysis.TABLES["services"]
+    collect = analysis._collect
 
-    def held(data: Any) -> Any:
-        entered.set()
-        assert release.wait(30), "the test never released the table"
-        return services(data)
+    def held(frame: Any, schema: Any, keys: Any) -> Any:
+        if schema is analysis.SERVICE_SCHEMA:  # the services table is being computed
+            entered.set()
+            assert release.wait(30), "the test never released the table"
+        return collect(frame, schema, keys)
 
-    monkeypatch.setitem(analysis.TABLES, "services", held)
+    monkeypatch.setattr(analysis, "_collect", held)
     posted = Posted()
     app = fixed_app()
     async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
