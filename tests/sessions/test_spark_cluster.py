@@ -66,7 +66,9 @@ def _from_json(text: str, expected: dict[str, pl.DataFrame]) -> dict[str, pl.Dat
     }
 
 
-def _cli(*args: str, prelude: str = "") -> subprocess.CompletedProcess[str]:
+def _cli(
+    *args: str, prelude: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """`mailbus ARGS` in a fresh Python process (a driver JVM of its own, if any)."""
     code = prelude + "import sys\nfrom mailbus.cli import main\nrc = main(sys.argv[1:])\n"
     code += "from pyspark import SparkContext\n"
@@ -77,6 +79,7 @@ def _cli(*args: str, prelude: str = "") -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=ANALYZE_TIMEOUT_S,
+        env=env,
     )
 
 
@@ -91,7 +94,7 @@ def test_analyze_on_a_standalone_cluster(
     expected = analysis.analyze(paths)
     run = _cli(
         "analyze", *paths, "--engine", "spark", "--master", spark_processes.master_url,
-        "--format", "json",
+        "--format", "json", env=spark_processes.env(),
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     _assert_same_tables(_from_json(run.stdout, expected), expected)

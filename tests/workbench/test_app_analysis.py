@@ -100,3 +100,39 @@ async def test_a_bad_remote_is_reported_not_raised() -> None:
         await pilot.press("f5")
         await until(pilot, lambda: screen.error, "the refusal")
         assert "not a sc://HOST:PORT URL" in screen.error
+
+
+async def test_closing_during_a_run_cancels_it_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Escape while a table is computed: the screen goes, the run stops at the next
+    table, and its late reports do not touch the closed screen (the app keeps running)."""
+    entered, release = threading.Event(), threading.Event()
+    services = analysis.TABLES["services"]
+    computed: list[str] = []
+
+    def held(data: Any) -> Any:
+        entered.set()
+        assert release.wait(30), "the test never released the table"
+        return services(data)
+
+    def calls(data: Any) -> Any:
+        computed.append("calls")
+        return analysis.service_calls(data)
+
+    monkeypatch.setitem(analysis.TABLES, "services", held)
+    monkeypatch.setitem(analysis.TABLES, "calls", calls)
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await app.push_screen(AnalysisScreen(str(SESSION)))
+        screen = app.screen
+        assert isinstance(screen, AnalysisScreen)
+        await pilot.press("f5")
+        try:
+            await until(pilot, entered.is_set, "the services table")
+            await pilot.press("escape")
+            await until(pilot, lambda: app.screen is not screen, "the screen to close")
+        finally:
+            release.set()
+        await until(pilot, lambda: not screen.running, "the run to end")
+        await pilot.pause()
+        assert screen.error == "cancelled" and computed == []
+        assert app.is_running and not isinstance(app.screen, AnalysisScreen)

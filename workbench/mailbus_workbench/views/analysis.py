@@ -166,7 +166,10 @@ class AnalysisScreen(Screen[None]):
             self._spark = None
         if self._cancel.is_set():
             tables, error = {}, "cancelled"
-        self.app.call_from_thread(self._done, tables, error)
+        if self.is_attached:
+            self.app.call_from_thread(self._done, tables, error)
+        else:  # closed while the run went on: nothing left to show it on
+            self.tables, self.error, self.running = tables, error, False
 
     def _watch_spark(self, spark: Any) -> Any:
         """Show Spark's task progress: Connect streams it; a classic session is polled."""
@@ -193,10 +196,12 @@ class AnalysisScreen(Screen[None]):
                 self.app.call_from_thread(self._spark_progress, *counts)
 
     def _spark_progress(self, done: int, total: int) -> None:
-        if self.running:
+        if self.running and self.is_attached:
             self.query_one("#analysis-spark", Static).update(f"Spark tasks {done}/{total}")
 
     def _progress(self, table: str, done: int, total: int) -> None:
+        if not self.is_attached:  # closed while the run went on
+            return
         self.query_one("#analysis-progress", ProgressBar).update(total=total, progress=done)
         if done < total and not self._cancel.is_set():
             self.query_one("#analysis-status", Static).update(f"computing {table} …")
@@ -204,6 +209,8 @@ class AnalysisScreen(Screen[None]):
 
     def _done(self, tables: dict[str, Any], error: str) -> None:
         self.running = False
+        if not self.is_attached:  # closed while the run went on
+            return
         self.tables = tables
         self.error = error
         self.query_one("#analysis-run", Button).disabled = False
