@@ -106,20 +106,18 @@ async def test_closing_during_a_run_cancels_it_quietly(monkeypatch: pytest.Monke
     """Escape while a table is computed: the screen goes, the run stops at the next
     table, and its late reports do not touch the closed screen (the app keeps running)."""
     entered, release = threading.Event(), threading.Event()
-    services = analysis.TABLES["services"]
+    collect = analysis._collect
     computed: list[str] = []
 
-    def held(data: Any) -> Any:
-        entered.set()
-        assert release.wait(30), "the test never released the table"
-        return services(data)
+    def held(frame: Any, schema: Any, keys: Any) -> Any:
+        if schema is analysis.SERVICE_SCHEMA:  # the services table is being computed
+            entered.set()
+            assert release.wait(30), "the test never released the table"
+        elif schema is analysis.CALL_SCHEMA:
+            computed.append("calls")
+        return collect(frame, schema, keys)
 
-    def calls(data: Any) -> Any:
-        computed.append("calls")
-        return analysis.service_calls(data)
-
-    monkeypatch.setitem(analysis.TABLES, "services", held)
-    monkeypatch.setitem(analysis.TABLES, "calls", calls)
+    monkeypatch.setattr(analysis, "_collect", held)
     app = fixed_app()
     async with app.run_test(size=SIZE) as pilot:
         await app.push_screen(AnalysisScreen(str(SESSION)))
