@@ -200,7 +200,7 @@ def test_serve_renders_the_workbench_and_tab_clicks_give_it_the_keys(tmp_path: P
         if os.environ.get("MAILBUS_KEEP_SCREENSHOT"):
             shutil.copy(shot, os.environ["MAILBUS_KEEP_SCREENSHOT"])
         viewer.click_text("Services")
-        viewer.wait_for(r"answered \d+ +pending \d+")
+        viewer.wait_for(r"answered \d+ +late \d+ +pending \d+")
         viewer.page.keyboard.press("?")
         # The Services help, not a "?" typed into the topic filter (which would also
         # bring the Topics screen back).
