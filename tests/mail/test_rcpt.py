@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
+from mailbus.mail.outcome import Outcome, settle
 from mailbus.mail.rcpt import RcptReply, RcptTracker
-from mailbus.mail.smtp_sender import Outcome, SmtpSender, SmtpSettings, settle
+from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
 from mailbus.trace import Tracer
 from test_integration import Events
 from test_sender import email_to

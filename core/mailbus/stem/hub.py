@@ -41,6 +41,7 @@ from mailbus.errors import MailbusError
 from mailbus.guard_condition import GuardCondition
 from mailbus.stem import errors as E
 from mailbus.stem.address import Address, check_part
+from mailbus.stem.calls import CallReplies
 from mailbus.stem.errors import CallTimeoutError, PortalFormatError
 from mailbus.stem.message import AddressLike, Message
 from mailbus.stem.portal import MAX_HOPS, Portal, decode, inbox_topic
@@ -95,24 +96,6 @@ class _Inbox:
         )
 
 
-class _Calls:
-    """The cell behind `Hub.call` (registered as CALLS_CELL on first use): hands each
-    reply to the call waiting for it, by reply_id."""
-
-    def __init__(self, counters: Counter[str]) -> None:
-        self.pending: dict[int | str, Future[Message]] = {}  # by msg_id: the first reply
-        self._counters = counters
-
-    def msg_in(self, message: Message) -> None:
-        slot = self.pending.get(message.reply_id) if message.reply_id is not None else None
-        if message.type == "msg_ack":
-            return  # an acknowledgement is not the reply a call waits for
-        if slot is None:
-            self._counters["late_replies"] += 1  # its call gave up (timed out)
-        elif not slot.done():
-            slot.set_result(message)
-
-
 class Hub:
     def __init__(self, name: str, *, tracer: Tracer | None = None, max_hops: int = MAX_HOPS):
         if not check_part(name, "hub") or name == DEFAULT:
@@ -136,7 +119,7 @@ class Hub:
         self._thread: threading.Thread | None = None
         self._draining = 0  # ident of the thread running the loop now (0: none)
         self._stopping = threading.Event()
-        self._calls: _Calls | None = None
+        self._calls: CallReplies | None = None
 
     def __repr__(self) -> str:
         return f"Hub({self.name!r}, cells={len(self.cells)}, queued={len(self._queue)})"
@@ -212,7 +195,7 @@ class Hub:
         if calls is None:
             with self._lock:
                 if self._calls is None:
-                    self._calls = _Calls(self.counters)
+                    self._calls = CallReplies(self.counters)
                     self.cells.register(self._calls, CALLS_CELL)
                 calls = self._calls
         message = Message(to=to, from_=_CALLS_ADDRESS, cmd=cmd, data=data, **attributes)
