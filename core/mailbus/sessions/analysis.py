@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import narwhals.stable.v2 as nw
 import polars as pl
@@ -325,10 +325,7 @@ def analyze(
     ds = (
         data if isinstance(data, Dataset) else load(data, engine=engine, master=master, spark=spark)
     )
-    names = list(tables)
-    unknown = [n for n in names if n not in TABLES]
-    if unknown:
-        raise ValueError(f"unknown tables {unknown}; known: {', '.join(TABLES)}")
+    names = _checked(tables)
     if len(ds.batches) > 1:
         results = _analyze_in_batches(ds, names, progress)
         total = len(names) * len(ds.batches)
@@ -347,21 +344,34 @@ TABLE_KEYS: dict[str, list[str]] = {
     "orphans": CALL_KEYS,
     "sequences": SEQUENCE_KEYS,
 }
+
+
+def _checked(tables: Iterable[str]) -> list[str]:
+    names = list(tables)
+    unknown = [n for n in names if n not in TABLES]
+    if unknown:
+        raise ValueError(f"unknown tables {unknown}; known: {', '.join(TABLES)}")
+    return names
+
+
+T = TypeVar("T")
 # A table's plan: its lazy frame, schema and sort keys.
 _Plan = tuple[nw.LazyFrame[Any], dict[str, Any], list[str]]
 
 
-def _analyze(
+def _each_table(
     ds: Dataset,
     names: Sequence[str],
     progress: Callable[[str, int, int], None] | None,
     done: int,
     total: int,
-) -> dict[str, pl.DataFrame]:
+    finish: Callable[[str, _Plan], T],
+) -> dict[str, T]:
+    """`finish(name, plan)` for each table, the calls table computed once (on first use)
+    and shared by the calls, services and orphans tables, released at the end."""
     shared: list[nw.LazyFrame[Any]] = []
 
     def calls() -> nw.LazyFrame[Any]:
-        # Computed once and shared by the calls, services and orphans tables.
         if not shared:
             shared.append(_materialise(defined.calls(ds.frame)))
         return shared[0]
@@ -373,16 +383,26 @@ def _analyze(
         "orphans": lambda: (defined.orphans(calls()), CALL_SCHEMA, CALL_KEYS),
         "sequences": lambda: (defined.sequences(ds.frame), SEQUENCE_SCHEMA, SEQUENCE_KEYS),
     }
-    results: dict[str, pl.DataFrame] = {}
+    results: dict[str, T] = {}
     try:
         for n, name in enumerate(names):
             if progress is not None:
                 progress(name, done + n, total)
-            results[name] = _collect(*plans[name]())
+            results[name] = finish(name, plans[name]())
     finally:
         for frame in shared:
             _release(frame)
     return results
+
+
+def _analyze(
+    ds: Dataset,
+    names: Sequence[str],
+    progress: Callable[[str, int, int], None] | None,
+    done: int,
+    total: int,
+) -> dict[str, pl.DataFrame]:
+    return _each_table(ds, names, progress, done, total, lambda _name, plan: _collect(*plan))
 
 
 def _analyze_in_batches(
@@ -417,10 +437,7 @@ def write_tables(
     does; polars and Spark both read it back) and nothing of a table goes through the
     driver; polars writes one file. `directory` may be any URL the engine can write
     (`hdfs://`, `s3a://` on a cluster)."""
-    names = list(tables)
-    unknown = [n for n in names if n not in TABLES]
-    if unknown:
-        raise ValueError(f"unknown tables {unknown}; known: {', '.join(TABLES)}")
+    names = _checked(tables)
     if ds.engine == "polars" or ds.spark is None:
         results = analyze(ds, tables=names, progress=progress)
         Path(directory).mkdir(parents=True, exist_ok=True)
@@ -428,31 +445,16 @@ def write_tables(
             frame.write_parquet(Path(directory) / f"{name}.parquet")
         return {name: frame.height for name, frame in results.items()}
     base = str(directory).rstrip("/")
-    shared: list[nw.LazyFrame[Any]] = []
-    counts: dict[str, int] = {}
-    try:
-        calls = _materialise(defined.calls(ds.frame))
-        shared.append(calls)
-        plans: dict[str, _Plan] = {
-            "topics": (defined.topics(ds.frame), TOPIC_SCHEMA, TABLE_KEYS["topics"]),
-            "services": (defined.services(calls), SERVICE_SCHEMA, TABLE_KEYS["services"]),
-            "calls": (calls, CALL_SCHEMA, CALL_KEYS),
-            "orphans": (defined.orphans(calls), CALL_SCHEMA, CALL_KEYS),
-            "sequences": (defined.sequences(ds.frame), SEQUENCE_SCHEMA, SEQUENCE_KEYS),
-        }
-        for done, name in enumerate(names):
-            if progress is not None:
-                progress(name, done, len(names))
-            lazy, schema, keys = plans[name]
-            typed = lazy.select(nw.col(c).cast(_NW_TYPES[t]) for c, t in schema.items())
-            native = nw.to_native(typed).orderBy(*keys)
-            path = f"{base}/{name}.parquet"
-            native.write.mode("overwrite").parquet(path)
-            # The count comes from the written files' footers, not from the data.
-            counts[name] = int(ds.spark.read.parquet(path).count())
-    finally:
-        for cached in shared:
-            _release(cached)
+
+    def write(name: str, plan: _Plan) -> int:
+        lazy, schema, keys = plan
+        typed = lazy.select(nw.col(c).cast(_NW_TYPES[t]) for c, t in schema.items())
+        path = f"{base}/{name}.parquet"
+        nw.to_native(typed).orderBy(*keys).write.mode("overwrite").parquet(path)
+        # The count comes from the written files' footers, not from the data.
+        return int(ds.spark.read.parquet(path).count())
+
+    counts = _each_table(ds, names, progress, 0, len(names), write)
     if progress is not None:
         progress("", len(names), len(names))
     return counts
