@@ -228,6 +228,8 @@ async def test_large_json_folds_into_a_tree_and_small_json_stays_a_listing() -> 
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         inspector = app.query_one(Inspector)
+        # The list chooses its first row on its own; let it, or it lands after show(big).
+        await until(pilot, lambda: inspector.record is not None, "the first message shown")
         small = app.model.topics.history("robot/pose")[0]
         big_body = json.dumps({"robots": [{"id": i, "pose": {"x": i, "y": -i}} for i in range(50)]})
         big = MessageRecord(2, dataclasses.replace(small.event, body=big_body))
