@@ -16,14 +16,14 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Header, Input, Static, TabbedContent, TabPane, TextArea
-from textual.widgets._tabbed_content import ContentTabs
+from textual.widgets import Header, Input, Static, TabbedContent, TabPane, Tabs, TextArea
 
 from mailbus_workbench.commands import workbench_commands
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.model import queues
 from mailbus_workbench.model.settings import Settings, load_keymap, settings_from
 from mailbus_workbench.model.state import Clock, WorkbenchModel
+from mailbus_workbench.parts import WorkbenchParts
 from mailbus_workbench.screens import HelpScreen
 from mailbus_workbench.views.base import View
 from mailbus_workbench.views.broker import BrokerView
@@ -57,17 +57,19 @@ Keys can be changed in `{keymap}`: a `[keys]` table of binding id = "key", for e
 """
 
 
-VIEW_KEYS = (
-    ("topics", "Topics"),
-    ("services", "Services"),
-    ("waitsets", "Wait sets"),
-    ("publish", "Publish"),
-    ("call", "Call"),
-    ("queues", "Queues"),
-    ("broker", "Broker"),
-    ("mailboxes", "Mailboxes"),
-    ("sessions", "Sessions"),
-    ("log", "Log"),
+# Each view: its id (the tab's and the key binding's), its title, its class. Keys 1-9, 0
+# follow this order.
+VIEWS: tuple[tuple[str, str, type[View]], ...] = (
+    ("topics", "Topics", TopicsView),
+    ("services", "Services", ServicesView),
+    ("waitsets", "Wait sets", WaitSetsView),
+    ("publish", "Publish", PublishView),
+    ("call", "Call", CallerView),
+    ("queues", "Queues", QueuesView),
+    ("broker", "Broker", BrokerView),
+    ("mailboxes", "Mailboxes", MailboxesView),
+    ("sessions", "Sessions", SessionsView),
+    ("log", "Log", LogView),
 )
 
 
@@ -88,7 +90,7 @@ class WorkbenchApp(App[int]):
     BINDINGS = [
         *(
             Binding(str(n % 10), f"show('{v}')", title, id=f"view.{v}")
-            for n, (v, title) in enumerate(VIEW_KEYS, 1)
+            for n, (v, title, _) in enumerate(VIEWS, 1)
         ),
         # In a text field digits are typed: escape leaves the field, then they switch.
         Binding("escape", "leave_field", "Leave field", show=False, id="leave"),
@@ -119,18 +121,7 @@ class WorkbenchApp(App[int]):
     NARROW_BELOW = 100
     SHORT_TITLES = {"waitsets": "Waits", "mailboxes": "Boxes"}
 
-    VIEWS: tuple[tuple[str, str, type[View]], ...] = (
-        ("topics", "Topics", TopicsView),
-        ("services", "Services", ServicesView),
-        ("waitsets", "Wait sets", WaitSetsView),
-        ("publish", "Publish", PublishView),
-        ("call", "Call", CallerView),
-        ("queues", "Queues", QueuesView),
-        ("broker", "Broker", BrokerView),
-        ("mailboxes", "Mailboxes", MailboxesView),
-        ("sessions", "Sessions", SessionsView),
-        ("log", "Log", LogView),
-    )
+    VIEWS = VIEWS
 
     def __init__(
         self,
@@ -147,21 +138,25 @@ class WorkbenchApp(App[int]):
         session: str | None = None,
     ) -> None:
         super().__init__()
-        self.settings = settings or Settings()
-        self.engine = engine
-        self.model = model or WorkbenchModel(
+        settings = settings or Settings()
+        model = model or WorkbenchModel(
             clock=clock or time.time,
             wait_sets=engine.wait_sets if engine is not None else lambda: (),
-            history_cap=self.settings.history_cap,
-            service_timeout_s=self.settings.service_timeout_s,
+            history_cap=settings.history_cap,
+            service_timeout_s=settings.service_timeout_s,
+        )
+        # One copy of what the views are handed; the app reads it through the same parts.
+        self.parts = WorkbenchParts(
+            model=model,
+            settings=settings,
+            engine=engine,
+            raw_date=raw_date,
+            outbox_dir=outbox_dir
+            or (queues.outbox_dir(engine.options.sections) if engine is not None else None),
+            given_brokers=brokers or {},
         )
         self.live = live  # False: no timer; tests and snapshots call refresh_now()
-        self.raw_date = raw_date  # a fixed Date for raw sources (snapshots)
         self.screenshot_dir = (screenshot_dir or Path.cwd()).absolute()
-        self.outbox_dir = outbox_dir or (
-            queues.outbox_dir(engine.options.sections) if engine is not None else None
-        )
-        self._brokers = brokers or {}
         self.initial_session = session  # `mailbus open SESSION`
         self.engine_error = ""
         self.status_text = ""
@@ -177,14 +172,37 @@ class WorkbenchApp(App[int]):
         with TabbedContent(id="views", initial="topics"):
             for view_id, title, cls in self.VIEWS:
                 with TabPane(f"{title}", id=view_id):
-                    yield cls(id=f"{view_id}-view")
+                    yield cls(self.parts, id=f"{view_id}-view")
         yield Static("", id="status", markup=False)
         yield KeyBar(id="key-bar")
 
     @property
+    def model(self) -> WorkbenchModel:
+        return self.parts.model
+
+    @property
+    def engine(self) -> EngineHost | None:
+        return self.parts.engine
+
+    @property
+    def settings(self) -> Settings:
+        return self.parts.settings
+
+    @settings.setter
+    def settings(self, settings: Settings) -> None:
+        self.parts.settings = settings  # the views hold the same parts: they see it too
+
+    @property
+    def raw_date(self) -> str | None:
+        return self.parts.raw_date
+
+    @property
+    def outbox_dir(self) -> Path | None:
+        return self.parts.outbox_dir
+
+    @property
     def brokers(self) -> dict[str, Broker]:
-        """The brokers the Broker screen shows: the engine's, else those given."""
-        return self.engine.brokers if self.engine is not None else self._brokers
+        return self.parts.brokers
 
     def view_titles(self) -> list[tuple[str, str]]:
         return [(view_id, title) for view_id, title, _ in self.VIEWS]
@@ -218,7 +236,7 @@ class WorkbenchApp(App[int]):
         self.load_keymap()
         # Keys go to the view under the tabs: the tab bar itself never holds the focus
         # (it is still clickable, and 1-9, 0 switch views).
-        self.query_one(ContentTabs).can_focus = False
+        self.query_one("#views", TabbedContent).query_one(Tabs).can_focus = False
         # Focusing a widget shows its tab: one initial focus, after the first refresh.
         if self.initial_session is not None:
             self.call_after_refresh(self._open_initial_session, self.initial_session)
@@ -345,11 +363,6 @@ class WorkbenchApp(App[int]):
     def run_view_action(self, view_id: str, action: str) -> None:
         self.action_show(view_id)
         getattr(self.view(view_id), f"action_{action}")()
-
-    def set_history_cap(self, cap: int) -> None:
-        self.model.topics.history_cap = cap
-        self.notify(f"Keeping {cap} messages per topic", timeout=2)
-        self.refresh_now()
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual.pilot import Pilot
-from textual.widgets import Input, TextArea
+from textual.widgets import DataTable, Input, TextArea
 
 from mailbus_workbench.fixtures import fixed_app
 
@@ -186,6 +186,17 @@ async def sessions_scene(pilot: Pilot[Any], analyse: bool = False) -> None:
         await pilot.pause(0.02)
     if view.session is None:
         raise TimeoutError(f"the session did not open: {view.last_error or 'timed out'}")
+    # The message list fills in a second worker, and the table measures its columns only
+    # when idle: wait until the columns have grown past their labels (bounded, 10 s).
+    table = app.query_one("#session-messages", DataTable)
+    for _ in range(500):
+        columns = table.ordered_columns
+        measured = sum(c.content_width for c in columns) > sum(len(c.label) for c in columns)
+        if view.listed and measured:
+            break
+        await pilot.pause(0.02)
+    else:
+        raise TimeoutError("the session's messages were not listed within 10 s")
     # The suggested directory is stamped with the wall clock: use the frozen one.
     app.query_one("#rec-dir", Input).value = default_directory(app.model.clock())  # type: ignore[attr-defined]
     if analyse:

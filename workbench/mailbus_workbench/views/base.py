@@ -1,13 +1,11 @@
-"""What every view offers the app: a refresh from the model and its help text."""
+"""What every view offers the app (a refresh from the model, its help text) and what it
+is handed (the workbench parts)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from textual.containers import Container
 
-if TYPE_CHECKING:
-    from mailbus_workbench.app import WorkbenchApp
+from mailbus_workbench.parts import WorkbenchParts
 
 
 class View(Container):
@@ -17,13 +15,9 @@ class View(Container):
 
     DEFAULT_CSS = "View { height: 1fr; }"
 
-    @property
-    def workbench(self) -> WorkbenchApp:
-        from mailbus_workbench.app import WorkbenchApp
-
-        app = self.app
-        assert isinstance(app, WorkbenchApp)
-        return app
+    def __init__(self, parts: WorkbenchParts, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.parts = parts  # handed in: a view never looks the app up
 
     DEFAULT_FOCUS = ""  # selector of the widget that gets the focus when shown
 

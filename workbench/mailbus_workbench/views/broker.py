@@ -65,7 +65,7 @@ failed, dropped and refused, and publishers blocked right now; then the links
             links.add_column(label, key=label)
 
     def refresh_view(self, now: float) -> None:
-        brokers = self.workbench.brokers
+        brokers = self.parts.brokers
         modules = self.query_one("#broker-modules", DataTable)
         links = self.query_one("#broker-links", DataTable)
         cursor = modules.cursor_row

@@ -22,6 +22,7 @@ from mailbus_workbench.model.call_history import (
     save_call_history,
 )
 from mailbus_workbench.model.inspect import pretty_body
+from mailbus_workbench.parts import WorkbenchParts
 from mailbus_workbench.views.base import View
 from mailbus_workbench.widgets import format as fmt
 from mailbus_workbench.widgets.suggest import NameSuggester
@@ -62,8 +63,8 @@ history: select a call there and press **r** to send the same request again.
             super().__init__()
             self.record = record
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
+    def __init__(self, parts: WorkbenchParts, *, id: str | None = None) -> None:
+        super().__init__(parts, id=id)
         self.history: list[CallRecord] = []
         self._numbers = 0
         # False when the history file could not be read: it is not written over.
@@ -90,7 +91,7 @@ history: select a call there and press **r** to send the same request again.
         yield DataTable(id="call-history", cursor_type="row", zebra_stripes=True)
 
     def _service_names(self) -> list[str]:
-        return self.workbench.model.services.services()
+        return self.parts.model.services.services()
 
     def on_mount(self) -> None:
         table = self.query_one("#call-history", DataTable)
@@ -104,7 +105,7 @@ history: select a call there and press **r** to send the same request again.
             table.add_column(label, key=key)
         # JSON colours depend on the theme: show the response again in the new one.
         self.watch(self.app, "theme", self._theme_changed, init=False)
-        path = call_history_file(self.workbench.settings.templates_file)
+        path = call_history_file(self.parts.settings.templates_file)
         try:
             records = load_call_history(path)
         except ConfigError as exc:
@@ -139,7 +140,7 @@ history: select a call there and press **r** to send the same request again.
         if not 0 < timeout <= MAX_TIMEOUT_S:
             self._message(f"timeout must be more than 0 and at most {MAX_TIMEOUT_S:g} s")
             return False
-        if self.workbench.engine is None:
+        if self.parts.engine is None:
             self._message("No engine: this workbench shows recorded data only.")
             return False
         self._numbers += 1
@@ -163,7 +164,7 @@ history: select a call there and press **r** to send the same request again.
 
     @work(thread=True, group="call")
     def _call(self, number: int, service: str, body: str, timeout: float) -> None:
-        engine = self.workbench.engine
+        engine = self.parts.engine
         assert engine is not None
         try:
             result = engine.call(service, body, timeout)
@@ -186,7 +187,7 @@ history: select a call there and press **r** to send the same request again.
         if focused is not None and focused.id in FORM_IDS:
             table.focus()
         if self.keep_history:
-            path = call_history_file(self.workbench.settings.templates_file)
+            path = call_history_file(self.parts.settings.templates_file)
             try:
                 save_call_history(path, self.history)
             except OSError as exc:

@@ -11,6 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
+from mailbus_workbench.parts import WorkbenchParts
 from mailbus_workbench.views.base import View
 from mailbus_workbench.widgets import format as fmt
 
@@ -30,8 +31,8 @@ carried. `x` clears the log.
     #log-detail-box { height: 12; border-top: solid $panel; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
+    def __init__(self, parts: WorkbenchParts, *, id: str | None = None) -> None:
+        super().__init__(parts, id=id)
         self.shown: list[TraceEvent] = []
         self.detail_text = ""
 
@@ -46,7 +47,7 @@ carried. `x` clears the log.
             table.add_column(label, key=label)
 
     def refresh_view(self, now: float) -> None:
-        notices = list(self.workbench.model.notices)
+        notices = list(self.parts.model.notices)
         if notices == self.shown:
             return
         table = self.query_one("#log-table", DataTable)
@@ -84,5 +85,5 @@ carried. `x` clears the log.
         detail.update(Text(self.detail_text))
 
     def action_clear(self) -> None:
-        self.workbench.model.notices.clear()
-        self.refresh_view(self.workbench.model.clock())
+        self.parts.model.notices.clear()
+        self.refresh_view(self.parts.model.clock())

@@ -15,6 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
+from mailbus_workbench.parts import WorkbenchParts
 from mailbus_workbench.screens import Confirm
 from mailbus_workbench.views.base import View
 from mailbus_workbench.widgets import format as fmt
@@ -60,8 +61,8 @@ checked out is not removed: stop it first, or empty the box).
     #letter-table { height: 1fr; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
+    def __init__(self, parts: WorkbenchParts, *, id: str | None = None) -> None:
+        super().__init__(parts, id=id)
         self.boxes: list[Any] = []
         self.letters: list[Any] = []
         self.shown_box = ""
@@ -85,7 +86,7 @@ checked out is not removed: stop it first, or empty the box).
 
     @property
     def store(self) -> Path:
-        return self.workbench.settings.postoffice_store or default_store()
+        return self.parts.settings.postoffice_store or default_store()
 
     @property
     def selected(self) -> str | None:

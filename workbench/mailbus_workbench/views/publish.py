@@ -19,6 +19,7 @@ from textual.worker import get_current_worker
 
 from mailbus_workbench.model.publish_form import JSON_STARTS, json_problem, parse_headers
 from mailbus_workbench.model.settings import Template, load_templates, save_templates
+from mailbus_workbench.parts import WorkbenchParts
 from mailbus_workbench.views.base import View
 from mailbus_workbench.widgets.suggest import NameSuggester
 
@@ -68,8 +69,8 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
             super().__init__()
             self.error = error
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
+    def __init__(self, parts: WorkbenchParts, *, id: str | None = None) -> None:
+        super().__init__(parts, id=id)
         self.templates: list[Template] = []
         self.sent_at_rate = 0
         self._rate_stop: threading.Event | None = None
@@ -83,7 +84,7 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
             yield Input(
                 placeholder="topic to publish on, e.g. sensors/temperature",
                 id="publish-topic",
-                suggester=NameSuggester(lambda: self.workbench.model.topics.stats),
+                suggester=NameSuggester(lambda: self.parts.model.topics.stats),
             )
             yield Select[str]([], prompt="template", id="publish-template")
         yield TextArea("", id="publish-body", soft_wrap=True)
@@ -108,7 +109,7 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
 
     def reload_templates(self) -> None:
         try:
-            self.templates = load_templates(self.workbench.settings.templates_file)
+            self.templates = load_templates(self.parts.settings.templates_file)
         except ConfigError as exc:
             self.templates = []
             self._status(Text(str(exc), style="red"))
@@ -132,7 +133,7 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
             self._status(Text(str(exc), style="red"))
             self.post_message(self.Failed(str(exc)))
             return None
-        if self.workbench.engine is None:
+        if self.parts.engine is None:
             self._status(Text("No engine: this workbench shows recorded data only.", style="red"))
             self.post_message(self.Failed("no engine"))
             return None
@@ -189,7 +190,7 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
 
     @work(thread=True, group="publish")
     def _publish(self, topic: str, body: str, headers: dict[str, str]) -> None:
-        engine = self.workbench.engine
+        engine = self.parts.engine
         assert engine is not None
         try:
             message_id = engine.publish(topic, body, headers)
@@ -244,7 +245,7 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
         rate: float,
         stop: threading.Event,
     ) -> None:
-        engine = self.workbench.engine
+        engine = self.parts.engine
         assert engine is not None
         worker = get_current_worker()
         period = 1.0 / rate
@@ -277,14 +278,14 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
             check_name(topic, "topic")
             template = Template(name, topic, body)
             kept = [t for t in self.templates if t.name != name] + [template]
-            save_templates(self.workbench.settings.templates_file, kept)
+            save_templates(self.parts.settings.templates_file, kept)
         except (MailbusError, OSError) as exc:
             self._failed(f"cannot save the template: {exc}")
             return
         self.reload_templates()
         self._status(
             Text.assemble(
-                "template ", (name, "bold"), f" saved to {self.workbench.settings.templates_file}"
+                "template ", (name, "bold"), f" saved to {self.parts.settings.templates_file}"
             )
         )
 

@@ -15,6 +15,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from mailbus_workbench.model import queues
+from mailbus_workbench.parts import WorkbenchParts
 from mailbus_workbench.views.base import View
 from mailbus_workbench.widgets import format as fmt
 
@@ -59,8 +60,8 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
             self.ids = ids
             self.error = error
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
+    def __init__(self, parts: WorkbenchParts, *, id: str | None = None) -> None:
+        super().__init__(parts, id=id)
         self.items: list[QueueItem] = []
         self.error = ""
         self.loads = 0
@@ -87,7 +88,7 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
 
     @property
     def directory(self) -> Path | None:
-        return self.workbench.outbox_dir
+        return self.parts.outbox_dir
 
     def refresh_view(self, now: float) -> None:
         if self.directory is None:
@@ -99,7 +100,7 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
 
     def reload(self) -> None:
         if self.directory is not None:
-            self._load(self.directory, int(self.workbench.model.clock() * 1e9))
+            self._load(self.directory, int(self.parts.model.clock() * 1e9))
 
     @work(thread=True, exclusive=True, group="queues-load")
     def _load(self, directory: Path, now_ns: int) -> None:

@@ -59,7 +59,7 @@ Select a call to see the request and the response side by side.
         yield EmailPair(id="email-pair")
 
     def refresh_view(self, now: float) -> None:
-        store = self.workbench.model.services
+        store = self.parts.model.services
         self.query_one(TraceList).show(store, now)
         self.query_one(Waterfall).show(store, now)
         counts = store.counts(now)
@@ -69,14 +69,14 @@ Select a call to see the request and the response side by side.
 
     @on(TraceList.TraceChosen)
     def _chosen(self, event: TraceList.TraceChosen) -> None:
-        self.query_one(EmailPair).show(event.trace, self.workbench.raw_date, event.replaces)
+        self.query_one(EmailPair).show(event.trace, self.parts.raw_date, event.replaces)
 
     def action_clear(self) -> None:
-        store = self.workbench.model.services
+        store = self.parts.model.services
         store.clear()
         self.query_one(TraceList).reset()
         self.query_one(EmailPair).show(None)
-        self.refresh_view(self.workbench.model.clock())
+        self.refresh_view(self.parts.model.clock())
 
     def action_resize(self, delta: int) -> None:
         left = self.query_one("#services-left")

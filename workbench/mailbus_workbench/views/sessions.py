@@ -28,6 +28,7 @@ from textual.widgets import (
     Switch,
 )
 
+from mailbus_workbench.parts import WorkbenchParts
 from mailbus_workbench.views.analysis import AnalysisScreen
 from mailbus_workbench.views.base import View
 from mailbus_workbench.widgets import format as fmt
@@ -102,8 +103,8 @@ Opening, playing and analysing run in workers: the screen never freezes.
             self.events = events
             self.error = error
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
+    def __init__(self, parts: WorkbenchParts, *, id: str | None = None) -> None:
+        super().__init__(parts, id=id)
         self.available = sessions_available()
         self.recorder: Any = None
         self.session: Any = None
@@ -152,7 +153,7 @@ Opening, playing and analysing run in workers: the screen never freezes.
     # -- recording ------------------------------------------------------------------------
     @on(Button.Pressed, "#rec-toggle")
     def action_toggle_record(self) -> None:
-        engine = self.workbench.engine
+        engine = self.parts.engine
         if engine is None:
             self._rec_status(Text("No engine: nothing to record.", style="red"))
             return
@@ -169,7 +170,7 @@ Opening, playing and analysing run in workers: the screen never freezes.
     def _start_recording(self, directory: str) -> None:
         from mailbus.sessions.recorder import Recorder
 
-        engine = self.workbench.engine
+        engine = self.parts.engine
         assert engine is not None
         try:
             recorder = Recorder(directory, context=engine.context)
@@ -224,7 +225,7 @@ Opening, playing and analysing run in workers: the screen never freezes.
 
     @property
     def recent_file(self) -> Path:
-        return self.workbench.settings.templates_file.parent / "recent-sessions.json"
+        return self.parts.settings.templates_file.parent / "recent-sessions.json"
 
     def action_pick_session(self) -> None:
         from mailbus_workbench.model import recent_sessions
@@ -337,7 +338,7 @@ Opening, playing and analysing run in workers: the screen never freezes.
 
     def _new_player(self, *, paused: bool, then: Callable[[Any], None] | None) -> None:
         self.last_error = ""
-        engine = self.workbench.engine
+        engine = self.parts.engine
         if self.session is None or engine is None:
             self._play_status(
                 Text("Open a session first." if engine else "No engine to play into.", style="red")

@@ -13,6 +13,7 @@ from textual.widgets import Input
 
 from mailbus_workbench.model import message_filter
 from mailbus_workbench.model.topics import MessageRecord
+from mailbus_workbench.parts import WorkbenchParts
 from mailbus_workbench.views.base import View
 from mailbus_workbench.widgets.divider import Divider
 from mailbus_workbench.widgets.inspector import Inspector
@@ -68,8 +69,8 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
     class Cleared(Message):
         pass
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
+    def __init__(self, parts: WorkbenchParts, *, id: str | None = None) -> None:
+        super().__init__(parts, id=id)
         self.topic: str | None = None
         self.message_filter = message_filter.parse("")
         self._list_shown = 0.0
@@ -86,7 +87,7 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
                 yield Inspector(id="inspector")
 
     def refresh_view(self, now: float) -> None:
-        model = self.workbench.model
+        model = self.parts.model
         tree = self.query_one(TopicTree)
         tree.sync(model.topics)
         # A new user sees traffic at once; a topic the filter hides is not listed.
@@ -106,7 +107,7 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
         self._choose(first)
 
     def _show_topic(self, now: float) -> None:
-        model = self.workbench.model
+        model = self.parts.model
         stats = model.topics.stats.get(self.topic) if self.topic else None
         self.query_one(TopicSummary).show(
             stats,
@@ -131,7 +132,7 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
     def _listed(self) -> list[MessageRecord]:
         """Live, the newest LIVE_ROWS messages (a flood would churn the table); paused,
         everything the history cap keeps."""
-        model = self.workbench.model
+        model = self.parts.model
         history = model.topics.history(self.topic) if self.topic else []
         if self.message_filter.terms:
             history = [r for r in history if self.message_filter.matches(r.event)]
@@ -145,7 +146,7 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
         if topic != self.topic:
             self.topic = topic
             self.query_one(Inspector).show(None, None)
-            model = self.workbench.model
+            model = self.parts.model
             self.query_one(MessageList).show(self.topic, self._listed())
             self._show_topic(model.clock())
 
@@ -154,15 +155,15 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
         self.inspect(event.record)
 
     def inspect(self, record: MessageRecord) -> None:
-        previous = self.workbench.model.topics.previous(record.event.name, record.number)
-        self.query_one(Inspector).show(record, previous, self.workbench.raw_date)
+        previous = self.parts.model.topics.previous(record.event.name, record.number)
+        self.query_one(Inspector).show(record, previous, self.parts.raw_date)
 
     @on(Input.Changed, "#topic-filter")
     def _filter_changed(self, event: Input.Changed) -> None:
         tree = self.query_one(TopicTree)
         self.message_filter = message_filter.parse(event.value)
         tree.filter_text = self.message_filter.topic_text
-        tree.sync(self.workbench.model.topics)
+        tree.sync(self.parts.model.topics)
         self._follow_tree()
         if self.topic is not None:
             self.query_one(MessageList).show(self.topic, self._listed())
@@ -172,7 +173,7 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
         self.query_one(TopicTree).focus()
 
     def action_pause(self) -> None:
-        model = self.workbench.model
+        model = self.parts.model
         model.set_paused(not model.paused)
         if model.paused:  # browse the whole history while paused
             self.query_one(MessageList).show(self.topic, self._listed())
@@ -183,7 +184,7 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
         )
 
     def action_clear(self) -> None:
-        model = self.workbench.model
+        model = self.parts.model
         model.topics.clear()
         self.topic = None
         self.query_one(MessageList).show(None, [])
@@ -198,16 +199,22 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
     def action_history_cap(self) -> None:
         from mailbus_workbench.screens import NumberPrompt
 
-        model = self.workbench.model
+        model = self.parts.model
 
         def done(value: int | None) -> None:
             if value is not None:
-                self.workbench.set_history_cap(value)
+                self._set_history_cap(value)
 
         self.app.push_screen(
             NumberPrompt("Messages kept per topic", model.topics.history_cap, 1, 100_000),
             done,
         )
+
+    def _set_history_cap(self, cap: int) -> None:
+        model = self.parts.model
+        model.topics.history_cap = cap
+        self.notify(f"Keeping {cap} messages per topic", timeout=2)
+        self.refresh_view(model.clock())
 
     def action_resize(self, delta: int) -> None:
         left = self.query_one("#topics-left")

@@ -75,7 +75,7 @@ under it: green a completed wait, yellow waiting, red a time-out, grey idle.
 
     def refresh_view(self, now: float) -> None:
         table = self.query_one("#waitset-table", DataTable)
-        rows = self.workbench.model.wait_sets.ordered()
+        rows = self.parts.model.wait_sets.ordered()
         keys = [str(r.key) for r in rows]
         if keys != [k.value for k in table.rows]:
             cursor = table.cursor_row
@@ -98,7 +98,7 @@ under it: green a completed wait, yellow waiting, red a time-out, grey idle.
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
         # The detail follows the cursor at once, not at the next (throttled) refresh.
         key = event.row_key.value
-        rows = self.workbench.model.wait_sets.ordered()
+        rows = self.parts.model.wait_sets.ordered()
         self._detail(next((r for r in rows if str(r.key) == key), None))
 
     @staticmethod
