@@ -51,16 +51,16 @@ async def test_broker_screen_shows_modules_queue_depth_and_links() -> None:
             await pilot.press("7")
             assert app.active_view_id == "broker"
             modules = app.query_one("#broker-modules", DataTable)
-            rows = {str(modules.get_row_at(i)[1]): modules.get_row_at(i) for i in range(2)}
-            assert str(rows["slow"][4]) in ("5/50", "6/50")  # one may be in receive()
-            assert rows["sensor"][6] == "6"
+            rows = {str(modules.get_row_at(i)[2]): modules.get_row_at(i) for i in range(2)}
+            assert str(rows["slow"][5]) in ("5/50", "6/50")  # one may be in receive()
+            assert rows["sensor"][7] == "6"
             links = app.query_one("#broker-links", DataTable)
             assert [str(cell) for cell in links.get_row_at(0)[1:3]] == ["sensor", "slow"]
             gate.open.set()
             await until(pilot, lambda: gate.got == 6, "the gate to drain")
             app.view("broker").refresh_view(0)
-            rows = {str(modules.get_row_at(i)[1]): modules.get_row_at(i) for i in range(2)}
-            assert str(rows["slow"][4]) == "0/50" and rows["slow"][7] == "6"
+            rows = {str(modules.get_row_at(i)[2]): modules.get_row_at(i) for i in range(2)}
+            assert str(rows["slow"][5]) == "0/50" and rows["slow"][8] == "6"
     finally:
         gate.open.set()
         for name in ("sensor", "slow"):

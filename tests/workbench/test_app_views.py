@@ -65,14 +65,15 @@ async def test_wait_sets_view_lists_entities_and_timeline() -> None:
         await pilot.press("3")
         table = app.query_one("#waitset-table", DataTable)
         assert table.row_count == 2
-        assert [str(table.get_row_at(i)[0]) for i in range(2)] == ["controller", "demo/server"]
+        assert [str(table.get_row_at(i)[1]) for i in range(2)] == ["controller", "demo/server"]
+        assert {str(table.get_row_at(i)[0]) for i in range(2)} == {"this process"}
         view = app.query_one(WaitSetsView)
         assert "subscription robot/pose ready" in view.detail_text
         await pilot.press("down")
         await pilot.pause()
         assert "server demo/add -" in view.detail_text  # follows the cursor, no refresh
         app.refresh_now()
-        assert table.get_row_at(1)[3].startswith("waiting")
+        assert table.get_row_at(1)[4].startswith("waiting")
 
 
 async def test_publish_once_reaches_the_topic_and_bad_topics_are_refused(
