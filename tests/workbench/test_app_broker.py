@@ -81,4 +81,15 @@ async def test_demo_runs_a_broker_fed_by_topics(tmp_path) -> None:  # type: igno
         view.refresh_view(0)
         summary = str(app.query_one("#broker-summary", Static).render())
         assert "demo: 3 modules, 1 links" in summary
+        # The demo announces itself (its broker among its modules), listed once as
+        # "this" in Participants: its broker and wait sets are not shown twice.
+        await until(pilot, lambda: app.model.participants.participants, "its announcement")
+        assert summary.count("modules") == 1
+        assert app.model.participants.remote_wait_sets() == []
+        await pilot.press("N")
+        await until(pilot, lambda: app.active_view_id == "participants", "the participants")
+        table = app.query_one("#participants-table", DataTable)
+        await until(pilot, lambda: table.row_count == 1, "the demo's row")
+        assert str(table.get_row_at(0)[0]).endswith("(this)")
+        assert str(table.get_row_at(0)[9]) == "3"  # the broker's modules
     assert broker.snapshot().destroyed
