@@ -35,6 +35,8 @@ from mailbus.waitset import WaitSet
 
 log = logging.getLogger(__name__)
 
+FOLLOW_UP_S = 1.0  # the second announcement, at most this long after the first
+
 
 class _ModuleStats(Protocol):
     @property
@@ -202,10 +204,13 @@ class Announcer:
         self._thread.start()
 
     def _run(self) -> None:
+        # At once, so that viewers list it; again soon, with the entities made just after
+        # init; then every period (which paces them; stop() ends the wait at once).
         self.announce()
-        # The period paces the announcements; stop() ends the wait at once.
-        while not self._stop.wait(self.period_s):
+        wait = min(self.period_s, FOLLOW_UP_S)
+        while not self._stop.wait(wait):
             self.announce()
+            wait = self.period_s
 
     def announce(self, state: PresenceState = PresenceState.ALIVE) -> bool:
         """Send one announcement now; False (traced as an error) if it failed."""
