@@ -4,6 +4,7 @@ itself, the goodbye at shutdown, a failing send, and the options that turn it on
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import mailbus
@@ -162,3 +163,13 @@ def test_options_from_file_keys_and_environment() -> None:
     env = options_from_mapping({}, {"MAILBUS_ANNOUNCE_PERIOD_S": "2.5", "MAILBUS_NAME": "x"})
     assert (env.name, env.announce_period_s) == ("x", 2.5)
     assert options_from_mapping({}).announce_period_s == 0
+
+
+def test_an_outbox_announces_its_depth(tmp_path: Path) -> None:
+    raw = {"announce-period-s": PERIOD, "outbox": {"dir": str(tmp_path / "outbox")}}
+    with mailbus.Context(options_from_mapping(raw)) as ctx:
+        seen = next_announcement(ctx.subscription(TOPIC))
+        assert seen.outbox_depth is not None and seen.outbox_depth >= 0
+        assert ctx.outbox_depth() is not None
+    with mailbus.Context(Options()) as plain:
+        assert plain.outbox_depth() is None
