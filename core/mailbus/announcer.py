@@ -36,6 +36,7 @@ from mailbus.waitset import WaitSet
 log = logging.getLogger(__name__)
 
 FOLLOW_UP_S = 1.0  # the second announcement, at most this long after the first
+DESCRIBE_ATTEMPTS = 3
 
 
 class _ModuleStats(Protocol):
@@ -218,9 +219,7 @@ class Announcer:
             self._sequence += 1
             sequence = self._sequence
             try:
-                body = encode(
-                    describe(self.source, period_s=self.period_s, state=state, sequence=sequence)
-                )
+                body = encode(self._describe(state, sequence))
                 self._send(body, sequence)
             except Exception as exc:
                 self.failures += 1
@@ -244,6 +243,16 @@ class Announcer:
                 detail=state.value,
             )
         return True
+
+    def _describe(self, state: PresenceState, sequence: int) -> Announcement:
+        # Entities are held in weak sets that other threads change: a copy taken during
+        # a change raises RuntimeError ("changed size during iteration"); take it again.
+        for _ in range(DESCRIBE_ATTEMPTS - 1):
+            try:
+                return describe(self.source, period_s=self.period_s, state=state, sequence=sequence)
+            except RuntimeError:
+                continue
+        return describe(self.source, period_s=self.period_s, state=state, sequence=sequence)
 
     def stop(self, goodbye: bool = True, timeout: float = 5.0) -> None:
         """Stop announcing; `goodbye`: say so, so that viewers drop this participant

@@ -9,6 +9,7 @@ from typing import Any
 
 import mailbus
 import pytest
+from mailbus.announcer import Announcer
 from mailbus.broker import Broker
 from mailbus.email_message import Email
 from mailbus.errors import ConfigError, TransportError
@@ -173,3 +174,33 @@ def test_an_outbox_announces_its_depth(tmp_path: Path) -> None:
         assert ctx.outbox_depth() is not None
     with mailbus.Context(Options()) as plain:
         assert plain.outbox_depth() is None
+
+
+class Flaky:
+    """A context whose first copy of its subscriptions meets a concurrent change."""
+
+    def __init__(self, ctx: mailbus.Context) -> None:
+        self._ctx = ctx
+        self.raised = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ctx, name)
+
+    @property
+    def subscriptions(self) -> list[mailbus.Subscription]:
+        if not self.raised:
+            self.raised += 1
+            raise RuntimeError("Set changed size during iteration")
+        return self._ctx.subscriptions
+
+
+def test_a_copy_taken_during_a_change_is_taken_again() -> None:
+    sent: list[str] = []
+    with mailbus.Context(Options()) as ctx:
+        kept = ctx.subscription("a/b")
+        source = Flaky(ctx)
+        announcer = Announcer(source, lambda body, _: sent.append(body), 1.0, ctx.tracer)  # type: ignore[arg-type]
+        assert announcer.announce()
+        assert source.raised == 1 and announcer.failures == 0
+        assert [e.name for e in decode(sent[0]).entities] == ["a/b"]
+        del kept
