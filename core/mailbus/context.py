@@ -325,7 +325,9 @@ class Context:
 
     @property
     def transport_name(self) -> str:
-        return self.options.transport
+        """The transport as built (`postoffice+outbox`, `custom`), else as configured."""
+        transport = self._transport
+        return transport.name if transport is not None else self.options.transport
 
     def outbox_depth(self) -> int | None:
         """Emails waiting in the durable outbox; None without one."""

@@ -171,6 +171,7 @@ def test_an_outbox_announces_its_depth(tmp_path: Path) -> None:
     with mailbus.Context(options_from_mapping(raw)) as ctx:
         seen = next_announcement(ctx.subscription(TOPIC))
         assert seen.outbox_depth is not None and seen.outbox_depth >= 0
+        assert seen.transport == "inprocess+outbox"  # as built, not only as configured
         assert ctx.outbox_depth() is not None
     with mailbus.Context(Options()) as plain:
         assert plain.outbox_depth() is None
