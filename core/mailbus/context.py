@@ -305,7 +305,8 @@ class Context:
     # -- participant announcements (mailbus.presence) ---------------------------------
     def add_broker(self, broker: BrokerLike, name: str = "") -> str:
         """Announce `broker`'s modules with this participant; returns its name there
-        (`name`, else `broker N`). Held weakly: a destroyed broker drops out."""
+        (`name`, else `broker N`). Held weakly: one no longer referenced drops out.
+        A broker created with `context=` registers itself."""
         with self._lock:
             if not name:
                 n = len(self._brokers) + 1
