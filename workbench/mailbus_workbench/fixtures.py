@@ -423,8 +423,11 @@ def participant_events(seconds: float = 12.0, t0: float = T0) -> list[TraceEvent
 RAW_DATE = "Fri, 15 Jan 2027 08:00:12 GMT"
 
 
-def fixed_model(clock: FrozenClock | None = None, seconds: float = 12.0) -> WorkbenchModel:
-    """A model holding `sample_events`, with fixed wait sets, pumped at a frozen clock."""
+def fixed_model(
+    clock: FrozenClock | None = None, seconds: float = 12.0, *, announcements: bool = True
+) -> WorkbenchModel:
+    """A model holding `sample_events`, with fixed wait sets, pumped at a frozen clock;
+    `announcements`: with the fixed participants' announcements too."""
     from mailbus_workbench.model.state import WorkbenchModel
 
     clock = clock or FrozenClock(T0 + seconds)
@@ -432,7 +435,8 @@ def fixed_model(clock: FrozenClock | None = None, seconds: float = 12.0) -> Work
     model = WorkbenchModel(clock=clock, wait_sets=lambda: wait_sets)
     # Walk the clock through the data so that rates, sparklines and timelines fill in.
     events = sorted(
-        [*sample_events(seconds), *participant_events(seconds)], key=lambda e: e.time_ns
+        [*sample_events(seconds), *(participant_events(seconds) if announcements else ())],
+        key=lambda e: e.time_ns,
     )
     end = clock.now
     clock.now = T0
