@@ -8,6 +8,7 @@ Use it as `with Context(options) as ctx:` or call `init()` and `shutdown()` your
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -15,12 +16,16 @@ from enum import StrEnum
 from types import TracebackType
 from typing import TYPE_CHECKING, Generic, Self, TypeVar
 
+from mailbus import headers as H
+from mailbus.announcer import Announcer, BrokerLike, default_name
 from mailbus.email_message import Email, new_message_id
 from mailbus.errors import ContextError
+from mailbus.gid import new_gid
 from mailbus.guard_condition import GuardCondition
 from mailbus.inprocess import in_process_transport
 from mailbus.options import Options, Recipients, load_options
 from mailbus.polling import PollingManager
+from mailbus.presence import TOPIC as PARTICIPANTS_TOPIC
 from mailbus.publisher import Publisher
 from mailbus.registry import TRANSPORTS, WRAPPERS, load
 from mailbus.routing import Registry, ServiceHandler, SubscriptionHandler
@@ -99,6 +104,11 @@ class Context:
         )
         self._wait_sets: weakref.WeakSet[WaitSet] = weakref.WeakSet()
         self.publishers: weakref.WeakSet[Publisher] = weakref.WeakSet()
+        # Who this context is in participant announcements (mailbus.presence).
+        self.participant_gid = new_gid()
+        self.participant_name = self.options.name or default_name()
+        self._brokers: weakref.WeakValueDictionary[str, BrokerLike] = weakref.WeakValueDictionary()
+        self._announcer: Announcer | None = None
 
     # -- life cycle ---------------------------------------------------------------------
     def init(self) -> Self:
@@ -134,7 +144,14 @@ class Context:
                     gate=self._gate,
                 )
                 self._polling.start()
+                if self.options.announce_period_s > 0:
+                    self._announcer = Announcer(
+                        self, self._send_announcement, self.options.announce_period_s, self.tracer
+                    )
+                    self._announcer.start()
             except BaseException:
+                if self._polling is not None:
+                    self._polling.stop()
                 # Release what was opened (connections, checked-out boxes) before failing.
                 if made_transport and self._transport is not None:
                     self._transport.close()
@@ -156,6 +173,9 @@ class Context:
                     self._state = ContextState.SHUT_DOWN
                 return
             self._state = ContextState.SHUT_DOWN
+        if self._announcer is not None:
+            # Before the transport closes: the goodbye still has a way out.
+            self._announcer.stop(goodbye=True)
         if self._polling is not None:
             self._polling.stop()
         if self._transport is not None:
@@ -221,6 +241,19 @@ class Context:
             message_id=new_message_id(self.address),
         )
 
+    def _send_announcement(self, body: str, sequence: int) -> None:
+        """Send a participant announcement; past `check_open`, since the goodbye goes
+        out while the context is shutting down."""
+        transport = self._transport
+        if transport is None:
+            raise ContextError("context has no transport")
+        headers = {
+            H.SOURCE_TIMESTAMP: str(time.time_ns()),
+            H.PUBLISHER_GID: self.participant_gid,
+            H.PUBLISHER_SEQUENCE_NUMBER: str(sequence),
+        }
+        transport.sender.send(self._outgoing(PARTICIPANTS_TOPIC, body, headers))
+
     def _count(self, name: str) -> None:
         with self._counter_lock:
             self.counters[name] += 1
@@ -268,6 +301,44 @@ class Context:
     @property
     def wait_sets(self) -> list[WaitSet]:
         return list(self._wait_sets)
+
+    # -- participant announcements (mailbus.presence) ---------------------------------
+    def add_broker(self, broker: BrokerLike, name: str = "") -> str:
+        """Announce `broker`'s modules with this participant; returns its name there
+        (`name`, else `broker N`). Held weakly: one no longer referenced drops out.
+        A broker created with `context=` registers itself."""
+        with self._lock:
+            if not name:
+                n = len(self._brokers) + 1
+                while f"broker {n}" in self._brokers:
+                    n += 1
+                name = f"broker {n}"
+            self._brokers[name] = broker
+        return name
+
+    @property
+    def brokers(self) -> dict[str, BrokerLike]:
+        return dict(self._brokers)
+
+    @property
+    def announced_publishers(self) -> list[Publisher]:
+        return list(self.publishers)
+
+    @property
+    def transport_name(self) -> str:
+        """The transport as built (`postoffice+outbox`, `custom`), else as configured."""
+        transport = self._transport
+        return transport.name if transport is not None else self.options.transport
+
+    def outbox_depth(self) -> int | None:
+        """Emails waiting in the durable outbox; None without one."""
+        transport = self._transport
+        depth = getattr(transport.sender, "outbox_depth", None) if transport else None
+        return int(depth()) if callable(depth) else None
+
+    @property
+    def announcer(self) -> Announcer | None:
+        return self._announcer
 
 
 _default: Context | None = None

@@ -3,7 +3,8 @@
 File keys (the reference's names): `transport` ("inprocess", "email", "postoffice"),
 `intraprocess` (bool, the reference's switch: true means transport "inprocess"),
 `url-smtp`, `url-imap`, `username`, `password`, `from`, `polling-period-ms`,
-`tls-verify`, `ca-file`, and a `[recipients]` table with `to`, `cc`, `bcc` lists.
+`tls-verify`, `ca-file`, `name`, `announce-period-s`, and a `[recipients]` table with
+`to`, `cc`, `bcc` lists.
 Further tables (such as `[postoffice]`, `[outbox]` or `[signing]`) are kept for the
 parts that read them; `[signing]` is checked here (mailbus.signing.config).
 Environment: MAILBUS_CONFIG_FILE names the file; MAILBUS_<KEY> (upper case, `-`
@@ -22,7 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mailbus.errors import ConfigError, InvalidNameError
-from mailbus.names import check_address
+from mailbus.names import check_address, check_name
 from mailbus.signing.config import signing_config
 
 TRANSPORTS = ("inprocess", "email", "postoffice")
@@ -37,6 +38,8 @@ _SCALAR_KEYS = {
     "polling-period-ms": float,
     "tls-verify": bool,
     "ca-file": str,
+    "name": str,
+    "announce-period-s": float,
 }
 _RECIPIENT_KEYS = ("to", "cc", "bcc")
 # Tables that other parts read; a table not listed here is a typo, reported as such
@@ -72,6 +75,10 @@ class Options:
     polling_period_ms: float = 10.0
     tls_verify: bool = True
     ca_file: str = ""
+    # This participant's name in announcements; "" means `program-pid`.
+    name: str = ""
+    # Seconds between participant announcements (mailbus.presence); 0: none.
+    announce_period_s: float = 0.0
     # Tables this module does not know, for other parts (postoffice, outbox, ...).
     sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
 
@@ -227,6 +234,17 @@ def options_from_mapping(raw: Mapping[str, Any], env: Mapping[str, str] | None =
             check_address(sender)
         except InvalidNameError as exc:
             raise ConfigError("from", str(exc)) from None
+    name = values.get("name", "")
+    if name:
+        try:
+            check_name(name, "participant")
+        except InvalidNameError as exc:
+            raise ConfigError("name", str(exc)) from None
+    announce = values.get("announce-period-s", 0.0)
+    if not (announce == 0 or 0.1 <= announce <= 86_400):  # NaN fails too
+        raise ConfigError(
+            "announce-period-s", f"must be 0 (off) or 0.1 to 86400 seconds, got {announce}"
+        )
     signing_config(sections)  # a bad [signing] table is an error now, not at init
     if transport == "email":
         for key in ("url-smtp", "url-imap", "username"):
@@ -247,5 +265,7 @@ def options_from_mapping(raw: Mapping[str, Any], env: Mapping[str, str] | None =
         polling_period_ms=period,
         tls_verify=values.get("tls-verify", True),
         ca_file=values.get("ca-file", ""),
+        name=name,
+        announce_period_s=announce,
         sections=sections,
     )

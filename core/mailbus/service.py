@@ -211,6 +211,11 @@ class ServiceServer(Waitable):
     def __repr__(self) -> str:
         return f"ServiceServer({self.service!r}, queued={len(self._requests)})"
 
+    @property
+    def queued(self) -> int:
+        """Requests waiting to be taken."""
+        return len(self._requests)
+
     def is_ready(self) -> bool:
         return bool(self._requests)
 

@@ -38,6 +38,8 @@ class Kind(StrEnum):
     WAIT_TIMED_OUT = "wait.timed_out"
     ERROR = "error"
     RECONNECTED = "transport.reconnected"
+    ANNOUNCED = "participant.announced"
+    ANNOUNCEMENT_INVALID = "participant.invalid"
 
 
 class _EmptyMapping(Mapping[str, Any]):

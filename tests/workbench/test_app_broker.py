@@ -51,16 +51,16 @@ async def test_broker_screen_shows_modules_queue_depth_and_links() -> None:
             await pilot.press("7")
             assert app.active_view_id == "broker"
             modules = app.query_one("#broker-modules", DataTable)
-            rows = {str(modules.get_row_at(i)[1]): modules.get_row_at(i) for i in range(2)}
-            assert str(rows["slow"][4]) in ("5/50", "6/50")  # one may be in receive()
-            assert rows["sensor"][6] == "6"
+            rows = {str(modules.get_row_at(i)[2]): modules.get_row_at(i) for i in range(2)}
+            assert str(rows["slow"][5]) in ("5/50", "6/50")  # one may be in receive()
+            assert rows["sensor"][7] == "6"
             links = app.query_one("#broker-links", DataTable)
             assert [str(cell) for cell in links.get_row_at(0)[1:3]] == ["sensor", "slow"]
             gate.open.set()
             await until(pilot, lambda: gate.got == 6, "the gate to drain")
             app.view("broker").refresh_view(0)
-            rows = {str(modules.get_row_at(i)[1]): modules.get_row_at(i) for i in range(2)}
-            assert str(rows["slow"][4]) == "0/50" and rows["slow"][7] == "6"
+            rows = {str(modules.get_row_at(i)[2]): modules.get_row_at(i) for i in range(2)}
+            assert str(rows["slow"][5]) == "0/50" and rows["slow"][8] == "6"
     finally:
         gate.open.set()
         for name in ("sensor", "slow"):
@@ -81,4 +81,15 @@ async def test_demo_runs_a_broker_fed_by_topics(tmp_path) -> None:  # type: igno
         view.refresh_view(0)
         summary = str(app.query_one("#broker-summary", Static).render())
         assert "demo: 3 modules, 1 links" in summary
+        # The demo announces itself (its broker among its modules), listed once as
+        # "this" in Participants: its broker and wait sets are not shown twice.
+        await until(pilot, lambda: app.model.participants.participants, "its announcement")
+        assert summary.count("modules") == 1
+        assert app.model.participants.remote_wait_sets() == []
+        await pilot.press("N")
+        await until(pilot, lambda: app.active_view_id == "participants", "the participants")
+        table = app.query_one("#participants-table", DataTable)
+        await until(pilot, lambda: table.row_count == 1, "the demo's row")
+        assert str(table.get_row_at(0)[0]).endswith("(this)")
+        assert str(table.get_row_at(0)[9]) == "3"  # the broker's modules
     assert broker.snapshot().destroyed

@@ -6,11 +6,12 @@ from pathlib import Path
 
 from mailbus_workbench.app import WorkbenchApp, run_app
 from mailbus_workbench.engine import EngineHost
-from mailbus_workbench.fixtures import fixed_app
+from mailbus_workbench.fixtures import fixed_app, fixed_model
 from mailbus_workbench.model.services import TraceStatus
 from mailbus_workbench.model.settings import Settings, Template, load_templates, save_templates
 from mailbus_workbench.screens import HelpScreen
 from mailbus_workbench.views.caller import CallerView
+from mailbus_workbench.views.participants import ParticipantsView
 from mailbus_workbench.views.publish import PublishView
 from mailbus_workbench.views.waitsets import WaitSetsView
 from mailbus_workbench.widgets.email_pair import EmailPair
@@ -64,15 +65,16 @@ async def test_wait_sets_view_lists_entities_and_timeline() -> None:
         await pilot.pause()
         await pilot.press("3")
         table = app.query_one("#waitset-table", DataTable)
-        assert table.row_count == 2
-        assert [str(table.get_row_at(i)[0]) for i in range(2)] == ["controller", "demo/server"]
+        assert table.row_count == 4  # this process's two, then two announced by others
+        assert [str(table.get_row_at(i)[1]) for i in range(2)] == ["controller", "demo/server"]
+        assert {str(table.get_row_at(i)[0]) for i in range(2)} == {"this process"}
         view = app.query_one(WaitSetsView)
         assert "subscription robot/pose ready" in view.detail_text
         await pilot.press("down")
         await pilot.pause()
         assert "server demo/add -" in view.detail_text  # follows the cursor, no refresh
         app.refresh_now()
-        assert table.get_row_at(1)[3].startswith("waiting")
+        assert table.get_row_at(1)[4].startswith("waiting")
 
 
 async def test_publish_once_reaches_the_topic_and_bad_topics_are_refused(
@@ -203,7 +205,7 @@ async def test_call_shows_response_latency_history_and_resend(
 
 
 async def test_forms_without_engine_say_so() -> None:
-    app = fixed_app()
+    app = fixed_app(model=fixed_model(announcements=False))  # no broker anywhere
     posted = Posted()
     async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
         await pilot.pause()
@@ -324,7 +326,7 @@ async def test_f12_saves_a_screenshot_over_help_and_the_palette_and_says_where(
 
 
 async def test_empty_broker_and_wait_set_views_say_what_the_user_can_do() -> None:
-    app = fixed_app()
+    app = fixed_app(model=fixed_model(announcements=False))  # no broker anywhere
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         await pilot.press("7")
@@ -334,6 +336,9 @@ async def test_empty_broker_and_wait_set_views_say_what_the_user_can_do() -> Non
         waitsets = app.query_one(WaitSetsView)
         waitsets._detail(None)
         assert "own process" in waitsets.detail_text and "--config" in waitsets.detail_text
+        participants = app.query_one(ParticipantsView)
+        participants._detail(None)
+        assert "announce-period-s" in participants.detail_text
 
 
 async def test_at_80x24_every_tab_shows_and_services_keep_their_columns() -> None:

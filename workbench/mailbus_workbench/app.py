@@ -30,6 +30,7 @@ from mailbus_workbench.views.broker import BrokerView
 from mailbus_workbench.views.caller import CallerView
 from mailbus_workbench.views.log import LogView
 from mailbus_workbench.views.mailboxes import MailboxesView
+from mailbus_workbench.views.participants import ParticipantsView
 from mailbus_workbench.views.publish import PublishView
 from mailbus_workbench.views.queues import QueuesView
 from mailbus_workbench.views.services import ServicesView
@@ -47,6 +48,7 @@ GLOBAL_HELP = """\
 ## Everywhere
 - **1** to **9**, then **0**, switch views ({views}); in a text field, where digits are typed,
   press **escape** first; or click a tab
+- **N** (shift+n) the Participants view: every process that announces itself
 - **ctrl+p** or **:** command palette (themes, screenshot, every command)
 - **F1** or **?** this help
 - **F12** save an SVG screenshot
@@ -70,6 +72,7 @@ VIEWS: tuple[tuple[str, str, type[View]], ...] = (
     ("mailboxes", "Mailboxes", MailboxesView),
     ("sessions", "Sessions", SessionsView),
     ("log", "Log", LogView),
+    ("participants", "Participants", ParticipantsView),  # past the digits: key N
 )
 
 
@@ -86,12 +89,15 @@ class WorkbenchApp(App[int]):
     WorkbenchApp.-narrow #services-right { width: 1fr; height: auto; }
     WorkbenchApp.-narrow #waterfall { display: none; }
     WorkbenchApp.-narrow #services-top Divider { display: none; }
+    WorkbenchApp.-narrow #views Tab { padding: 0 0 0 1; }
     """
     BINDINGS = [
         *(
             Binding(str(n % 10), f"show('{v}')", title, id=f"view.{v}")
-            for n, (v, title, _) in enumerate(VIEWS, 1)
+            for n, (v, title, _) in enumerate(VIEWS[:10], 1)  # 1-9, then 0
         ),
+        # Past the ten digits: N as in `ros2 node list`.
+        Binding("N", "show('participants')", "Participants", show=False, id="view.participants"),
         # In a text field digits are typed: escape leaves the field, then they switch.
         Binding("escape", "leave_field", "Leave field", show=False, id="leave"),
         Binding("f1,question_mark", "help", "Help", id="help"),
@@ -119,7 +125,7 @@ class WorkbenchApp(App[int]):
     # Below this width the layout narrows (an 80x24 terminal is first-class): shorter tab
     # titles so that every tab shows, narrower side panes, the waterfall left out.
     NARROW_BELOW = 100
-    SHORT_TITLES = {"waitsets": "Waits", "mailboxes": "Boxes"}
+    SHORT_TITLES = {"waitsets": "Waits", "mailboxes": "Boxes", "participants": "Procs"}
 
     VIEWS = VIEWS
 
@@ -165,6 +171,7 @@ class WorkbenchApp(App[int]):
         self.events_per_s = 0.0
         if engine is not None:
             engine.add_listener(self.model.feed.listener)
+            self.model.participants.own_gid = engine.context.participant_gid
 
     # -- layout -----------------------------------------------------------------------
     def compose(self) -> ComposeResult:

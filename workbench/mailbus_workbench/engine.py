@@ -30,6 +30,7 @@ from mailbus_workbench.viewer_box import remove_viewer_boxes, viewer_box, viewer
 # Waits between attempts to start a context whose server cannot be reached: growing,
 # then every 30 s for as long as the workbench runs.
 INIT_RETRY_DELAYS_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+DEMO_ANNOUNCE_PERIOD_S = 2.0
 
 
 class NotConnectedError(MailbusError):
@@ -75,6 +76,9 @@ class EngineHost:
     ) -> None:
         # One of many browser viewers (`mailbus serve`): a PostOffice box of its own.
         self.viewer = viewer
+        if options is None and demo:
+            # The demo announces itself, so that Participants has something to show.
+            options = Options(announce_period_s=DEMO_ANNOUNCE_PERIOD_S)
         self.options = viewer_options(options or Options()) if viewer else options or Options()
         self.context = Context(self.options)
         self.demo: DemoSystem | None = (

@@ -96,6 +96,16 @@ async def wait_sets(pilot: Pilot[Any]) -> None:
     await pilot.pause()
 
 
+async def participants_scene(pilot: Pilot[Any]) -> None:
+    from textual.widgets import DataTable
+
+    await pilot.pause()
+    await pilot.press("N")
+    await pilot.pause()
+    pilot.app.query_one("#participants-table", DataTable).move_cursor(row=2, animate=False)
+    await pilot.pause()
+
+
 async def publish(pilot: Pilot[Any]) -> None:
     await pilot.pause()
     await pilot.press("4")
@@ -247,6 +257,7 @@ SCENES: dict[str, Scene] = {
         "sessions": sessions_scene,
         "analysis": analysis_scene,
         "log": log,
+        "participants": participants_scene,
         "help": help_screen,
         "history-cap": history_cap,
     }.items()

@@ -173,6 +173,8 @@ class Broker:
         self._failure_logs = 0
         self._by_ident: dict[int, _Record] = {}  # worker thread ident -> its module
         self._final: dict[str, ModuleStats] = {}  # removed modules' last counters
+        if context is not None:  # its modules show in the context's announcements
+            self.announced_as = context.add_broker(self)
 
     @classmethod
     def create(

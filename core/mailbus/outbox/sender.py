@@ -233,6 +233,10 @@ class OutboxSender(EmailSender):
                     },
                 )
 
+    def outbox_depth(self) -> int:
+        """Emails stored and not yet delivered (participant announcements show it)."""
+        return self.scheduler.pending()
+
     def retry_now(self, entry_ids: list[str] | None = None) -> int:
         return self.scheduler.retry_now(entry_ids)
 

@@ -6,15 +6,25 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 
+from mailbus.presence import TOPIC as PARTICIPANTS_TOPIC
 from mailbus.trace import Kind, TraceEvent
 
 from mailbus_workbench.model.feed import STEM_ERRORS, EventFeed
+from mailbus_workbench.model.participants import ParticipantDirectory
 from mailbus_workbench.model.services import ServiceStore
 from mailbus_workbench.model.topics import TopicStore
-from mailbus_workbench.model.waitsets import WaitSetLike, WaitSetMonitor
+from mailbus_workbench.model.waitsets import WaitSetLike, WaitSetMonitor, WaitSetRow
 
 # What the Log view lists: what went wrong somewhere in the observed system.
-NOTICE_KINDS = frozenset({Kind.SKIPPED.value, Kind.ERROR.value, Kind.DISCARDED.value, *STEM_ERRORS})
+NOTICE_KINDS = frozenset(
+    {
+        Kind.SKIPPED.value,
+        Kind.ERROR.value,
+        Kind.DISCARDED.value,
+        Kind.ANNOUNCEMENT_INVALID.value,
+        *STEM_ERRORS,
+    }
+)
 
 Clock = Callable[[], float]
 
@@ -38,6 +48,7 @@ class WorkbenchModel:
             ServiceStore(timeout_s=service_timeout_s) if service_timeout_s else ServiceStore()
         )
         self.wait_sets = WaitSetMonitor(wait_sets)
+        self.participants = ParticipantDirectory()
         self.notices: deque[TraceEvent] = deque(maxlen=200)  # skipped emails, errors
         self.paused = False
         self.missed_while_paused = 0
@@ -53,11 +64,17 @@ class WorkbenchModel:
         paused = self.paused
         received = Kind.RECEIVED.value
         discarded = Kind.DISCARDED.value
+        now = self.clock()
         for event in events:
             kind = event.kind
             if kind == received:
                 detail = event.detail
-                if detail == "message":
+                if detail == "message" and event.name == PARTICIPANTS_TOPIC:
+                    # Announcements feed the Participants view, not the Topics one.
+                    notice = self.participants.add(event, now)
+                    if notice is not None:
+                        self.notices.append(notice)
+                elif detail == "message":
                     # Paused: stats go on, the message lists stay as they are.
                     topics.add(event, not paused)
                     if paused:
@@ -70,11 +87,15 @@ class WorkbenchModel:
                 if kind == discarded:
                     services.add(event)  # the call it answered is late
         self.events_seen += len(events)
-        now = self.clock()
         topics.tick(now)
+        self.participants.expire(now)
         self.wait_sets.sample(int(now * 1e9))
         self.pumps += 1
         return len(events)
+
+    def wait_set_rows(self) -> list[WaitSetRow]:
+        """This process's wait sets, then those other participants announce."""
+        return [*self.wait_sets.ordered(), *self.participants.remote_wait_sets()]
 
     def feed_events(self, events: Iterable[TraceEvent]) -> None:
         """Push events as if the engine had emitted them (fixtures, tests)."""

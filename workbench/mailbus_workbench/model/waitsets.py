@@ -45,7 +45,7 @@ class EntityRow:
 
 @dataclass(slots=True)
 class WaitSetRow:
-    key: int
+    key: int | str  # id() of a local wait set; gid:index:name of an announced one
     name: str
     entities: tuple[EntityRow, ...] = ()
     waiting: bool = False
@@ -55,6 +55,7 @@ class WaitSetRow:
     timeouts: int = 0
     last_ready: tuple[str, ...] = ()
     timeline: deque[str] = field(default_factory=lambda: deque(maxlen=TIMELINE))
+    process: str = ""  # "" for this process; another participant's `name (host:pid)`
 
 
 def describe_entity(entity: object) -> EntityRow:

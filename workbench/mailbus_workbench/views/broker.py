@@ -1,5 +1,6 @@
 """Broker: the modules of each broker in this process (state, queue depth against
-capacity, back-pressure, counts) and the links between them."""
+capacity, back-pressure, counts) and the links between them; then the modules other
+processes announce (state and queue depth, as of their last announcement)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,19 @@ STATE_STYLE = {"running": "green", "stopping": "yellow", "stopped": "dim", "fail
 
 NO_BROKER = (
     "No broker in this process. This view shows the brokers that run inside the "
-    "workbench's own process. A broker in another process reports its modules itself: "
-    "`mailbus gateway run FILE.json --stats-every 1` prints each module's queue depth and "
-    "counts, and the topics it bridges show in Topics."
+    "workbench's own process, and those of other processes that announce themselves "
+    "(`announce-period-s` in their options): their modules' state and queue depth. "
+    "`mailbus gateway run FILE.json --stats-every 1` prints every count of a broker in "
+    "another process, and the topics it bridges show in Topics."
 )
+THIS_PROCESS = "this process"
+
+
+def _depth(depth: int, capacity: int) -> Text:
+    full = depth / capacity if capacity else 0.0
+    return Text(
+        f"{depth}/{capacity}", style="red" if full > 0.8 else "yellow" if full > 0.5 else ""
+    )
 
 
 class BrokerView(View):
@@ -29,7 +39,9 @@ Each module broker of this process (`mailbus.broker`; the embedded demo runs one
 two bridges from demo topics into a tally module): per module its state, queue depth
 against capacity, back-pressure policy, messages published as a source, delivered,
 failed, dropped and refused, and publishers blocked right now; then the links
-(`*` links every other module). Read once a second from `Broker.snapshot()`.
+(`*` links every other module). Read once a second from `Broker.snapshot()`. Brokers of
+other processes that announce themselves follow (the process column names them): state
+and queue depth as of their last announcement, `-` for what they do not announce.
 """
     REFRESH_EVERY_S = 1.0
     DEFAULT_CSS = """
@@ -46,6 +58,7 @@ failed, dropped and refused, and publishers blocked right now; then the links
     def on_mount(self) -> None:
         modules = self.query_one("#broker-modules", DataTable)
         for label in (
+            "process",
             "broker",
             "module",
             "kind",
@@ -80,16 +93,13 @@ failed, dropped and refused, and publishers blocked right now; then the links
                 f"{queued} queued" + ("  (destroyed)" if snap.destroyed else "")
             )
             for m in snap.modules:
-                full = m.queue_depth / m.capacity if m.capacity else 0.0
                 modules.add_row(
+                    THIS_PROCESS,
                     fmt.plain(name),
                     fmt.plain(m.name),
                     fmt.plain(m.kind),
                     Text(m.state, style=STATE_STYLE.get(m.state, "")),
-                    Text(
-                        f"{m.queue_depth}/{m.capacity}",
-                        style="red" if full > 0.8 else "yellow" if full > 0.5 else "",
-                    ),
+                    _depth(m.queue_depth, m.capacity),
                     fmt.plain(m.backpressure),
                     str(m.published),
                     str(m.delivered),
@@ -101,6 +111,16 @@ failed, dropped and refused, and publishers blocked right now; then the links
             for link in snap.links:
                 links.add_row(
                     *map(fmt.plain, (name, link.source, link.sink, link.backpressure or "(sink's)"))
+                )
+        remote = self.parts.model.participants.remote_brokers()
+        for process, info in remote:
+            lines.append(f"{process} {info.name}: {len(info.modules)} modules")
+            for module in info.modules:
+                modules.add_row(
+                    *map(fmt.plain, (process, info.name, module.name, module.kind)),
+                    Text(module.state, style=STATE_STYLE.get(module.state, "")),
+                    _depth(module.queue_depth, module.capacity),
+                    *("-",) * 7,
                 )
         self.query_one("#broker-summary", Static).update("  ·  ".join(lines) or NO_BROKER)
         if modules.row_count:

@@ -21,7 +21,8 @@ class LogView(View):
     HELP = """\
 ## Log
 The last 200 notices, newest at the bottom: skipped emails (malformed, foreign,
-oversized), discarded responses, transport errors, and Stem's addressing errors,
+oversized), discarded responses, transport errors, participant announcements that
+cannot be read (`participant.invalid`, saying why), and Stem's addressing errors,
 missing methods, failing cells and undeliverable messages. Select one to see what it
 carried. `x` clears the log.
 """

@@ -1,4 +1,5 @@
-"""Wait sets: each wait set of the observed process, its entities and a state timeline."""
+"""Wait sets: each wait set of this process and of the participants that announce
+themselves, its entities and a state timeline."""
 
 from __future__ import annotations
 
@@ -40,11 +41,16 @@ def timeline_text(row: WaitSetRow) -> Text:
     return text
 
 
+COLUMNS = ("process", "name", "entities", "ready", "state", "timeout", "waits", "timeouts")
+
+
 class WaitSetsView(View):
     DEFAULT_FOCUS = "#waitset-table"
     HELP = """\
 ## Wait sets
-Each wait set in this process (`context.wait_sets`): its entities and which are ready,
+Each wait set in this process (`context.wait_sets`), then those of the other processes
+that announce themselves (`announce-period-s`; the process column names them, their
+state as of their last announcement): its entities and which are ready,
 whether it is waiting now and with which time-out, how many waits and time-outs it has
 had. The timeline samples the state at each refresh, one colour per state with a legend
 under it: green a completed wait, yellow waiting, red a time-out, grey idle.
@@ -63,6 +69,7 @@ under it: green a completed wait, yellow waiting, red a time-out, grey idle.
     def on_mount(self) -> None:
         table = self.query_one("#waitset-table", DataTable)
         for label, key in (
+            ("process", "process"),
             ("wait set", "name"),
             ("entities", "entities"),
             ("ready", "ready"),
@@ -75,7 +82,7 @@ under it: green a completed wait, yellow waiting, red a time-out, grey idle.
 
     def refresh_view(self, now: float) -> None:
         table = self.query_one("#waitset-table", DataTable)
-        rows = self.parts.model.wait_sets.ordered()
+        rows = self.parts.model.wait_set_rows()
         keys = [str(r.key) for r in rows]
         if keys != [k.value for k in table.rows]:
             cursor = table.cursor_row
@@ -87,7 +94,7 @@ under it: green a completed wait, yellow waiting, red a time-out, grey idle.
         else:
             for row in rows:
                 for column, value in zip(
-                    ("name", "entities", "ready", "state", "timeout", "waits", "timeouts"),
+                    COLUMNS,
                     self._cells(row),
                     strict=True,
                 ):
@@ -98,13 +105,15 @@ under it: green a completed wait, yellow waiting, red a time-out, grey idle.
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
         # The detail follows the cursor at once, not at the next (throttled) refresh.
         key = event.row_key.value
-        rows = self.parts.model.wait_sets.ordered()
+        rows = self.parts.model.wait_set_rows()
         self._detail(next((r for r in rows if str(r.key) == key), None))
 
     @staticmethod
     def _cells(row: WaitSetRow) -> tuple[str | Text, ...]:
         ready = sum(1 for e in row.entities if e.ready)
-        state = f"waiting {row.waiting_for_s:.1f} s" if row.waiting else "idle"
+        # An announced wait set's state is as of its announcement: no running clock.
+        waited = "" if row.process else f" {row.waiting_for_s:.1f} s"
+        state = f"waiting{waited}" if row.waiting else "idle"
         timeout = (
             "forever"
             if row.current_timeout is None and row.waiting
@@ -113,6 +122,7 @@ under it: green a completed wait, yellow waiting, red a time-out, grey idle.
             else "-"
         )
         return (
+            fmt.plain(row.process or "this process"),
             fmt.plain(row.name),
             str(len(row.entities)),
             str(ready),
@@ -128,16 +138,16 @@ under it: green a completed wait, yellow waiting, red a time-out, grey idle.
         detail = self.query_one("#waitset-detail", Static)
         if row is None:
             self.detail_text = (
-                "No wait sets in this process yet. This view shows the wait sets of the "
-                "workbench's own process (the built-in demo has some: run `mailbus` without "
-                "--config). Wait sets of other processes are not visible here yet: a "
-                "process can record its own waits (wait.* events) with `Recorder`."
+                "No wait sets yet. This view shows the wait sets of the workbench's own "
+                "process (the built-in demo has some: run `mailbus` without --config) and "
+                "of every other process that announces itself: set `announce-period-s` "
+                "(say 10) in that process's options, and it shows here and in Participants."
             )
             detail.update(self.detail_text)
             return
         self.detail_text = "\n".join(
             [
-                row.name,
+                f"{row.name} ({row.process or 'this process'})",
                 *(f"{e.kind} {e.name} {'ready' if e.ready else '-'}" for e in row.entities),
                 "".join(row.timeline),
                 timeline_legend().plain,
@@ -155,6 +165,7 @@ under it: green a completed wait, yellow waiting, red a time-out, grey idle.
             )
         out = Table.grid()
         out.add_row(Text(f"{row.name}", style="bold underline"))
+        out.add_row(Text(f"in {row.process or 'this process'}", style="dim"))
         out.add_row(grid)
         out.add_row(Text(f"last ready: {', '.join(row.last_ready) or '-'}"))
         out.add_row(Text("timeline (newest right):", style="dim"))
