@@ -139,7 +139,7 @@ class Context:
                     self._transport.receiver,
                     [self.subscription_handler.handle, self.service_handler.handle],
                     self.tracer,
-                    self._count,
+                    self.increment,
                     self.options.polling_period_ms / 1000.0,
                     gate=self._gate,
                 )
@@ -183,11 +183,11 @@ class Context:
         if self._gate is not None:
             self._gate.close()  # releases the replay state dir
         for client in self._clients:
-            client._abort_calls()
+            client.abort_calls()
         for entity in (*self._subscriptions, *self._servers, *self._clients):
-            entity._wake_waiters()
+            entity.wake()
         for wait_set in list(self._wait_sets):
-            wait_set._release()
+            wait_set.release()
 
     def __enter__(self) -> Self:
         return self.init()
@@ -203,6 +203,10 @@ class Context:
     @property
     def is_initialized(self) -> bool:
         return self._state is ContextState.INITIALISED
+
+    @property
+    def is_shut_down(self) -> bool:
+        return self._state is ContextState.SHUT_DOWN
 
     @property
     def state(self) -> ContextState:
@@ -226,7 +230,7 @@ class Context:
     def polling_alive(self) -> bool:
         return self._polling is not None and self._polling.alive
 
-    def _outgoing(self, subject: str, body: str, headers: dict[str, str]) -> Email:
+    def outgoing(self, subject: str, body: str, headers: dict[str, str]) -> Email:
         """An email from this participant to its configured recipients, with a fresh
         Message-ID: what publishers and clients send."""
         recipients = self.recipients
@@ -252,11 +256,36 @@ class Context:
             H.PUBLISHER_GID: self.participant_gid,
             H.PUBLISHER_SEQUENCE_NUMBER: str(sequence),
         }
-        transport.sender.send(self._outgoing(PARTICIPANTS_TOPIC, body, headers))
+        transport.sender.send(self.outgoing(PARTICIPANTS_TOPIC, body, headers))
 
-    def _count(self, name: str) -> None:
+    def increment(self, counter: str) -> None:
         with self._counter_lock:
-            self.counters[name] += 1
+            self.counters[counter] += 1
+
+    # -- the entity host (mailbus.host): what entities may ask of their context -------
+    def register(self, entity: object) -> None:
+        self._registry_of(entity).add(entity)  # type: ignore[arg-type]
+
+    def unregister(self, entity: object) -> None:
+        self._registry_of(entity).discard(entity)  # type: ignore[arg-type]
+
+    def _registry_of(
+        self, entity: object
+    ) -> (
+        _Registered[Subscription]
+        | _Registered[ServiceServer]
+        | _Registered[ServiceClient]
+        | weakref.WeakSet[WaitSet]
+    ):
+        if isinstance(entity, Subscription):
+            return self._subscriptions
+        if isinstance(entity, ServiceServer):
+            return self._servers
+        if isinstance(entity, ServiceClient):
+            return self._clients
+        if isinstance(entity, WaitSet):
+            return self._wait_sets
+        raise TypeError(f"a context hosts no {type(entity).__name__}")
 
     # -- entities ---------------------------------------------------------------------
     def publisher(self, topic: str) -> Publisher:

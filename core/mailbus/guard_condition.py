@@ -23,7 +23,7 @@ class GuardCondition(Waitable):
     def trigger(self) -> None:
         with self._lock:
             self._triggered = True
-        self._wake_waiters()
+        self.wake()
 
     def is_ready(self) -> bool:
         return self._triggered
@@ -45,7 +45,7 @@ class GuardCondition(Waitable):
                 )
             self._owner = weakref.ref(owner)
 
-    def _release(self, owner: object) -> None:
+    def release(self, owner: object) -> None:
         with self._lock:
             if self._owner is not None and self._owner() is owner:
                 self._owner = None

@@ -5,26 +5,23 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from mailbus import headers as H
 from mailbus.email_message import validate
 from mailbus.errors import InvalidNameError
 from mailbus.gid import new_gid
+from mailbus.host import EntityHost
 from mailbus.names import check_name
 from mailbus.trace import Kind
 
-if TYPE_CHECKING:
-    from mailbus.context import Context
-
 
 class Publisher:
-    def __init__(self, context: Context, topic: str) -> None:
+    def __init__(self, context: EntityHost, topic: str) -> None:
         self.topic = check_name(topic, "topic")
         self.gid = new_gid()
         self.published = 0
         self._sequence = itertools.count(1)
-        self._context = context
+        self.host = context
 
     def __repr__(self) -> str:
         return f"Publisher({self.topic!r}, gid={self.gid[:8]})"
@@ -33,7 +30,7 @@ class Publisher:
         """Send `body` on the topic; return the email's Message-ID.
 
         `headers` are extra headers (names and values are validated)."""
-        context = self._context
+        context = self.host
         context.check_open()
         timestamp = time.time_ns()
         sequence = next(self._sequence)
@@ -47,7 +44,7 @@ class Publisher:
             if clash:
                 raise InvalidNameError(f"header {clash[0]!r} is Mailbus metadata")
             meta = {**headers, **meta}
-        email = context._outgoing(self.topic, body, meta)
+        email = context.outgoing(self.topic, body, meta)
         if headers:
             validate(email)
         context.sender.send(email)

@@ -15,26 +15,22 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import CancelledError, Future
-from typing import TYPE_CHECKING
 
 from mailbus import headers as H
 from mailbus.email_message import Email, new_message_id
 from mailbus.envelope import Request, Response
 from mailbus.errors import ContextError, ServiceTimeoutError
 from mailbus.gid import new_gid
+from mailbus.host import EntityHost
 from mailbus.names import check_name
 from mailbus.trace import Kind
 from mailbus.waitable import Waitable
-
-if TYPE_CHECKING:
-    from mailbus.context import Context
-
 
 MAX_PENDING = 100_000  # unanswered requests a client remembers; older ones are forgotten
 
 
 class ServiceClient(Waitable):
-    def __init__(self, context: Context, service: str) -> None:
+    def __init__(self, context: EntityHost, service: str) -> None:
         super().__init__()
         self.service = check_name(service, "service")
         self.gid = new_gid()
@@ -45,8 +41,8 @@ class ServiceClient(Waitable):
         self._calls: dict[int, Future[Response]] = {}
         self._responses: deque[Response] = deque()
         self._lock = threading.Lock()
-        self._context = context
-        context._clients.add(self)
+        self.host = context
+        context.register(self)
 
     def __repr__(self) -> str:
         return f"ServiceClient({self.service!r}, pending={len(self._pending)})"
@@ -63,7 +59,7 @@ class ServiceClient(Waitable):
         return self._send(body, None)
 
     def _send(self, body: str, slot: Future[Response] | None) -> int:
-        context = self._context
+        context = self.host
         context.check_open()
         timestamp = time.time_ns()
         with self._lock:
@@ -78,7 +74,7 @@ class ServiceClient(Waitable):
                     if old not in self._calls:
                         del self._pending[old]
                         break
-        email = context._outgoing(
+        email = context.outgoing(
             self.service,
             body,
             {
@@ -131,13 +127,13 @@ class ServiceClient(Waitable):
             self._pending.pop(sequence, None)
         if slot.done() and not slot.cancelled():  # arrived while we gave up
             return slot.result()
-        if not self._context.is_initialized:
+        if not self.host.is_initialized:
             raise ContextError(f"context shut down while calling {self.service!r}")
         raise ServiceTimeoutError(
             f"no response from service {self.service!r} to request {sequence} within {timeout} s"
         )
 
-    def _abort_calls(self) -> None:
+    def abort_calls(self) -> None:
         """Release every blocked call: the context is shutting down."""
         with self._lock:
             slots = list(self._calls.values())
@@ -157,9 +153,9 @@ class ServiceClient(Waitable):
             slot = self._calls.pop(sequence, None) if accepted else None
             if not accepted:
                 self.discarded += 1
-        tracer = self._context.tracer
+        tracer = self.host.tracer
         if not accepted:
-            self._context._count("discarded")
+            self.host.increment("discarded")
             if tracer.active:
                 tracer.event(
                     Kind.DISCARDED,
@@ -190,23 +186,23 @@ class ServiceClient(Waitable):
             slot.set_result(response)
         else:
             self._responses.append(response)
-            self._wake_waiters()
+            self.wake()
         return True
 
     def close(self) -> None:
-        self._context._clients.discard(self)
+        self.host.unregister(self)
 
 
 class ServiceServer(Waitable):
-    def __init__(self, context: Context, service: str) -> None:
+    def __init__(self, context: EntityHost, service: str) -> None:
         super().__init__()
         self.service = check_name(service, "service")
         self.gid = new_gid()
         self.received = 0
         self._requests: deque[Request] = deque()
         self._lock = threading.Lock()
-        self._context = context
-        context._servers.add(self)
+        self.host = context
+        context.register(self)
 
     def __repr__(self) -> str:
         return f"ServiceServer({self.service!r}, queued={len(self._requests)})"
@@ -224,7 +220,7 @@ class ServiceServer(Waitable):
             request = self._requests.popleft()
         except IndexError:
             return None
-        tracer = self._context.tracer
+        tracer = self.host.tracer
         if tracer.active:
             tracer.event(
                 Kind.REQUEST_TAKEN,
@@ -238,7 +234,7 @@ class ServiceServer(Waitable):
 
     def send_response(self, request: Request, body: str) -> str:
         """Answer `request`; return the response's Message-ID."""
-        context = self._context
+        context = self.host
         context.check_open()
         timestamp = time.time_ns()
         address = context.address
@@ -277,7 +273,7 @@ class ServiceServer(Waitable):
         with self._lock:
             self.received += 1
             self._requests.append(request)
-        tracer = self._context.tracer
+        tracer = self.host.tracer
         if tracer.active:
             tracer.event(
                 Kind.DELIVERED,
@@ -287,7 +283,7 @@ class ServiceServer(Waitable):
                 sequence_number=request.sequence_number,
                 message_id=request.message_id,
             )
-        self._wake_waiters()
+        self.wake()
 
     def close(self) -> None:
-        self._context._servers.discard(self)
+        self.host.unregister(self)

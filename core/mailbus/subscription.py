@@ -11,16 +11,13 @@ from __future__ import annotations
 import threading
 from collections import deque
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 from mailbus.envelope import Message
 from mailbus.gid import new_gid
+from mailbus.host import EntityHost
 from mailbus.names import check_name
 from mailbus.trace import Kind
 from mailbus.waitable import Waitable
-
-if TYPE_CHECKING:
-    from mailbus.context import Context
 
 DEFAULT_DEPTH = 1000
 
@@ -33,7 +30,7 @@ class OverflowPolicy(StrEnum):
 class Subscription(Waitable):
     def __init__(
         self,
-        context: Context,
+        context: EntityHost,
         topic: str,
         *,
         depth: int = DEFAULT_DEPTH,
@@ -50,9 +47,9 @@ class Subscription(Waitable):
         self.overflowed = 0
         self._queue: deque[Message] = deque()
         self._lock = threading.Lock()
-        self._context = context
+        self.host = context
         self._closed = False
-        context._subscriptions.add(self)
+        context.register(self)
 
     def __repr__(self) -> str:
         return f"Subscription({self.topic!r}, queued={len(self._queue)})"
@@ -69,7 +66,7 @@ class Subscription(Waitable):
             if not self._queue:
                 return None
             message = self._queue.popleft()
-        tracer = self._context.tracer
+        tracer = self.host.tracer
         if tracer.active:
             tracer.event(
                 Kind.TAKEN,
@@ -98,7 +95,7 @@ class Subscription(Waitable):
                     self._queue.append(message)
             else:
                 self._queue.append(message)
-        tracer = self._context.tracer
+        tracer = self.host.tracer
         if tracer.active and dropped is not message:
             tracer.event(
                 Kind.DELIVERED,
@@ -108,8 +105,8 @@ class Subscription(Waitable):
                 message_id=message.message_id,
             )
         if dropped is not None:
-            self._context._count("overflowed")
-            tracer = self._context.tracer
+            self.host.increment("overflowed")
+            tracer = self.host.tracer
             if tracer.active:
                 tracer.event(
                     Kind.OVERFLOWED,
@@ -119,9 +116,9 @@ class Subscription(Waitable):
                     detail=f"{self.overflow.value}, depth {self.depth}",
                 )
         if wake:
-            self._wake_waiters()
+            self.wake()
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-        self._context._subscriptions.discard(self)
+        self.host.unregister(self)

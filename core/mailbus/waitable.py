@@ -15,11 +15,11 @@ class Waitable:
     def is_ready(self) -> bool:
         raise NotImplementedError
 
-    def _attach(self, condition: threading.Condition) -> None:
+    def attach(self, condition: threading.Condition) -> None:
         with self._attach_lock:
             self._wait_conditions = (*self._wait_conditions, condition)
 
-    def _detach(self, condition: threading.Condition) -> None:
+    def detach(self, condition: threading.Condition) -> None:
         with self._attach_lock:
             conditions = list(self._wait_conditions)
             for index, attached in enumerate(conditions):
@@ -28,7 +28,8 @@ class Waitable:
                     break
             self._wait_conditions = tuple(conditions)
 
-    def _wake_waiters(self) -> None:
+    def wake(self) -> None:
+        """Wake every wait set waiting on this item."""
         for condition in self._wait_conditions:
             with condition:
                 condition.notify_all()

@@ -8,18 +8,16 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from mailbus.envelope import Message, Request, Response
 from mailbus.errors import WaitSetError
 from mailbus.guard_condition import GuardCondition
+from mailbus.host import EntityHost
 from mailbus.service import ServiceClient, ServiceServer
 from mailbus.subscription import Subscription
 from mailbus.trace import Kind
 from mailbus.waitable import Waitable
-
-if TYPE_CHECKING:
-    from mailbus.context import Context
 
 W = TypeVar("W", bound=Waitable)
 
@@ -52,7 +50,7 @@ class WaitStats:
 
 
 class WaitSet:
-    def __init__(self, context: Context | None = None, name: str = "") -> None:
+    def __init__(self, context: EntityHost | None = None, name: str = "") -> None:
         self.name = name
         self.stats = WaitStats()
         self._condition = threading.Condition(threading.Lock())
@@ -62,7 +60,7 @@ class WaitSet:
         self._guards: list[GuardCondition] = []
         self._context = context
         if context is not None:
-            context._wait_sets.add(self)
+            context.register(self)
 
     def __repr__(self) -> str:
         return (
@@ -75,7 +73,7 @@ class WaitSet:
         if any(x is item for x in items):
             return item
         items.append(item)
-        item._attach(self._condition)
+        item.attach(self._condition)
         return item
 
     def add_subscription(self, subscription: Subscription) -> Subscription:
@@ -98,9 +96,9 @@ class WaitSet:
     def clear(self) -> None:
         """Remove every entity, so that the wait set can be reused for others."""
         for item in self.entities:
-            item._detach(self._condition)
+            item.detach(self._condition)
         for guard in self._guards:
-            guard._release(self)
+            guard.release(self)
         self._subscriptions.clear()
         self._clients.clear()
         self._servers.clear()
@@ -109,7 +107,7 @@ class WaitSet:
     def close(self) -> None:
         self.clear()
         if self._context is not None:
-            self._context._wait_sets.discard(self)
+            self._context.unregister(self)
 
     def _collect(self) -> WaitResult:
         subscriptions = tuple(s for s in self._subscriptions if s.is_ready())
@@ -125,16 +123,16 @@ class WaitSet:
     def _closed_contexts(self) -> bool:
         """True once the context of this wait set or of any entity in it is shut down:
         nothing can arrive any more, so a wait must not block for ever."""
-        return any(c.state == "shut down" for c in self._contexts())
+        return any(c.is_shut_down for c in self._contexts())
 
-    def _contexts(self) -> list[Context]:
+    def _contexts(self) -> list[EntityHost]:
         found = [] if self._context is None else [self._context]
-        found.extend(s._context for s in self._subscriptions)
-        found.extend(c._context for c in self._clients)
-        found.extend(s._context for s in self._servers)
+        found.extend(s.host for s in self._subscriptions)
+        found.extend(c.host for c in self._clients)
+        found.extend(s.host for s in self._servers)
         return found
 
-    def _release(self) -> None:
+    def release(self) -> None:
         """Wake a blocked wait (the context is shutting down)."""
         with self._condition:
             self._condition.notify_all()

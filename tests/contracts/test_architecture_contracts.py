@@ -105,6 +105,12 @@ VIOLATIONS = [
         [LAYERS, "mailbus.context is not allowed to import mailbus.outbox"],
     ),
     (
+        "an entity names its context",
+        "core/mailbus/subscription.py",
+        "from mailbus.context import Context",
+        [LAYERS, "mailbus.subscription -> mailbus.context"],
+    ),
+    (
         "a view looks the app up",
         "workbench/mailbus_workbench/views/topics.py",
         "from mailbus_workbench.app import WorkbenchApp",
