@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 import mailbus
-from mailbus.stem import Cell, Hub, Message
+from mailbus.stem import Cell, Hub, StemMessage
 
 from bench.intraprocess import echo_service
 
@@ -35,7 +35,7 @@ def log(text: str) -> None:
 
 
 class Echo(Cell):
-    def echo_cmd(self, message: Message) -> Any:
+    def echo_cmd(self, message: StemMessage) -> Any:
         return message.data
 
 
@@ -46,10 +46,10 @@ class Pinger(Cell):
         self.left = count
         self.done = threading.Event()
 
-    def start_in(self, message: Message) -> None:
+    def start_in(self, message: StemMessage) -> None:
         self.send("echo", cmd="echo", data="ping")
 
-    def response_in(self, message: Message) -> None:
+    def response_in(self, message: StemMessage) -> None:
         self.left -= 1
         if self.left:
             self.send("echo", cmd="echo", data="ping")

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from mailbus.outbox import OutboxLockedError, OutboxSender, admin, control
-from mailbus.outbox.control import ControlError, ControlTimeoutError, Request
+from mailbus.outbox.control import ControlError, ControlRequest, ControlTimeoutError
 from mailbus.outbox.fs_storage import FsStorage
 from mailbus.outbox.storage import Destination, Entry, Metadata, Schedule
 from outbox_support import RecordingSender, wait_until
@@ -267,7 +267,7 @@ def test_a_sender_that_claims_but_does_not_answer_is_reported_as_such(
     outbox_dir: Path, one_entry: Entry, holder: Child
 ) -> None:
     with pytest.raises(ControlTimeoutError, match="took the request but did not answer"):
-        admin.run(outbox_dir, Request("purge", (one_entry.id,)), timeout=3.0)
+        admin.run(outbox_dir, ControlRequest("purge", (one_entry.id,)), timeout=3.0)
     holder.expect(lambda line: isinstance(line, dict) and "claimed" in line, "the claim")
 
 
@@ -276,7 +276,7 @@ def test_a_sender_that_dies_while_applying_is_reported_as_such(
     outbox_dir: Path, one_entry: Entry, holder: Child
 ) -> None:
     with pytest.raises(ControlError, match="stopped while carrying out the request"):
-        admin.run(outbox_dir, Request("purge", (one_entry.id,)), timeout=60.0)
+        admin.run(outbox_dir, ControlRequest("purge", (one_entry.id,)), timeout=60.0)
     assert holder.proc.wait(WAIT_S) == 0
     assert os.listdir(outbox_dir / "control") == []  # the dead claim is cleared
 
@@ -287,7 +287,7 @@ def test_a_holder_that_serves_no_control_is_refused_at_once(
     sender = OutboxSender(RecordingSender(), outbox_dir, start=False)  # no delivery thread
     try:
         with pytest.raises(OutboxLockedError, match="does not take retry/purge requests"):
-            admin.run(outbox_dir, Request("retry", (one_entry.id,)), timeout=60.0)
+            admin.run(outbox_dir, ControlRequest("retry", (one_entry.id,)), timeout=60.0)
         assert os.listdir(outbox_dir / "control") == []
     finally:
         sender.close()
@@ -302,7 +302,7 @@ def test_when_the_sender_stops_before_answering_admin_does_it_itself(
         outcome: list[object] = []
         worker = threading.Thread(
             target=lambda: outcome.append(
-                admin.run(outbox_dir, Request("purge", (one_entry.id,)), timeout=60.0)
+                admin.run(outbox_dir, ControlRequest("purge", (one_entry.id,)), timeout=60.0)
             )
         )
         worker.start()
@@ -327,9 +327,9 @@ def test_in_process_sender_serves_requests_and_errors_are_answered(outbox_dir: P
         sender.scheduler.add([entry])  # as if sent; due in 2**62 ns
         missing = "0f0f0f0f-0000-4000-8000-0000000000ff"
         with pytest.raises(ControlError, match=f"no queued, in-flight or dead entry '{missing}'"):
-            admin.run(outbox_dir, Request("retry", (entry.id, missing)))
+            admin.run(outbox_dir, ControlRequest("retry", (entry.id, missing)))
         assert queued(outbox_dir)[entry.id].schedule.next_attempt_ns == 2**62  # untouched
-        assert admin.run(outbox_dir, Request("retry", (entry.id,))) == [entry.id]
+        assert admin.run(outbox_dir, ControlRequest("retry", (entry.id,))) == [entry.id]
         assert wait_until(lambda: recorder.sent, WAIT_S)
     finally:
         sender.close()
@@ -356,13 +356,15 @@ def test_admin_refuses_bad_ids_and_timeouts_before_touching_anything(outbox_dir:
     FsStorage(outbox_dir)
     for bad in ("../../etc/passwd", "", "a/b", "0F0F0F0F-0000-4000-8000-0000000000AA"):
         with pytest.raises(ControlError, match="not an outbox entry id"):
-            Request("purge", (bad,))
+            ControlRequest("purge", (bad,))
     with pytest.raises(ControlError, match="unknown selector 'dead' for retry"):
-        Request("retry", select=frozenset({"dead"}))
+        ControlRequest("retry", select=frozenset({"dead"}))
     with pytest.raises(ControlError, match="no entries named"):
-        Request("purge")
+        ControlRequest("purge")
     with pytest.raises(ControlError, match="positive number"):
-        admin.run(outbox_dir, Request("retry", select=frozenset({"all"})), timeout=float("inf"))
+        admin.run(
+            outbox_dir, ControlRequest("retry", select=frozenset({"all"})), timeout=float("inf")
+        )
     done = mailbus("queue", "purge", "../x", "--dir", str(outbox_dir))
     assert done.returncode == 1 and "not an outbox entry id: '../x'" in done.stderr
     done = mailbus("queue", "retry", "--all", "--timeout", "nan", "--dir", str(outbox_dir))
@@ -370,7 +372,9 @@ def test_admin_refuses_bad_ids_and_timeouts_before_touching_anything(outbox_dir:
 
 
 def test_request_codec_round_trips() -> None:
-    request = Request("purge", ("0f0f0f0f-0000-4000-8000-000000000001",), frozenset({"dead"}))
+    request = ControlRequest(
+        "purge", ("0f0f0f0f-0000-4000-8000-000000000001",), frozenset({"dead"})
+    )
     assert control.decode_request(request.to_json()) == request
     result = control.Result(request.request_id, ("a", "b"), "oops")
     assert control.decode_result(result.to_json()) == result

@@ -18,7 +18,7 @@ import threading
 from typing import Any
 
 from mailbus import Context
-from mailbus.stem import Cell, Hub, Message
+from mailbus.stem import Cell, Hub, StemMessage
 from mailbus.stem.cli import EchoCell, StatusCell
 from stem_helpers import make_context
 
@@ -27,7 +27,7 @@ class Control(Cell):
     def __init__(self, stop: threading.Event) -> None:
         self.stop = stop
 
-    def stop_cmd(self, message: Message) -> Any:
+    def stop_cmd(self, message: StemMessage) -> Any:
         self.stop.set()
         return "stopping"
 

@@ -18,7 +18,7 @@ import mailbus.registry
 import pytest
 from mailbus import Context
 from mailbus.cli import main
-from mailbus.stem import Cell, Hub, Message
+from mailbus.stem import Cell, Hub, StemMessage
 from mailbus.stem import cli as stem_cli
 from mailbus.stem.cli import EchoCell
 
@@ -43,7 +43,7 @@ class Borrowed:
 
 
 class Failing(Cell):
-    def explode_cmd(self, message: Message) -> Any:
+    def explode_cmd(self, message: StemMessage) -> Any:
         raise ValueError("no such thing")
 
 

@@ -19,8 +19,8 @@ from mailbus.stem import (
     CallTimeoutError,
     Cell,
     Hub,
-    Message,
     MessageError,
+    StemMessage,
 )
 from mailbus.stem.hub import CALLS_CELL
 from stem_helpers import Recorder
@@ -32,29 +32,29 @@ Attach = Callable[[Hub], Recorder]
 class Log(Cell):
     """Records every delivery as (cell name, method, message)."""
 
-    def __init__(self, journal: list[tuple[str, str, Message]]) -> None:
+    def __init__(self, journal: list[tuple[str, str, StemMessage]]) -> None:
         self.journal = journal
 
-    def _note(self, method: str, message: Message) -> None:
+    def _note(self, method: str, message: StemMessage) -> None:
         self.journal.append((self.name, method, message))
 
-    def msg_in(self, message: Message) -> None:
+    def msg_in(self, message: StemMessage) -> None:
         self._note("msg_in", message)
 
-    def data_in(self, message: Message) -> None:
+    def data_in(self, message: StemMessage) -> None:
         self._note("data_in", message)
 
-    def echo_cmd(self, message: Message) -> Any:
+    def echo_cmd(self, message: StemMessage) -> Any:
         self._note("echo_cmd", message)
         return message.data
 
-    def quiet_cmd(self, message: Message) -> None:
+    def quiet_cmd(self, message: StemMessage) -> None:
         self._note("quiet_cmd", message)
 
-    def fail_cmd(self, message: Message) -> Any:
+    def fail_cmd(self, message: StemMessage) -> Any:
         raise RuntimeError("boom")
 
-    def _secret_cmd(self, message: Message) -> str:
+    def _secret_cmd(self, message: StemMessage) -> str:
         raise AssertionError("a private method must never be reached by a message")
 
 
@@ -62,33 +62,33 @@ class Bare:
     """A cell without msg_in."""
 
     def __init__(self) -> None:
-        self.got: list[Message] = []
+        self.got: list[StemMessage] = []
 
-    def ping_cmd(self, message: Message) -> str:
+    def ping_cmd(self, message: StemMessage) -> str:
         self.got.append(message)
         return "pong"
 
 
 @pytest.fixture
-def journal() -> list[tuple[str, str, Message]]:
+def journal() -> list[tuple[str, str, StemMessage]]:
     return []
 
 
 @pytest.fixture
-def hub(hubs: MakeHub, journal: list[tuple[str, str, Message]]) -> Hub:
+def hub(hubs: MakeHub, journal: list[tuple[str, str, StemMessage]]) -> Hub:
     h = hubs("home")
     h.register_cell(Log(journal), "a")
     h.register_cell(Log(journal), "b")
     return h
 
 
-def calls(journal: list[tuple[str, str, Message]]) -> list[tuple[str, str]]:
+def calls(journal: list[tuple[str, str, StemMessage]]) -> list[tuple[str, str]]:
     return [(cell, method) for cell, method, _ in journal]
 
 
 # -- phase 3: which method -----------------------------------------------------------------
 def test_cmd_goes_to_cmd_method_and_the_value_comes_back_as_response(
-    hub: Hub, journal: list[tuple[str, str, Message]]
+    hub: Hub, journal: list[tuple[str, str, StemMessage]]
 ) -> None:
     cmd = hub.send(to="b", from_="a", cmd="echo", data={"n": 1})
     assert journal == []  # queued, not delivered yet
@@ -230,7 +230,7 @@ def test_message_from_a_portal_naming_no_local_cell_is_not_forwarded_again(
     hub = hubs("home")
     hub.connect(ctx, "elsewhere")  # a DEFAULT portal exists, yet it must not be used
     events = recorder(hub)
-    hub.dispatch(Message(to="ghost", from_="far:x", type="data", in_portal="far"))
+    hub.dispatch(StemMessage(to="ghost", from_="far:x", type="data", in_portal="far"))
     hub.process_queue()
     (event,) = events.of(ADDRESSING_ERROR)
     assert "not forwarded again" in event.detail
@@ -273,7 +273,7 @@ class Chain(Cell):
     def __init__(self, order: list[str]) -> None:
         self.order = order
 
-    def go_in(self, message: Message) -> None:
+    def go_in(self, message: StemMessage) -> None:
         self.send("next", type="step", data=1)
         self.send("next", type="step", data=2)
         self.order.append("go returns")
@@ -283,7 +283,7 @@ class Next(Cell):
     def __init__(self, order: list[str]) -> None:
         self.order = order
 
-    def step_in(self, message: Message) -> None:
+    def step_in(self, message: StemMessage) -> None:
         self.order.append(f"step {message.data}")
 
 
@@ -300,11 +300,11 @@ def test_delivery_waits_for_the_current_callback_and_keeps_order(hubs: MakeHub) 
 
 def test_dispatch_refuses_invalid_messages_and_queues_nothing(hub: Hub) -> None:
     for bad in (
-        Message(from_="a", type="data"),
-        Message(to="a", type="data"),
-        Message(to="a", from_="b"),
-        Message(to="a", from_="b", type="cmd"),
-        Message(to="a", from_="b", type="status"),
+        StemMessage(from_="a", type="data"),
+        StemMessage(to="a", type="data"),
+        StemMessage(to="a", from_="b"),
+        StemMessage(to="a", from_="b", type="cmd"),
+        StemMessage(to="a", from_="b", type="status"),
     ):
         with pytest.raises(MessageError):
             hub.dispatch(bad)
@@ -330,10 +330,10 @@ def test_call_in_the_callers_thread_and_in_the_hubs_thread(hubs: MakeHub) -> Non
 
 def test_call_times_out_and_a_late_reply_is_counted(hubs: MakeHub) -> None:
     hub = hubs("home")
-    late: list[Message] = []
+    late: list[StemMessage] = []
 
     class Slow(Cell):
-        def slow_cmd(self, message: Message) -> Any:
+        def slow_cmd(self, message: StemMessage) -> Any:
             late.append(message)
             return None  # answers later, by hand
 
@@ -360,7 +360,7 @@ class Blocker(Cell):
     def __init__(self) -> None:
         self.error: BaseException | None = None
 
-    def try_in(self, message: Message) -> None:
+    def try_in(self, message: StemMessage) -> None:
         assert self.hub is not None
         try:
             self.hub.call("x", "y", timeout=0.1)
@@ -384,7 +384,7 @@ def test_dispatch_from_many_threads_reaches_the_running_hub(hubs: MakeHub) -> No
     done = threading.Event()
 
     class Sink(Cell):
-        def data_in(self, message: Message) -> None:
+        def data_in(self, message: StemMessage) -> None:
             got.append(message.data)
             if len(got) == 400:
                 done.set()
@@ -428,7 +428,7 @@ def test_two_threads_cannot_run_one_hub_loop(hubs: MakeHub) -> None:
     entered, release = threading.Event(), threading.Event()
 
     class Slow(Cell):
-        def wait_in(self, message: Message) -> None:
+        def wait_in(self, message: StemMessage) -> None:
             entered.set()
             release.wait(5)
 
@@ -454,7 +454,7 @@ def test_a_cell_cannot_call_or_drain_its_hub_without_a_thread(hubs: MakeHub) -> 
     errors: list[str] = []
 
     class Eager(Cell):
-        def try_in(self, message: Message) -> None:
+        def try_in(self, message: StemMessage) -> None:
             assert self.hub is not None
             for attempt in (self.hub.process_queue, lambda: self.hub.call("x", "y", timeout=1)):  # type: ignore[union-attr]
                 try:

@@ -3,11 +3,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from mailbus.stem import Address, Message, MessageError
+from mailbus.stem import Address, MessageError, StemMessage
 
 
-def full() -> Message:
-    return Message(
+def full() -> StemMessage:
+    return StemMessage(
         to="h:c:t",
         from_="f",
         reply_to="r:rc",
@@ -36,33 +36,33 @@ def test_every_constructor_attribute_is_kept() -> None:
 
 
 def test_defaults_and_fresh_ids() -> None:
-    a, b = Message(to="x", from_="y", type="data"), Message(to="x", from_="y", type="data")
+    a, b = StemMessage(to="x", from_="y", type="data"), StemMessage(to="x", from_="y", type="data")
     assert a.reply_type == "response"
     assert a.ack_req is False and a.data is None and a.reply_id is None
     assert isinstance(a.msg_id, int) and a.msg_id != b.msg_id
 
 
 def test_cmd_means_type_cmd() -> None:
-    assert Message(cmd="foo").type == "cmd"
-    assert Message(cmd="foo", type="cmd").type == "cmd"
+    assert StemMessage(cmd="foo").type == "cmd"
+    assert StemMessage(cmd="foo", type="cmd").type == "cmd"
     with pytest.raises(MessageError, match="of type cmd, not 'data'"):
-        Message(cmd="foo", type="data")
-    later = Message(type="data", to="a", from_="b")
+        StemMessage(cmd="foo", type="data")
+    later = StemMessage(type="data", to="a", from_="b")
     later.cmd = "foo"  # set after construction: refused before dispatch
     with pytest.raises(MessageError, match="is of type cmd"):
         later.validate()
 
 
 def test_from_keyword_and_combined_part_names() -> None:
-    m = Message(**{"from": "a:b"}, to_cell="c", to_hub="h", from_target="t")
+    m = StemMessage(**{"from": "a:b"}, to_cell="c", to_hub="h", from_target="t")
     assert m.from_ == Address("b", "a", "t")
     assert m.to == Address("c", "h")
     with pytest.raises(TypeError, match="once"):
-        Message(**{"from": "a"}, from_="b")
+        StemMessage(**{"from": "a"}, from_="b")
     with pytest.raises(TypeError, match="unexpected keyword argument 'orig'"):
-        Message(orig="x")
+        StemMessage(orig="x")
     with pytest.raises(TypeError, match="'to_port'"):
-        Message(to_port="x")
+        StemMessage(to_port="x")
 
 
 def test_part_accessors_read_and_write() -> None:
@@ -75,7 +75,7 @@ def test_part_accessors_read_and_write() -> None:
     assert str(m.to) == "other:c:t" and str(m.from_) == ":f:tt"
     m.to_target = None
     assert str(m.to) == "other:c"
-    empty = Message()
+    empty = StemMessage()
     assert empty.to_cell is None
     empty.to_cell = "late"
     assert empty.to == Address("late")
@@ -113,13 +113,13 @@ def test_whole_address_as_mapping_and_by_name() -> None:
 )
 def test_validate_names_what_is_missing(fields: dict[str, object], problem: str) -> None:
     with pytest.raises(MessageError, match=problem):
-        Message(**fields).validate()  # type: ignore[arg-type]
+        StemMessage(**fields).validate()  # type: ignore[arg-type]
 
 
 def test_valid_messages_pass() -> None:
     full().validate()
-    Message(to="a", from_="b", type="status", status="").validate()
-    Message(to="a", from_="b", type="any string at all").validate()
+    StemMessage(to="a", from_="b", type="status", status="").validate()
+    StemMessage(to="a", from_="b", type="any string at all").validate()
 
 
 def test_reply_goes_to_reply_to_else_from() -> None:
@@ -139,5 +139,5 @@ def test_dump_is_json_with_every_set_attribute() -> None:
     assert (
         dumped["ack_req"] is True and dumped["msg_id"] == 77 and "object" in dumped["data"]["obj"]
     )
-    assert "ack_req" not in Message(to="a", from_="b", type="t").to_dict()
-    assert "Message(" in repr(m)
+    assert "ack_req" not in StemMessage(to="a", from_="b", type="t").to_dict()
+    assert "StemMessage(" in repr(m)

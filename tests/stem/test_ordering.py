@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mailbus import Context
-from mailbus.stem import Cell, Hub, Message
+from mailbus.stem import Cell, Hub, StemMessage
 
 CELLS = ("a", "b", "c")
 # A message's data: its label and the messages its receiver sends on (a tree).
@@ -27,7 +27,7 @@ class Forwarder(Cell):
         self.journal = journal
         self.depth = 0
 
-    def step_in(self, message: Message) -> None:
+    def step_in(self, message: StemMessage) -> None:
         self.depth += 1
         assert self.depth == 1, "a delivery started inside another one"
         label, children = message.data
@@ -63,7 +63,7 @@ def test_delivery_order_is_breadth_first_like_the_model(roots: list[Any]) -> Non
 class Ping(Cell):
     """Keeps a local conversation going for ever."""
 
-    def ball_in(self, message: Message) -> None:
+    def ball_in(self, message: StemMessage) -> None:
         self.send("pong" if self.name == "ping" else "ping", type="ball")
 
 
@@ -74,7 +74,7 @@ def test_endless_local_traffic_does_not_starve_the_inbox(
     arrived = threading.Event()
 
     class Door(Cell):
-        def knock_in(self, message: Message) -> None:
+        def knock_in(self, message: StemMessage) -> None:
             arrived.set()
 
     home.register_cell(Ping(), "ping")

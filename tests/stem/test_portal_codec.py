@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from mailbus import Email, from_bytes, to_bytes
-from mailbus.stem import Address, Message, PortalFormatError, inbox_topic
+from mailbus.stem import Address, PortalFormatError, StemMessage, inbox_topic
 from mailbus.stem.portal import MAX_DATA_CHARS, decode, encode
 
 PART = st.text(alphabet="abcXYZ019_", min_size=1, max_size=6)
@@ -26,8 +26,8 @@ JSON = st.recursive(
 TEXT = st.text(max_size=60)
 
 
-def sample() -> Message:
-    return Message(to="B:echo:t", from_="client", reply_to="A:other", cmd="echo", data={"x": 1})
+def sample() -> StemMessage:
+    return StemMessage(to="B:echo:t", from_="client", reply_to="A:other", cmd="echo", data={"x": 1})
 
 
 def test_headers_and_body_of_a_command() -> None:
@@ -49,13 +49,13 @@ def test_headers_and_body_of_a_command() -> None:
 
 
 def test_a_from_hub_already_set_is_kept() -> None:
-    headers, _ = encode(Message(to="C:x", from_="A:c", reply_to="A:r", type="data"), "B", 2)
+    headers, _ = encode(StemMessage(to="C:x", from_="A:c", reply_to="A:r", type="data"), "B", 2)
     assert headers["Stem-From"] == "A:c" and headers["Stem-Hub"] == "B"
     assert headers["Stem-Reply-To"] == "A:r"
 
 
 def test_reply_to_without_hub_names_a_cell_of_the_sending_hub() -> None:
-    headers, _ = encode(Message(to="C:x", from_="c", reply_to=":r:t", type="data"), "B", 0)
+    headers, _ = encode(StemMessage(to="C:x", from_="c", reply_to=":r:t", type="data"), "B", 0)
     assert headers["Stem-Reply-To"] == "B:r:t"
 
 
@@ -85,7 +85,7 @@ def test_round_trip_through_real_email_bytes(
     data: Any,
     hops: int,
 ) -> None:
-    message = Message(
+    message = StemMessage(
         to=to, from_=from_, reply_to=reply_to, type=type_, log=log, status=status,
         ack_req=ack_req, msg_id=msg_id, reply_id=reply_id, data=data,
     )  # fmt: skip
@@ -101,7 +101,7 @@ def test_round_trip_through_real_email_bytes(
 
 
 def good() -> tuple[dict[str, str], str]:
-    return encode(Message(to="B:c", from_="A:d", type="data", data=[1]), "A", 0)
+    return encode(StemMessage(to="B:c", from_="A:d", type="data", data=[1]), "A", 0)
 
 
 @pytest.mark.parametrize(
@@ -160,7 +160,7 @@ def test_oversized_data_is_refused_both_ways() -> None:
     headers, _ = good()
     with pytest.raises(PortalFormatError, match="longer than"):
         decode(headers, '"' + "x" * MAX_DATA_CHARS + '"')
-    big = Message(to="B:c", from_="d", type="data", data="x" * MAX_DATA_CHARS)
+    big = StemMessage(to="B:c", from_="d", type="data", data="x" * MAX_DATA_CHARS)
     with pytest.raises(PortalFormatError, match="longer than"):
         encode(big, "A", 0)
 
@@ -177,17 +177,17 @@ def test_header_names_are_read_in_any_case() -> None:
 )
 def test_data_json_cannot_hold_is_refused_at_encode(data: Any, problem: str) -> None:
     with pytest.raises(PortalFormatError, match=problem):
-        encode(Message(to="B:c", from_="d", type="data", data=data), "A", 0)
+        encode(StemMessage(to="B:c", from_="d", type="data", data=data), "A", 0)
 
 
 def test_attribute_too_long_for_a_header_is_refused() -> None:
-    long_status = Message(to="B:c", from_="d", type="status", status="s" * 2000)
+    long_status = StemMessage(to="B:c", from_="d", type="status", status="s" * 2000)
     with pytest.raises(PortalFormatError, match="'status' is too long"):
         encode(long_status, "A", 0)
 
 
 def test_control_characters_in_attributes_cannot_inject_headers() -> None:
-    sneaky = Message(to="B:c", from_="d", type="data\r\nBcc: evil@x", log="a\nb")
+    sneaky = StemMessage(to="B:c", from_="d", type="data\r\nBcc: evil@x", log="a\nb")
     headers, body = encode(sneaky, "A", 0)
     raw = to_bytes(Email(subject="stem/B", body=body, headers=headers))
     assert b"\r\nBcc:" not in raw

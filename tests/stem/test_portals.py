@@ -16,7 +16,7 @@ from mailbus.stem import (
     Address,
     Cell,
     Hub,
-    Message,
+    StemMessage,
     inbox_topic,
 )
 from mailbus.stem.portal import H_HOPS
@@ -27,15 +27,15 @@ Attach = Callable[[Hub], Recorder]
 
 
 class Echo(Cell):
-    def echo_cmd(self, message: Message) -> Any:
+    def echo_cmd(self, message: StemMessage) -> Any:
         return {"data": message.data, "from": str(message.from_), "in_portal": message.in_portal}
 
 
 class Inbox(Cell):
     def __init__(self) -> None:
-        self.got: list[Message] = []
+        self.got: list[StemMessage] = []
 
-    def msg_in(self, message: Message) -> None:
+    def msg_in(self, message: StemMessage) -> None:
         self.got.append(message)
 
 

@@ -30,7 +30,7 @@ from mailbus import Email, to_bytes
 from mailbus.postoffice.client import PostOfficeClient
 from mailbus.postoffice.server import ServerConfig, ServerThread
 from mailbus.postoffice.store import HashParams
-from mailbus.stem import ADDRESSING_ERROR, Address, CallTimeoutError, Cell, Hub, Message
+from mailbus.stem import ADDRESSING_ERROR, Address, CallTimeoutError, Cell, Hub, StemMessage
 from stem_helpers import Recorder, make_context
 
 HERE = Path(__file__).parent
@@ -40,15 +40,15 @@ PASSWORD = "stem-test-pw"
 
 class Box(Cell):
     def __init__(self) -> None:
-        self.got: list[Message] = []
+        self.got: list[StemMessage] = []
         self.changed = threading.Condition()
 
-    def msg_in(self, message: Message) -> None:
+    def msg_in(self, message: StemMessage) -> None:
         with self.changed:
             self.got.append(message)
             self.changed.notify_all()
 
-    def wait_for(self, count: int, timeout: float = 10.0) -> list[Message]:
+    def wait_for(self, count: int, timeout: float = 10.0) -> list[StemMessage]:
         with self.changed:
             if not self.changed.wait_for(lambda: len(self.got) >= count, timeout):
                 raise AssertionError(f"{self.name} got {len(self.got)} of {count}: {self.got}")

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from mailbus.outbox import control
-from mailbus.outbox.control import ControlError, ControlTimeoutError, Request, Result
+from mailbus.outbox.control import ControlError, ControlRequest, ControlTimeoutError, Result
 from mailbus.outbox.fs_storage import FsStorage
 from mailbus.outbox.listing import find_entry
 from mailbus.outbox.lock import OutboxLock
@@ -48,7 +48,7 @@ class Applied:
     requeued: list[Entry] = field(default_factory=list)
 
 
-def _selected(storage: FsStorage, request: Request) -> list[Entry]:
+def _selected(storage: FsStorage, request: ControlRequest) -> list[Entry]:
     # Every id is resolved before anything changes: an unknown one refuses the request.
     entries: list[Entry] = []
     if "all" in request.select:
@@ -60,7 +60,11 @@ def _selected(storage: FsStorage, request: Request) -> list[Entry]:
 
 
 def apply(
-    storage: FsStorage, request: Request, applied: Applied | None = None, *, by_sender: bool = False
+    storage: FsStorage,
+    request: ControlRequest,
+    applied: Applied | None = None,
+    *,
+    by_sender: bool = False,
 ) -> Applied:
     """Carry out `request` on `storage`, whose lock the caller holds. Raises on the first
     failure; `applied` (pass one in to see it then) says what was done before.
@@ -117,7 +121,7 @@ def _take_or_find_holder(lock: OutboxLock) -> _Holder | None:
 
 
 def run(
-    directory: str | os.PathLike[str], request: Request, timeout: float = DEFAULT_TIMEOUT_S
+    directory: str | os.PathLike[str], request: ControlRequest, timeout: float = DEFAULT_TIMEOUT_S
 ) -> list[str]:
     """Retry or purge as `request` says; return the ids (and corrupt names) done.
 
@@ -143,7 +147,7 @@ def run(
     return _ask(storage, lock, request, holder.pid, timeout)
 
 
-def _answered(result: Result, request: Request, pid: str) -> list[str]:
+def _answered(result: Result, request: ControlRequest, pid: str) -> list[str]:
     if result.error:
         done = f" ({len(result.done)} done before that)" if result.done else ""
         raise ControlError(f"{request.action} by the sender (process {pid}): {result.error}{done}")
@@ -151,7 +155,7 @@ def _answered(result: Result, request: Request, pid: str) -> list[str]:
 
 
 def _ask(
-    storage: FsStorage, lock: OutboxLock, request: Request, pid: str, timeout: float
+    storage: FsStorage, lock: OutboxLock, request: ControlRequest, pid: str, timeout: float
 ) -> list[str]:
     root = storage.root
     rid = request.request_id
@@ -191,7 +195,7 @@ def _ask(
     )
 
 
-def _after_sender_stopped(storage: FsStorage, request: Request, pid: str) -> list[str]:
+def _after_sender_stopped(storage: FsStorage, request: ControlRequest, pid: str) -> list[str]:
     root, rid = storage.root, request.request_id
     result = control.take_result(root, rid)
     if result is not None:

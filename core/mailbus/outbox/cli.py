@@ -20,7 +20,7 @@ from typing import Any
 from mailbus.errors import ConfigError, MailbusError
 from mailbus.options import load_options
 from mailbus.outbox.admin import DEFAULT_TIMEOUT_S, run
-from mailbus.outbox.control import Request
+from mailbus.outbox.control import ControlRequest
 from mailbus.outbox.listing import list_outbox, show_entry
 
 
@@ -154,7 +154,7 @@ def _retry(args: argparse.Namespace) -> int:
         return _fail(args, "name entry ids or use --all")
 
     def body(directory: str) -> int:
-        request = Request("retry", tuple(args.ids), frozenset({"all"} if args.all else ()))
+        request = ControlRequest("retry", tuple(args.ids), frozenset({"all"} if args.all else ()))
         _report(args, "retried", run(directory, request, args.timeout))
         return 0
 
@@ -167,7 +167,7 @@ def _purge(args: argparse.Namespace) -> int:
 
     def body(directory: str) -> int:
         select = {name for name in ("all", "dead", "corrupt") if getattr(args, name)}
-        request = Request("purge", tuple(args.ids), frozenset(select))
+        request = ControlRequest("purge", tuple(args.ids), frozenset(select))
         _report(args, "purged", run(directory, request, args.timeout))
         return 0
 

@@ -13,7 +13,7 @@ The sender polls the directory (it cannot be woken across processes), claims eac
 request, applies it under its lock, answers and removes the claim. Anything else in the
 directory is set aside into `corrupt/control.<name>`, never read twice and never fatal.
 
-The codec (`Request`, `Result`, `decode_request`, `decode_result`) is pure; the rest is
+The codec (`ControlRequest`, `Result`, `decode_request`, `decode_result`) is pure; the rest is
 thin file I/O around it.
 """
 
@@ -68,7 +68,7 @@ class ControlTimeoutError(ControlError):
 
 # -- the codec --------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
-class Request:
+class ControlRequest:
     """Retry or purge the entries named by `ids` and/or the `select`ors of the command
     line (`all` for retry; `all`, `dead`, `corrupt` for purge)."""
 
@@ -147,11 +147,11 @@ def _strings(value: Any, what: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def decode_request(data: bytes) -> Request:
+def decode_request(data: bytes) -> ControlRequest:
     if len(data) > MAX_REQUEST_BYTES:
         raise ControlError(f"request too large ({len(data)} bytes)")
     value = _object(data, "request")
-    return Request(  # checks the action, the ids and the request id (validate)
+    return ControlRequest(  # checks the action, the ids and the request id (validate)
         action=value.get("action"),  # type: ignore[arg-type]
         ids=_strings(value.get("ids", []), "request ids"),
         select=frozenset(_strings(value.get("select", []), "request selectors")),
@@ -200,7 +200,7 @@ def _read_regular(path: Path, limit: int) -> bytes:
 
 
 # -- the admin's side ---------------------------------------------------------------------
-def submit(root: Path, request: Request) -> None:
+def submit(root: Path, request: ControlRequest) -> None:
     """Put `request` where the sender finds it: temp name, fsync, rename, fsync dir."""
     directory = control_dir(root)
     name = f"{request.request_id}.request"
@@ -250,7 +250,7 @@ class Incoming:
 
     name: str
     request_id: str = ""
-    request: Request | None = None
+    request: ControlRequest | None = None
     abandoned: bool = False
     rejected: str = ""
 

@@ -166,7 +166,7 @@ class OutboxSender(EmailSender):
             error = f"request refused: {incoming.rejected} (set aside as corrupt/{target.name})"
             control.answer(root, control.Result(incoming.request_id, error=error))
 
-    def _apply(self, request: control.Request) -> None:
+    def _apply(self, request: control.ControlRequest) -> None:
         applied = admin.Applied()
         error = ""
         try:

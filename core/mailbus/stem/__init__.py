@@ -26,7 +26,7 @@ from mailbus.stem.errors import (
     StemError,
 )
 from mailbus.stem.hub import Cell, Hub
-from mailbus.stem.message import Message
+from mailbus.stem.message import StemMessage
 from mailbus.stem.portal import Portal, inbox_topic
 from mailbus.stem.registry import DEFAULT, CellRegistry, PortalRegistry
 
@@ -42,11 +42,11 @@ __all__ = [
     "Cell",
     "CellRegistry",
     "Hub",
-    "Message",
     "MessageError",
     "Portal",
     "PortalFormatError",
     "PortalRegistry",
     "StemError",
+    "StemMessage",
     "inbox_topic",
 ]

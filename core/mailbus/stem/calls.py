@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from concurrent.futures import Future
 
-from mailbus.stem.message import Message
+from mailbus.stem.message import StemMessage
 
 
 class CallReplies:
@@ -13,10 +13,10 @@ class CallReplies:
     reply to the call waiting for it, by reply_id."""
 
     def __init__(self, counters: Counter[str]) -> None:
-        self.pending: dict[int | str, Future[Message]] = {}  # by msg_id: the first reply
+        self.pending: dict[int | str, Future[StemMessage]] = {}  # by msg_id: the first reply
         self._counters = counters
 
-    def msg_in(self, message: Message) -> None:
+    def msg_in(self, message: StemMessage) -> None:
         slot = self.pending.get(message.reply_id) if message.reply_id is not None else None
         if message.type == "msg_ack":
             return  # an acknowledgement is not the reply a call waits for

@@ -24,20 +24,20 @@ from mailbus.options import Options, load_options
 from mailbus.stem.address import Address
 from mailbus.stem.errors import AddressError, CallTimeoutError
 from mailbus.stem.hub import Cell, Hub
-from mailbus.stem.message import Message
+from mailbus.stem.message import StemMessage
 
 # Tests replace this to run the commands over a transport of their own.
 make_context = Context
 
 
 class EchoCell(Cell):
-    def echo_cmd(self, message: Message) -> Any:
+    def echo_cmd(self, message: StemMessage) -> Any:
         # None would mean "no response" (the design's rule): answer "" for no data.
         return "" if message.data is None else message.data
 
 
 class StatusCell(Cell):
-    def status_cmd(self, message: Message) -> Any:
+    def status_cmd(self, message: StemMessage) -> Any:
         hub = self.hub
         assert hub is not None
         return {

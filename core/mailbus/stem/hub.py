@@ -43,7 +43,7 @@ from mailbus.stem import errors as E
 from mailbus.stem.address import Address, check_part
 from mailbus.stem.calls import CallReplies
 from mailbus.stem.errors import CallTimeoutError, PortalFormatError
-from mailbus.stem.message import AddressLike, Message
+from mailbus.stem.message import AddressLike, StemMessage
 from mailbus.stem.portal import MAX_HOPS, Portal, decode, inbox_topic
 from mailbus.stem.registry import DEFAULT, CellRegistry, PortalRegistry
 from mailbus.subscription import OverflowPolicy
@@ -78,11 +78,11 @@ class Cell:
     target: str = ""
     address: Address = Address("")
 
-    def send(self, to: AddressLike, **attributes: Any) -> Message:
+    def send(self, to: AddressLike, **attributes: Any) -> StemMessage:
         if self.hub is None:
             raise RuntimeError(f"cell {self!r} is not registered with a hub")
         attributes.setdefault("from_", self.address)
-        return self.hub.dispatch(Message(to=to, **attributes))
+        return self.hub.dispatch(StemMessage(to=to, **attributes))
 
 
 class _Inbox:
@@ -110,7 +110,7 @@ class Hub:
         self.cells = CellRegistry()
         self.portals = PortalRegistry()
         self.counters: Counter[str] = Counter()
-        self._queue: deque[tuple[Message, int]] = deque()
+        self._queue: deque[tuple[StemMessage, int]] = deque()
         self._inboxes: tuple[_Inbox, ...] = ()
         self._guard = GuardCondition(f"stem hub {name}")
         self._wait_set = WaitSet(None, f"stem hub {name}")
@@ -169,7 +169,7 @@ class Hub:
         return inbox
 
     # -- dispatch -------------------------------------------------------------------------
-    def dispatch(self, message: Message) -> Message:
+    def dispatch(self, message: StemMessage) -> StemMessage:
         """Check `message` (MessageError says what is missing) and queue it for delivery
         once the current callback has returned. Return it."""
         message.validate()
@@ -178,13 +178,13 @@ class Hub:
             self._guard.trigger()
         return message
 
-    def send(self, **attributes: Any) -> Message:
-        """`dispatch(Message(**attributes))`."""
-        return self.dispatch(Message(**attributes))
+    def send(self, **attributes: Any) -> StemMessage:
+        """`dispatch(StemMessage(**attributes))`."""
+        return self.dispatch(StemMessage(**attributes))
 
     def call(
         self, to: AddressLike, cmd: str, data: Any = None, *, timeout: float, **attributes: Any
-    ) -> Message:
+    ) -> StemMessage:
         """Send command `cmd` to `to` and return the reply (a `response`, or an `error`
         when the method raised). Raise CallTimeoutError after `timeout` seconds."""
         if threading.get_ident() == self._draining or (
@@ -198,8 +198,8 @@ class Hub:
                     self._calls = CallReplies(self.counters)
                     self.cells.register(self._calls, CALLS_CELL)
                 calls = self._calls
-        message = Message(to=to, from_=_CALLS_ADDRESS, cmd=cmd, data=data, **attributes)
-        slot: Future[Message] = Future()
+        message = StemMessage(to=to, from_=_CALLS_ADDRESS, cmd=cmd, data=data, **attributes)
+        slot: Future[StemMessage] = Future()
         calls.pending[message.msg_id] = slot
         try:
             self.dispatch(message)
@@ -357,7 +357,7 @@ class Hub:
         self._queue.append((message, hops))
 
     # -- delivery -------------------------------------------------------------------------
-    def _deliver(self, message: Message, hops: int) -> None:
+    def _deliver(self, message: StemMessage, hops: int) -> None:
         to = message.to
         assert to is not None  # dispatch and decode validated the message
         # Phase 1: which hub.
@@ -396,7 +396,7 @@ class Hub:
         # Phase 3: which method.
         self._call_cell(cell, message)
 
-    def _forward(self, portal: Portal, message: Message, hops: int) -> None:
+    def _forward(self, portal: Portal, message: StemMessage, hops: int) -> None:
         if hops >= self.max_hops:
             self._report(E.UNDELIVERABLE, message, f"crossed {hops} portals: routing loop?")
             return
@@ -409,7 +409,7 @@ class Hub:
         if self.tracer.active:
             self._trace(E.FORWARDED, message, f"to hub {portal.remote!r}")
 
-    def _call_cell(self, cell: object, message: Message) -> None:
+    def _call_cell(self, cell: object, message: StemMessage) -> None:
         is_cmd = message.type == "cmd"
         name = f"{message.cmd}_cmd" if is_cmd else f"{message.type}_in"
         method = getattr(cell, name, None) if _method_name(name) else None
@@ -438,10 +438,10 @@ class Hub:
             self._queue.append((message.reply(type="msg_ack"), 0))
 
     # -- reports --------------------------------------------------------------------------
-    def _trace(self, kind: str, message: Message, detail: str) -> None:
+    def _trace(self, kind: str, message: StemMessage, detail: str) -> None:
         self.tracer.emit(self._event(kind, message, detail))
 
-    def _event(self, kind: str, message: Message, detail: str) -> TraceEvent:
+    def _event(self, kind: str, message: StemMessage, detail: str) -> TraceEvent:
         dump = message.dump()
         return TraceEvent(
             kind,
@@ -463,7 +463,7 @@ class Hub:
         if self._errors_to is not None:
             self._errors_to.emit(event)
 
-    def _report(self, kind: str, message: Message, detail: str) -> None:
+    def _report(self, kind: str, message: StemMessage, detail: str) -> None:
         """An error: counted, traced with the message's dump, logged."""
         self.counters[kind] += 1
         log.warning("hub %s: %s: %s: %s", self.name, kind, detail, message.dump())

@@ -49,7 +49,7 @@ def _address(value: AddressLike | None) -> Address | None:
     return None if value is None else Address.of(value)
 
 
-class Message:
+class StemMessage:
     """One Stem message. Construct with keyword arguments; `from` is a Python keyword,
     so pass it as `from_=` (or `**{"from": ...}`)."""
 
@@ -122,7 +122,7 @@ class Message:
         for name, value in combined.items():  # to_cell=..., from_hub=... after the wholes
             address_type, _, part = name.rpartition("_")
             if address_type not in ADDRESS_TYPES or part not in PARTS:
-                raise TypeError(f"Message() got an unexpected keyword argument {name!r}")
+                raise TypeError(f"StemMessage() got an unexpected keyword argument {name!r}")
             setattr(self, name, value)
 
     # -- whole addresses ----------------------------------------------------------------
@@ -166,7 +166,7 @@ class Message:
         raise KeyError(name)
 
     # -- helpers --------------------------------------------------------------------------
-    def reply(self, **attributes: Any) -> Message:
+    def reply(self, **attributes: Any) -> StemMessage:
         """A reply: to `reply_to` or else `from`, from this message's `to`, of type
         `reply_type`, with `reply_id` set to this message's `msg_id`."""
         fields: dict[str, Any] = {
@@ -176,7 +176,7 @@ class Message:
             "reply_id": self.msg_id,
         }
         fields.update(attributes)
-        return Message(**fields)
+        return StemMessage(**fields)
 
     def validate(self) -> None:
         """Raise MessageError unless the message can be dispatched."""
@@ -225,7 +225,7 @@ class Message:
         return json.dumps(self.to_dict(), default=repr, ensure_ascii=False)
 
     def __repr__(self) -> str:
-        return f"Message({self.dump()})"
+        return f"StemMessage({self.dump()})"
 
 
 def _is_part_name(name: str) -> bool:
@@ -236,11 +236,11 @@ def _is_part_name(name: str) -> bool:
 def _part_property(address_type: str, part: str) -> property:
     slot = "_" + address_type
 
-    def get(self: Message) -> str | None:
+    def get(self: StemMessage) -> str | None:
         address: Address | None = getattr(self, slot)
         return None if address is None else address[part]
 
-    def set_(self: Message, value: str | None) -> None:
+    def set_(self: StemMessage, value: str | None) -> None:
         address: Address | None = getattr(self, slot)
         base = address if address is not None else Address("")
         setattr(self, slot, base.replace(**{part: value or ""}))
@@ -250,4 +250,4 @@ def _part_property(address_type: str, part: str) -> property:
 
 for _type in ADDRESS_TYPES:
     for _part in PARTS:
-        setattr(Message, f"{_type}_{_part}", _part_property(_type, _part))
+        setattr(StemMessage, f"{_type}_{_part}", _part_property(_type, _part))

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from mailbus.email_message import MAX_PLAIN_HEADER_LENGTH
 from mailbus.stem.address import Address, check_part
 from mailbus.stem.errors import AddressError, MessageError, PortalFormatError
-from mailbus.stem.message import Message
+from mailbus.stem.message import StemMessage
 from mailbus.stem.registry import DEFAULT
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def inbox_topic(hub: str) -> str:
     return TOPIC_PREFIX + check_part(hub, "hub")
 
 
-def encode(message: Message, sender_hub: str, hops: int) -> tuple[dict[str, str], str]:
+def encode(message: StemMessage, sender_hub: str, hops: int) -> tuple[dict[str, str], str]:
     """Headers and body of the email that carries `message` one hop further.
 
     A `from` or `reply_to` address without a hub names a cell of the hub the message
@@ -109,7 +109,7 @@ def _json(text: str, what: str) -> Any:
         raise PortalFormatError(f"{what} is not valid JSON: {exc}") from None
 
 
-def decode(headers: Mapping[str, str], body: str) -> tuple[Message, str, int]:
+def decode(headers: Mapping[str, str], body: str) -> tuple[StemMessage, str, int]:
     """The message an email carries, the hub that sent it and the hops so far.
 
     Raise PortalFormatError, saying what is wrong, for anything else."""
@@ -146,7 +146,7 @@ def decode(headers: Mapping[str, str], body: str) -> tuple[Message, str, int]:
         raise PortalFormatError(f"body is longer than {MAX_DATA_CHARS} characters")
     fields["data"] = _json(body, "body")
     try:
-        message = Message(**fields)
+        message = StemMessage(**fields)
         message.validate()
     except MessageError as exc:
         raise PortalFormatError(str(exc)) from None
@@ -173,7 +173,7 @@ class Portal:
     def __repr__(self) -> str:
         return f"Portal({self.hub.name!r} -> {self.remote!r}, {self.kind})"
 
-    def send(self, message: Message, hops: int) -> str:
+    def send(self, message: StemMessage, hops: int) -> str:
         """Publish `message` to the remote hub; return the email's Message-ID.
         Raise PortalFormatError or a Mailbus error if it cannot go."""
         headers, body = encode(message, self.hub.name, hops)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from mailbus.outbox.admin import run
-from mailbus.outbox.control import Request
+from mailbus.outbox.control import ControlRequest
 from mailbus.outbox.listing import QueueItem, list_outbox
 
 
@@ -35,9 +35,9 @@ def load(directory: Path, now_ns: int | None = None) -> list[QueueItem]:
 
 def retry(directory: Path, ids: Iterable[str]) -> list[str]:
     """Make queued entries due now and revive dead ones; return the ids done."""
-    return run(directory, Request("retry", tuple(ids)))
+    return run(directory, ControlRequest("retry", tuple(ids)))
 
 
 def purge(directory: Path, ids: Iterable[str]) -> list[str]:
     """Remove entries unsent; return the ids done."""
-    return run(directory, Request("purge", tuple(ids)))
+    return run(directory, ControlRequest("purge", tuple(ids)))
