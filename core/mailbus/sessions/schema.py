@@ -52,11 +52,12 @@ COLUMNS: tuple[tuple[str, pa.DataType, bool], ...] = (
     ("transport", pa.string(), True),
     ("participant", pa.string(), True),
     ("signature", pa.string(), True),
+    ("raw", pa.binary(), True),
 )
 COLUMN_NAMES = tuple(name for name, _, _ in COLUMNS)
 # Nullable columns added to version 1 later (a compatible change): parts written before
 # lack them, and readers fill them with nulls.
-ADDED_COLUMNS = frozenset({"signature"})
+ADDED_COLUMNS = frozenset({"signature", "raw"})
 
 
 def arrow_schema(engine_version: str = "") -> pa.Schema:
@@ -79,6 +80,16 @@ _SECRET_HEADER = re.compile(r"pass|secret|token|auth|credential|cookie|api[-_]?k
 _URL_USERINFO = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*):[^/\s@]*@")
 # key=value or key: value pairs that name a password in free text (details, logs).
 _SECRET_PAIR = re.compile(r"((?:password|passwd|pwd|secret|token)\s*[=:]\s*)([^\s,;&]+)", re.I)
+
+
+# A header line (with its folded continuation lines) whose name says its value is a
+# secret, in a raw header block: the value is replaced as in the headers column.
+_SECRET_HEADER_LINE = re.compile(
+    rb"^([!-9;-~]*(?:pass|secret|token|auth|credential|cookie|api[-_]?key)[!-9;-~]*:)"
+    rb"[^\r\n]*(?:\r?\n[ \t][^\r\n]*)*",
+    re.I | re.M,
+)
+_HEADER_END = re.compile(rb"\r?\n\r?\n")
 
 
 # Cheap pre-check: only values that may hold a secret go through the full rules.
@@ -138,6 +149,17 @@ class Redactor:
         return body
 
 
+def redact_raw(raw: bytes, redactor: Redactor, *, literal: bool = True) -> bytes:
+    """The raw bytes of an email with the headers column's rule applied to its header
+    block (a header named like a secret keeps its name, its value is replaced) and, with
+    `literal`, the redactor's secrets replaced wherever they occur."""
+    end = _HEADER_END.search(raw)
+    head, rest = (raw[: end.start()], raw[end.start() :]) if end else (raw, b"")
+    if _SECRET_HEADER_LINE.search(head) is not None:
+        raw = _SECRET_HEADER_LINE.sub(rb"\1 " + REDACTED.encode(), head) + rest
+    return redactor.body(raw) if literal else raw
+
+
 def cap_body(body: str, cap: int) -> tuple[bytes, int, bool]:
     """UTF-8 bytes of `body` cut to at most `cap` bytes at a character boundary, the true
     size in bytes, and whether it was cut."""
@@ -168,9 +190,11 @@ def event_columns(
     redact_bodies: bool = True,
     transport: str = "",
     participant: str = "",
+    raw_cap: int = 0,
 ) -> dict[str, list[Any]]:
     """The columns of COLUMNS for `rows`, redacted: the one mapping from trace events
-    to a recording's rows (the recorder and the notebook monitor both use it)."""
+    to a recording's rows (the recorder and the notebook monitor both use it). The raw
+    bytes of an email are kept when they are at most `raw_cap` bytes (0: never)."""
     text = redactor.text
     events = [row[1] for row in rows]
 
@@ -206,6 +230,12 @@ def event_columns(
         "participant": [participant or None] * len(rows),
         # "verified", "unsigned" or "failed: why" (email.received with [signing] options).
         "signature": [_signature(e.extra) for e in events],
+        "raw": [
+            redact_raw(e.raw, redactor, literal=redact_bodies)
+            if e.raw is not None and len(e.raw) <= raw_cap
+            else None
+            for e in events
+        ],
     }
 
 

@@ -104,12 +104,32 @@ def _references(event: TraceEvent) -> tuple[str, ...]:
 
 
 def raw_source(event: TraceEvent, date: str | None = None) -> str:
-    """The RFC 5322 source as `mailbus.email_message.to_bytes` writes it."""
+    """The RFC 5322 source: the bytes the email arrived with when the event carries them
+    (bytes that are not UTF-8 shown as \\xNN escapes), else as
+    `mailbus.email_message.to_bytes` writes it (`raw_note` says which)."""
+    if event.raw is not None:
+        return event.raw.decode("utf-8", "backslashreplace").replace("\r\n", "\n")
     try:
         data = to_bytes(to_email(event), date=date)
     except MailbusError as exc:
         return f"(cannot build the RFC 5322 source: {exc})"
     return data.decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+def raw_note(event: TraceEvent) -> str:
+    """One line saying whether `raw_source` shows the bytes that arrived or a rebuild."""
+    if event.raw is not None:
+        return f"As received: {len(event.raw):,} bytes, exactly as the transport delivered them"
+    size = event.extra.get("raw_size") if event.extra else None
+    if isinstance(size, int):
+        return (
+            f"Rebuilt: the {size:,} bytes that arrived are over the workbench's raw limit; "
+            "this is the source rebuilt from the message (Date: when shown)"
+        )
+    return (
+        "Rebuilt from the message: no bytes were kept (the in-process transport sends "
+        "none; older recordings and larger emails have none). Date: when shown"
+    )
 
 
 def body_diff(previous: str | None, current: str) -> str:
