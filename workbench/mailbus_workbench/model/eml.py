@@ -12,6 +12,7 @@ from mailbus.errors import MailbusError
 from mailbus.trace import TraceEvent
 
 from mailbus_workbench.model.inspect import to_email
+from mailbus_workbench.model.recorded_raw import RECORDED_AS
 from mailbus_workbench.model.topics import MessageRecord
 
 # Anything but letters, digits, dot, dash and underscore becomes "_": a topic such as
@@ -29,13 +30,20 @@ class ExportError(Exception):
 class Eml:
     data: bytes
     exact: bool  # the bytes that arrived; False: rebuilt from the message
+    recorded: bool = False  # a replayed message: the bytes its original was recorded with
+
+    @property
+    def description(self) -> str:
+        if self.recorded:
+            return "the bytes its original was recorded with"
+        return "the bytes that arrived" if self.exact else "rebuilt: no bytes were kept"
 
 
 def eml_of(event: TraceEvent, date: str | None = None) -> Eml:
     """The `.eml` content of a received message: its raw bytes when the event carries
     them, else the RFC 5322 source rebuilt from the message (`date` for its Date)."""
     if event.raw is not None:
-        return Eml(event.raw, exact=True)
+        return Eml(event.raw, exact=True, recorded=bool(event.extra.get(RECORDED_AS)))
     try:
         return Eml(to_bytes(to_email(event), date=date), exact=False)
     except MailbusError as exc:

@@ -31,6 +31,7 @@ WANTED = frozenset(
         Kind.WAIT_TIMED_OUT.value,
         Kind.ERROR.value,
         *STEM_ERRORS,
+        "replay.sent",  # the recorded bytes of a replayed message (model/recorded_raw.py)
     }
 )
 

@@ -157,6 +157,7 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
         self.inspect(event.record)
 
     def inspect(self, record: MessageRecord) -> None:
+        record = self.workbench.model.recorded_raw.resolve(record)  # a replay's recorded bytes
         previous = self.workbench.model.topics.previous(record.event.name, record.number)
         self.query_one(Inspector).show(record, previous, self.workbench.raw_date)
 
@@ -226,8 +227,7 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
         except ExportError as exc:
             self.notify(f"Export failed: {exc}", severity="error", markup=False)
             return
-        what = "the bytes that arrived" if eml.exact else "rebuilt: no bytes were kept"
-        self.notify(f"Exported {path} ({what})", timeout=5, markup=False)
+        self.notify(f"Exported {path} ({eml.description})", timeout=5, markup=False)
 
     def action_resize(self, delta: int) -> None:
         left = self.query_one("#topics-left")
