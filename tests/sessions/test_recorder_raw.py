@@ -122,3 +122,23 @@ def test_a_replayed_message_shows_the_bytes_its_original_was_recorded_with(
     # The message published in process was recorded without bytes: still a rebuild.
     second = model.recorded_raw.resolve(replayed[1])
     assert second is replayed[1]
+
+
+def test_redacting_raw_bytes_covers_folded_values_and_bare_newlines() -> None:
+    from mailbus.sessions.schema import Redactor
+
+    raw = (
+        b"Received: from a\r\n\tby b\r\n"
+        b"Authorization: Basic dTpw\r\n\t continued-secret\r\n"
+        b"Subject: t\r\n\r\nbody with Authorization: Basic not-a-header\r\n"
+    )
+    assert Redactor().raw(raw) == (
+        b"Received: from a\r\n\tby b\r\n"
+        b"Authorization: [redacted]\r\n"
+        b"Subject: t\r\n\r\nbody with Authorization: Basic not-a-header\r\n"
+    )
+    bare = b"Cookie: id=1\nSubject: t\n\nhunter2\n"
+    assert Redactor(["hunter2"]).raw(bare) == b"Cookie: [redacted]\nSubject: t\n\n[redacted]\n"
+    assert Redactor(["hunter2"]).raw(bare, literal=False).endswith(b"\n\nhunter2\n")
+    clean = b"Subject: t\r\n\r\nx"
+    assert Redactor().raw(clean) is clean  # nothing to redact: the same bytes, no copy

@@ -82,16 +82,6 @@ _URL_USERINFO = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*):[^/\s@]*@")
 _SECRET_PAIR = re.compile(r"((?:password|passwd|pwd|secret|token)\s*[=:]\s*)([^\s,;&]+)", re.I)
 
 
-# A header line (with its folded continuation lines) whose name says its value is a
-# secret, in a raw header block: the value is replaced as in the headers column.
-_SECRET_HEADER_LINE = re.compile(
-    rb"^([!-9;-~]*(?:pass|secret|token|auth|credential|cookie|api[-_]?key)[!-9;-~]*:)"
-    rb"[^\r\n]*(?:\r?\n[ \t][^\r\n]*)*",
-    re.I | re.M,
-)
-_HEADER_END = re.compile(rb"\r?\n\r?\n")
-
-
 # Cheap pre-check: only values that may hold a secret go through the full rules.
 _SUSPECT = re.compile(r"://|pass|pwd|secret|token", re.I)
 
@@ -105,6 +95,7 @@ class Redactor:
         self._secrets = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
         self._secret_bytes = tuple(s.encode("utf-8") for s in self._secrets)
         self._secret_names: dict[str, bool] = {}
+        self._secret_raw_names: dict[bytes, bool] = {}
         literal = "|".join(re.escape(s) for s in self._secrets)
         self._suspect = (
             re.compile(f"{_SUSPECT.pattern}|{literal}", re.I) if literal else _SUSPECT
@@ -140,6 +131,42 @@ class Redactor:
             result.append((name, value))
         return result
 
+    def raw(self, raw: bytes, *, literal: bool = True) -> bytes:
+        """The raw bytes of an email with the headers rule applied to its header block (a
+        header named like a secret keeps its name, its value and folded lines become
+        [redacted]) and, with `literal`, the secrets replaced wherever they occur."""
+        end = raw.find(b"\r\n\r\n")
+        if end < 0:
+            end = raw.find(b"\n\n")
+        lines = (raw if end < 0 else raw[:end]).split(b"\n")
+        names = self._secret_raw_names
+        kept: list[bytes] = []
+        secret = changed = False
+        for line in lines:
+            if line[:1] in (b" ", b"\t"):  # a folded line of the header above
+                if secret:
+                    changed = True
+                else:
+                    kept.append(line)
+                continue
+            name, colon, _ = line.partition(b":")
+            known = names.get(name) if colon else False
+            if known is None:
+                known = bool(_SECRET_HEADER.search(name.decode("latin-1")))
+                if len(names) < 10_000:
+                    names[name] = known
+            secret = known
+            if secret:
+                changed = True
+                kept.append(
+                    name + b": " + REDACTED.encode() + (b"\r" if line.endswith(b"\r") else b"")
+                )
+            else:
+                kept.append(line)
+        if changed:
+            raw = b"\n".join(kept) + (b"" if end < 0 else raw[end:])
+        return self.body(raw) if literal else raw
+
     def body(self, body: bytes) -> bytes:
         for secret in self._secret_bytes:
             if secret in body:
@@ -147,17 +174,6 @@ class Redactor:
                 if secret in body:
                     return REDACTED.encode()
         return body
-
-
-def redact_raw(raw: bytes, redactor: Redactor, *, literal: bool = True) -> bytes:
-    """The raw bytes of an email with the headers column's rule applied to its header
-    block (a header named like a secret keeps its name, its value is replaced) and, with
-    `literal`, the redactor's secrets replaced wherever they occur."""
-    end = _HEADER_END.search(raw)
-    head, rest = (raw[: end.start()], raw[end.start() :]) if end else (raw, b"")
-    if _SECRET_HEADER_LINE.search(head) is not None:
-        raw = _SECRET_HEADER_LINE.sub(rb"\1 " + REDACTED.encode(), head) + rest
-    return redactor.body(raw) if literal else raw
 
 
 def cap_body(body: str, cap: int) -> tuple[bytes, int, bool]:
@@ -231,7 +247,7 @@ def event_columns(
         # "verified", "unsigned" or "failed: why" (email.received with [signing] options).
         "signature": [_signature(e.extra) for e in events],
         "raw": [
-            redact_raw(e.raw, redactor, literal=redact_bodies)
+            redactor.raw(e.raw, literal=redact_bodies)
             if e.raw is not None and len(e.raw) <= raw_cap
             else None
             for e in events
