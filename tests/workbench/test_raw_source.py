@@ -132,3 +132,27 @@ async def test_raw_tab_and_export_key_show_and_save_the_bytes(
         rebuilt = tmp_path / f"lab_raw-{other.number}.eml"
         await until(pilot, rebuilt.exists, "the rebuilt file")
         assert rebuilt.read_bytes() == to_bytes(to_email(other.event), date=RAW_DATE)
+
+
+def test_recorded_bytes_of_replays_are_kept_under_a_count_and_a_byte_bound() -> None:
+    from mailbus_workbench.model.recorded_raw import RecordedRaw
+
+    kept = RecordedRaw(max_kept=3, max_bytes=250)
+
+    def sent(n: int, size: int) -> TraceEvent:
+        return TraceEvent(
+            "replay.sent", 0, message_id=f"<n{n}@x>", extra={"original": "<o@x>"}, raw=b"r" * size
+        )
+
+    for n in range(4):
+        kept.add(sent(n, 10))
+    assert len(kept) == 3 and kept.bytes == 30  # the oldest went
+    kept.add(sent(9, 245))
+    assert len(kept) == 1 and kept.bytes == 245  # by bytes too
+    record = MessageRecord(1, dataclasses.replace(raw_event(None), message_id="<n9@x>"))
+    resolved = kept.resolve(record)
+    assert resolved.event.raw == b"r" * 245 and raw_note(resolved.event).startswith("Recorded")
+    missing = MessageRecord(2, dataclasses.replace(raw_event(None), message_id="<n0@x>"))
+    assert kept.resolve(missing) is missing
+    kept.clear()
+    assert len(kept) == 0 and kept.bytes == 0

@@ -13,15 +13,18 @@ from mailbus.trace import TraceEvent
 from mailbus_workbench.model.topics import MessageRecord
 
 REPLAY_SENT = "replay.sent"
-# Replayed messages whose recorded bytes are kept (each at most feed.RAW_KEEP bytes):
-# as many as the default history cap keeps for a few topics.
-MAX_KEPT = 2_000
+# The newest replayed messages' recorded bytes are kept, at most this many messages and
+# this many bytes in all (each is at most feed.RAW_KEEP bytes): older ones show rebuilt.
+MAX_KEPT = 10_000
+MAX_BYTES = 32 * 1024 * 1024
 RECORDED_AS = "raw_recorded_as"  # extra key: the original's Message-ID
 
 
 class RecordedRaw:
-    def __init__(self, max_kept: int = MAX_KEPT) -> None:
+    def __init__(self, max_kept: int = MAX_KEPT, max_bytes: int = MAX_BYTES) -> None:
         self.max_kept = max_kept
+        self.max_bytes = max_bytes
+        self.bytes = 0
         self._raw: OrderedDict[str, tuple[bytes, str]] = OrderedDict()
 
     def add(self, event: TraceEvent) -> None:
@@ -29,9 +32,15 @@ class RecordedRaw:
         if event.raw is None or not event.message_id:
             return
         original = event.extra.get("original") if event.extra else None
-        self._raw[event.message_id] = (event.raw, str(original or ""))
-        if len(self._raw) > self.max_kept:
-            self._raw.popitem(last=False)
+        kept = self._raw
+        old = kept.pop(event.message_id, None)
+        if old is not None:
+            self.bytes -= len(old[0])
+        kept[event.message_id] = (event.raw, str(original or ""))
+        self.bytes += len(event.raw)
+        while kept and (len(kept) > self.max_kept or self.bytes > self.max_bytes):
+            raw, _ = kept.popitem(last=False)[1]
+            self.bytes -= len(raw)
 
     def resolve(self, record: MessageRecord) -> MessageRecord:
         """`record` with the recorded bytes of its original when it is a replayed
@@ -48,6 +57,7 @@ class RecordedRaw:
 
     def clear(self) -> None:
         self._raw.clear()
+        self.bytes = 0
 
     def __len__(self) -> int:
         return len(self._raw)
