@@ -142,3 +142,13 @@ def test_redacting_raw_bytes_covers_folded_values_and_bare_newlines() -> None:
     assert Redactor(["hunter2"]).raw(bare, literal=False).endswith(b"\n\nhunter2\n")
     clean = b"Subject: t\r\n\r\nx"
     assert Redactor().raw(clean) is clean  # nothing to redact: the same bytes, no copy
+
+
+def test_record_refuses_a_negative_raw_cap(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mailbus.cli import main
+
+    assert main(["record", str(tmp_path / "s"), "--raw-cap", "-1", "--seconds", "1"]) == 2
+    assert "mailbus record: error: raw_cap >= 0" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
