@@ -152,3 +152,33 @@ def test_record_refuses_a_negative_raw_cap(
     assert main(["record", str(tmp_path / "s"), "--raw-cap", "-1", "--seconds", "1"]) == 2
     assert "mailbus record: error: raw_cap >= 0" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
+
+
+def test_no_reserved_header_names_a_secret() -> None:
+    # The recorder reads a raw header block only when a parsed (non-reserved) header
+    # names a secret: that shortcut holds while no reserved name looks like one.
+    from mailbus import headers as H
+    from mailbus.sessions.schema import Redactor
+
+    redactor = Redactor()
+    assert not any(redactor.secret_name(name) for name in H.RESERVED)
+
+
+def test_a_header_the_signature_check_left_out_is_still_redacted_in_the_raw_bytes() -> None:
+    # The signature check passes on only the signed headers: a relay's secret-named header
+    # is then in the raw bytes but not among the event's headers.
+    from mailbus.sessions.schema import Redactor, event_columns
+    from mailbus.trace import TraceEvent
+
+    raw = b"X-Api-Token: abc123\r\nSubject: t\r\nSource-Timestamp: 1\r\n\r\nbody"
+    event = TraceEvent(
+        "email.received",
+        1,
+        name="t",
+        body="body",
+        headers={"Source-Timestamp": "1"},
+        extra={"signature": "verified"},
+        raw=raw,
+    )
+    (recorded,) = event_columns([(0, event, b"body", 4, False)], Redactor(), raw_cap=1024)["raw"]
+    assert recorded == b"X-Api-Token: [redacted]\r\nSubject: t\r\nSource-Timestamp: 1\r\n\r\nbody"

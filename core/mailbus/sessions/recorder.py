@@ -3,9 +3,10 @@
 The trace listener runs on the engine's threads, so it only filters, caps the body and
 appends a tuple to a bounded deque; a background thread turns batches into Arrow tables
 and writes them. Memory stays bounded whatever the rate: at most `max_queued` events of
-at most `body_cap` body bytes (and `raw_cap` raw bytes) wait, plus the one batch being
-written. When the queue is full the event is dropped and counted (manifest `dropped`, a
-`recorder.dropped` row once the writer catches up), never lost in silence.
+at most `body_cap` body bytes wait, plus the one batch being written (raw bytes are
+written up to `raw_cap`). When the queue is full the event is dropped and counted
+(manifest `dropped`, a `recorder.dropped` row once the writer catches up), never lost
+in silence.
 
 A part is written under a temporary name and renamed when complete, and the manifest
 is replaced atomically after each part, so a killed recording is readable up to its
@@ -230,10 +231,6 @@ class Recorder:
         if len(queue) >= self.max_queued:  # full: drop before capping the body
             self._drop()
             return
-        raw = event.raw
-        if raw is not None and len(raw) > self.raw_cap:
-            # Not recorded: do not hold it while the row waits (the queue's memory bound).
-            event = dataclasses.replace(event, raw=None)
         body = event.body
         if body is None:
             row: _Row = (next(self._index), event, None, -1, False)
