@@ -154,16 +154,6 @@ def test_record_refuses_a_negative_raw_cap(
     assert not (tmp_path / "s").exists()
 
 
-def test_no_reserved_header_names_a_secret() -> None:
-    # The recorder reads a raw header block only when a parsed (non-reserved) header
-    # names a secret: that shortcut holds while no reserved name looks like one.
-    from mailbus import headers as H
-    from mailbus.sessions.schema import Redactor
-
-    redactor = Redactor()
-    assert not any(redactor.secret_name(name) for name in H.RESERVED)
-
-
 def test_a_header_the_signature_check_left_out_is_still_redacted_in_the_raw_bytes() -> None:
     # The signature check passes on only the signed headers: a relay's secret-named header
     # is then in the raw bytes but not among the event's headers.
@@ -182,3 +172,13 @@ def test_a_header_the_signature_check_left_out_is_still_redacted_in_the_raw_byte
     )
     (recorded,) = event_columns([(0, event, b"body", 4, False)], Redactor(), raw_cap=1024)["raw"]
     assert recorded == b"X-Api-Token: [redacted]\r\nSubject: t\r\nSource-Timestamp: 1\r\n\r\nbody"
+
+
+def test_a_header_after_a_malformed_line_is_still_redacted_in_the_raw_bytes() -> None:
+    # A line without a colon ends the parser's header block: what follows is in no
+    # parsed header, only in the raw bytes.
+    from mailbus.sessions.schema import Redactor
+
+    raw = b"Subject: t\r\nbroken line\r\nX-Api-Token: abc123\r\n\r\nbody"
+    redacted = b"Subject: t\r\nbroken line\r\nX-Api-Token: [redacted]\r\n\r\nbody"
+    assert Redactor().raw(raw) == redacted

@@ -121,7 +121,9 @@ class Redactor:
         for name, value in headers.items():
             secret = names.get(name)
             if secret is None:
-                secret = self.secret_name(name)
+                secret = bool(_SECRET_HEADER.search(name))
+                if len(names) < 10_000:
+                    names[name] = secret
             if secret:
                 value = REDACTED
             elif self._suspect(value) is not None:
@@ -129,25 +131,12 @@ class Redactor:
             result.append((name, value))
         return result
 
-    def secret_name(self, name: str) -> bool:
-        names = self._secret_names
-        secret = names.get(name)
-        if secret is None:
-            secret = bool(_SECRET_HEADER.search(name))
-            if len(names) < 10_000:
-                names[name] = secret
-        return secret
-
-    def raw(
-        self, raw: bytes, *, literal: bool = True, header_names: Iterable[str] | None = None
-    ) -> bytes:
+    def raw(self, raw: bytes, *, literal: bool = True) -> bytes:
         """The raw bytes of an email with the headers rule applied to its header block (a
         header named like a secret keeps its name, its value and folded lines become
-        [redacted]) and, with `literal`, the secrets replaced wherever they occur.
-        `header_names`: the names of every header in the block but the reserved RFC 5322
-        ones (none of which names a secret); when none is secret the block is not read."""
-        if header_names is not None and not any(map(self.secret_name, header_names)):
-            return self.body(raw) if literal else raw
+        [redacted]) and, with `literal`, the secrets replaced wherever they occur. Every
+        line of the block is read: the parsed headers may lack some (a malformed line
+        ends the parser's header block; a signature check keeps only signed headers)."""
         end = raw.find(b"\r\n\r\n")
         if end < 0:
             end = raw.find(b"\n\n")
@@ -260,20 +249,12 @@ def event_columns(
         # "verified", "unsigned" or "failed: why" (email.received with [signing] options).
         "signature": [_signature(e.extra) for e in events],
         "raw": [
-            redactor.raw(e.raw, literal=redact_bodies, header_names=_parsed_names(e))
+            redactor.raw(e.raw, literal=redact_bodies)
             if e.raw is not None and len(e.raw) <= raw_cap
             else None
             for e in events
         ],
     }
-
-
-def _parsed_names(event: TraceEvent) -> Iterable[str] | None:
-    """The names of every non-reserved header of a received email's raw bytes: its parsed
-    headers, unless the signature check kept only the signed ones (then None)."""
-    if event.kind != "email.received" or (event.extra and "signature" in event.extra):
-        return None
-    return event.headers.keys()
 
 
 def _signature(extra: Mapping[str, Any]) -> str | None:
