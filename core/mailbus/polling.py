@@ -152,6 +152,7 @@ class PollingManager:
                 size=len(email.body),
                 headers=email.headers,
                 detail=type(envelope).__name__.lower(),
+                raw=email.raw,
                 # Who sent it and to whom: an observer shows the email as it came.
                 extra={"from": email.sender, "to": email.to, "cc": email.cc}
                 | ({"signature": signature} if signature is not None else {}),

@@ -88,6 +88,10 @@ class TraceEvent:
     headers: Mapping[str, str] = _EMPTY
     detail: str = ""
     extra: Mapping[str, object] = _EMPTY
+    # email.received: the bytes the email arrived with (None on the in-process
+    # transport, where nothing is serialised). Shared, not copied: do not keep it longer
+    # than you must (the workbench keeps it under a bound, the recorder under raw_cap).
+    raw: bytes | None = None
 
 
 Listener = Callable[[TraceEvent], None]

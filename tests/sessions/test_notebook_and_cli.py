@@ -58,6 +58,7 @@ def test_cli_constants_match_the_modules() -> None:
     assert tuple(analysis.TABLES) == sessions_cli.TABLE_NAMES
     assert sessions_cli.ENGINES == analysis.ENGINES
     assert sessions_cli.DEFAULT_BODY_CAP == recorder.DEFAULT_BODY_CAP
+    assert sessions_cli.DEFAULT_RAW_CAP == recorder.DEFAULT_RAW_CAP
     assert sessions_cli.DEFAULT_MAX_QUEUED == recorder.DEFAULT_MAX_QUEUED
 
 

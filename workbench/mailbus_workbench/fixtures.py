@@ -482,3 +482,21 @@ def _nowhere(name: str):  # type: ignore[no-untyped-def]
     from pathlib import Path
 
     return Path("/nonexistent/mailbus-workbench") / name
+
+
+def imap_bytes(event: TraceEvent) -> bytes:
+    """The bytes of a fixture message as Dovecot hands them over after Postfix delivered
+    it: the server's lines in front of what the sender wrote (a fixed Date)."""
+    from mailbus.email_message import to_bytes
+
+    from mailbus_workbench.model.inspect import to_email
+
+    email = to_email(event)
+    received = (
+        f"Return-Path: <{email.sender}>\r\n"
+        f"Delivered-To: lab@mailbus.test\r\n"
+        "Received: from mx.mailbus.test (localhost [127.0.0.1])\r\n"
+        "\tby imap.mailbus.test with LMTP id 8Gq1Ly2Aa2fXBwAAe7jWsA\r\n"
+        f"\tfor <lab@mailbus.test>; {RAW_DATE}\r\n"
+    )
+    return received.encode() + to_bytes(email, date=RAW_DATE)

@@ -35,7 +35,7 @@ SIZE = (130, 38)
 Scene = Callable[[Pilot[Any]], Awaitable[None]]
 
 
-async def _topics(pilot: Pilot[Any], tab: str = "body") -> None:
+async def _topics(pilot: Pilot[Any], tab: str = "body", *, over_imap: bool = False) -> None:
     from mailbus_workbench.views.topics import TopicsView
     from mailbus_workbench.widgets.inspector import Inspector
     from mailbus_workbench.widgets.message_list import MessageList
@@ -51,6 +51,14 @@ async def _topics(pilot: Pilot[Any], tab: str = "body") -> None:
     await pilot.pause()
     record = messages.selected()
     assert record is not None
+    if over_imap:  # the bytes as an IMAP server hands them over (fixtures: in process)
+        from dataclasses import replace
+
+        from mailbus_workbench.fixtures import imap_bytes
+        from mailbus_workbench.model.topics import MessageRecord
+
+        event = replace(record.event, raw=imap_bytes(record.event))
+        record = MessageRecord(record.number, event)
     app.query_one(TopicsView).inspect(record)
     app.query_one(Inspector).show_tab(tab)
     await pilot.pause()
@@ -61,7 +69,7 @@ async def topics(pilot: Pilot[Any]) -> None:
 
 
 async def topics_raw(pilot: Pilot[Any]) -> None:
-    await _topics(pilot, "raw")
+    await _topics(pilot, "raw", over_imap=True)
 
 
 async def topics_diff(pilot: Pilot[Any]) -> None:

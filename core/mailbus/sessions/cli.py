@@ -19,6 +19,7 @@ from typing import Any, TextIO
 ENGINES = ("polars", "spark")
 TABLE_NAMES = ("topics", "services", "calls", "orphans", "sequences")
 DEFAULT_BODY_CAP = 64 * 1024
+DEFAULT_RAW_CAP = 64 * 1024
 DEFAULT_MAX_QUEUED = 20_000
 
 EXIT_OK = 0
@@ -103,6 +104,7 @@ def _record(args: argparse.Namespace) -> int:
             include=args.include,
             exclude=args.exclude,
             body_cap=args.body_cap,
+            raw_cap=args.raw_cap,
             max_queued=args.max_queued,
             max_part_bytes=int(args.part_mb * 1024 * 1024),
             max_part_seconds=args.part_seconds,
@@ -356,6 +358,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     record.add_argument("--include", metavar="REGEX", help="only topics/services matching")
     record.add_argument("--exclude", metavar="REGEX", help="leave out topics/services matching")
     record.add_argument("--body-cap", type=int, default=DEFAULT_BODY_CAP, metavar="BYTES")
+    record.add_argument(
+        "--raw-cap",
+        type=int,
+        default=DEFAULT_RAW_CAP,
+        metavar="BYTES",
+        help="record a received email's raw bytes when at most this many (0: never)",
+    )
     record.add_argument("--max-queued", type=int, default=DEFAULT_MAX_QUEUED, metavar="EVENTS")
     record.add_argument("--part-mb", type=_size_mb, default=64.0, help="split parts at this size")
     record.add_argument("--part-seconds", type=_positive, default=300.0, help="...or this age")

@@ -74,6 +74,8 @@ class ReplayEvent:
     headers: tuple[tuple[str, str], ...]  # user headers only, engine headers rebuilt
     body: str
     truncated: bool
+    # The bytes the email arrived with, when the session recorded them (its raw column).
+    raw: bytes | None = None
 
 
 # Offsets are held in int64 nanoseconds: a finite offset beyond this (292 years, far past
@@ -154,6 +156,7 @@ def replay_events(
         .sort("_t", "event_index")
         .collect()
     )
+    raws = _recorded_raw(session)
     events: list[ReplayEvent] = []
     start: int | None = None
     for row in frame.iter_rows(named=True):
@@ -192,9 +195,27 @@ def replay_events(
                 ),
                 body=body,
                 truncated=bool(row["body_truncated"]),
+                raw=raws.get(row["message_id"]),
             )
         )
     return events
+
+
+def _recorded_raw(session: Session) -> dict[str, bytes]:
+    """Message-ID -> the raw bytes a received email was recorded with (the sender's
+    event, which a replay prefers, has none)."""
+    frame = (
+        session.scan(with_session=False)
+        .filter(
+            (pl.col("kind") == "email.received")
+            & pl.col("raw").is_not_null()
+            & pl.col("message_id").is_not_null()
+        )
+        .select("message_id", "raw")
+        .unique("message_id", keep="first")
+        .collect()
+    )
+    return {row[0]: bytes(row[1]) for row in frame.iter_rows()}
 
 
 class Player:
@@ -450,6 +471,7 @@ class Player:
                 source_timestamp_ns=int(email.headers[H.SOURCE_TIMESTAMP]),
                 size=len(email.body),
                 extra={"original": event.message_id, "offset_ns": event.offset_ns},
+                raw=event.raw,  # what the original arrived with, when recorded
             )
         if self.on_sent is not None:
             self.on_sent(self, event)

@@ -3,9 +3,10 @@
 The trace listener runs on the engine's threads, so it only filters, caps the body and
 appends a tuple to a bounded deque; a background thread turns batches into Arrow tables
 and writes them. Memory stays bounded whatever the rate: at most `max_queued` events of
-at most `body_cap` body bytes wait, plus the one batch being written. When the queue is
-full the event is dropped and counted (manifest `dropped`, a `recorder.dropped` row
-once the writer catches up), never lost in silence.
+at most `body_cap` body bytes wait, plus the one batch being written (raw bytes are
+written up to `raw_cap`). When the queue is full the event is dropped and counted
+(manifest `dropped`, a `recorder.dropped` row once the writer catches up), never lost
+in silence.
 
 A part is written under a temporary name and renamed when complete, and the manifest
 is replaced atomically after each part, so a killed recording is readable up to its
@@ -53,6 +54,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_BODY_CAP = 64 * 1024
+# Received emails' raw bytes are recorded whole when at most this many, else not at all
+# (a cut source is not what arrived); 0 records none. See docs/sessions.md.
+DEFAULT_RAW_CAP = 64 * 1024
 DEFAULT_MAX_QUEUED = 20_000
 DEFAULT_BATCH_ROWS = 5_000
 DEFAULT_PART_BYTES = 64 * 1024 * 1024
@@ -102,6 +106,7 @@ class Recorder:
         exclude: str | None = None,
         kinds: Collection[str] | None = None,
         body_cap: int = DEFAULT_BODY_CAP,
+        raw_cap: int = DEFAULT_RAW_CAP,
         max_queued: int = DEFAULT_MAX_QUEUED,
         batch_rows: int = DEFAULT_BATCH_ROWS,
         max_part_bytes: int = DEFAULT_PART_BYTES,
@@ -114,6 +119,8 @@ class Recorder:
     ) -> None:
         if body_cap < 0 or max_queued < 1 or batch_rows < 1 or max_part_bytes < 1:
             raise ValueError("body_cap >= 0, max_queued, batch_rows, max_part_bytes >= 1")
+        if raw_cap < 0:
+            raise ValueError("raw_cap >= 0 (0 records no raw bytes)")
         self.directory = Path(directory)
         if (self.directory / MANIFEST).exists() or any(self.directory.glob("part-*")):
             raise RecorderError(f"{self.directory} already holds a session; choose a new one")
@@ -125,6 +132,7 @@ class Recorder:
             raise ValueError(f"bad topic filter: {exc}") from None
         self._kinds = frozenset(kinds) if kinds is not None else None
         self.body_cap = body_cap
+        self.raw_cap = raw_cap
         self.max_queued = max_queued
         self.batch_rows = batch_rows
         self.max_part_bytes = max_part_bytes
@@ -392,6 +400,7 @@ class Recorder:
             redact_bodies=bool(self._secrets),
             transport=self.transport,
             participant=self.participant,
+            raw_cap=self.raw_cap,
         )
 
     def _open_part(self) -> None:
@@ -454,6 +463,7 @@ class Recorder:
                 "participant": self.participant,
                 "transport": self.transport,
                 "body_cap": self.body_cap,
+                "raw_cap": self.raw_cap,
                 "filters": {
                     "include": self._include.pattern if self._include else None,
                     "exclude": self._exclude.pattern if self._exclude else None,

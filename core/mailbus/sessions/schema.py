@@ -52,11 +52,12 @@ COLUMNS: tuple[tuple[str, pa.DataType, bool], ...] = (
     ("transport", pa.string(), True),
     ("participant", pa.string(), True),
     ("signature", pa.string(), True),
+    ("raw", pa.binary(), True),
 )
 COLUMN_NAMES = tuple(name for name, _, _ in COLUMNS)
 # Nullable columns added to version 1 later (a compatible change): parts written before
 # lack them, and readers fill them with nulls.
-ADDED_COLUMNS = frozenset({"signature"})
+ADDED_COLUMNS = frozenset({"signature", "raw"})
 
 
 def arrow_schema(engine_version: str = "") -> pa.Schema:
@@ -94,6 +95,7 @@ class Redactor:
         self._secrets = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
         self._secret_bytes = tuple(s.encode("utf-8") for s in self._secrets)
         self._secret_names: dict[str, bool] = {}
+        self._secret_raw_names: dict[bytes, bool] = {}
         literal = "|".join(re.escape(s) for s in self._secrets)
         self._suspect = (
             re.compile(f"{_SUSPECT.pattern}|{literal}", re.I) if literal else _SUSPECT
@@ -128,6 +130,44 @@ class Redactor:
                 value = self.text(value)
             result.append((name, value))
         return result
+
+    def raw(self, raw: bytes, *, literal: bool = True) -> bytes:
+        """The raw bytes of an email with the headers rule applied to its header block (a
+        header named like a secret keeps its name, its value and folded lines become
+        [redacted]) and, with `literal`, the secrets replaced wherever they occur. Every
+        line of the block is read: the parsed headers may lack some (a malformed line
+        ends the parser's header block; a signature check keeps only signed headers)."""
+        end = raw.find(b"\r\n\r\n")
+        if end < 0:
+            end = raw.find(b"\n\n")
+        lines = (raw if end < 0 else raw[:end]).split(b"\n")
+        names = self._secret_raw_names
+        kept: list[bytes] = []
+        secret = changed = False
+        for line in lines:
+            if line[:1] in (b" ", b"\t"):  # a folded line of the header above
+                if secret:
+                    changed = True
+                else:
+                    kept.append(line)
+                continue
+            name, colon, _ = line.partition(b":")
+            known = names.get(name) if colon else False
+            if known is None:
+                known = bool(_SECRET_HEADER.search(name.decode("latin-1")))
+                if len(names) < 10_000:
+                    names[name] = known
+            secret = known
+            if secret:
+                changed = True
+                kept.append(
+                    name + b": " + REDACTED.encode() + (b"\r" if line.endswith(b"\r") else b"")
+                )
+            else:
+                kept.append(line)
+        if changed:
+            raw = b"\n".join(kept) + (b"" if end < 0 else raw[end:])
+        return self.body(raw) if literal else raw
 
     def body(self, body: bytes) -> bytes:
         for secret in self._secret_bytes:
@@ -168,9 +208,11 @@ def event_columns(
     redact_bodies: bool = True,
     transport: str = "",
     participant: str = "",
+    raw_cap: int = 0,
 ) -> dict[str, list[Any]]:
     """The columns of COLUMNS for `rows`, redacted: the one mapping from trace events
-    to a recording's rows (the recorder and the notebook monitor both use it)."""
+    to a recording's rows (the recorder and the notebook monitor both use it). The raw
+    bytes of an email are kept when they are at most `raw_cap` bytes (0: never)."""
     text = redactor.text
     events = [row[1] for row in rows]
 
@@ -206,6 +248,12 @@ def event_columns(
         "participant": [participant or None] * len(rows),
         # "verified", "unsigned" or "failed: why" (email.received with [signing] options).
         "signature": [_signature(e.extra) for e in events],
+        "raw": [
+            redactor.raw(e.raw, literal=redact_bodies)
+            if e.raw is not None and len(e.raw) <= raw_cap
+            else None
+            for e in events
+        ],
     }
 
 

@@ -4,7 +4,9 @@ The trace listener runs on engine threads at message rate; it only appends to a
 deque (atomic under the GIL, no lock) and the UI drains it at its refresh rate. When
 the UI falls behind by more than `capacity` events the oldest are dropped and counted,
 so memory stays bounded and the loss is visible, never silent. Bodies beyond BODY_KEEP
-characters are cut (the event's size still says how large the message was)."""
+characters are cut (the event's size still says how large the message was); the raw
+bytes of a received email are kept whole up to RAW_KEEP bytes, or not at all (a cut
+source is not what arrived; `extra["raw_size"]` then says how large it was)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ WANTED = frozenset(
         Kind.WAIT_TIMED_OUT.value,
         Kind.ERROR.value,
         *STEM_ERRORS,
+        "replay.sent",  # the recorded bytes of a replayed message (model/recorded_raw.py)
     }
 )
 
@@ -36,6 +39,10 @@ DEFAULT_CAPACITY = 200_000
 # Characters of a body the workbench keeps: the feed and every topic's history hold
 # events, so a flood of large messages must not hold them whole (the size stays true).
 BODY_KEEP = 64 * 1024
+# Bytes of a received email's raw source the workbench keeps: twice BODY_KEEP, so that
+# an email whose body is kept whole (64 Ki ASCII characters, base64 or quoted-printable
+# on the wire, plus the header block) keeps its exact bytes too.
+RAW_KEEP = 2 * BODY_KEEP
 
 
 class EventFeed:
@@ -56,6 +63,9 @@ class EventFeed:
                 # A copy: the event is shared with other listeners (the recorder).
                 cut = len(body) - BODY_KEEP
                 event = replace(event, body=f"{body[:BODY_KEEP]}\n… {cut} more characters")
+            raw = event.raw
+            if raw is not None and len(raw) > RAW_KEEP:
+                event = replace(event, raw=None, extra={**event.extra, "raw_size": len(raw)})
             self._events.append(event)
             self.pushed += 1
 

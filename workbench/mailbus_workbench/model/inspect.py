@@ -13,6 +13,8 @@ from mailbus.errors import MailbusError
 from mailbus.names import check_address
 from mailbus.trace import TraceEvent
 
+from mailbus_workbench.model.recorded_raw import RECORDED_AS
+
 PRETTY_MAX_CHARS = 256 * 1024  # larger bodies are shown as they came (parsing costs)
 # JSON leaves C1 controls (U+0080-U+009F) and DEL raw; a terminal may act on them.
 _C1_ESCAPES = {c: f"\\u{c:04x}" for c in range(0x7F, 0xA0)}
@@ -104,12 +106,38 @@ def _references(event: TraceEvent) -> tuple[str, ...]:
 
 
 def raw_source(event: TraceEvent, date: str | None = None) -> str:
-    """The RFC 5322 source as `mailbus.email_message.to_bytes` writes it."""
+    """The RFC 5322 source: the bytes the email arrived with when the event carries them
+    (bytes that are not UTF-8 shown as \\xNN escapes), else as
+    `mailbus.email_message.to_bytes` writes it (`raw_note` says which)."""
+    if event.raw is not None:
+        return event.raw.decode("utf-8", "backslashreplace").replace("\r\n", "\n")
     try:
         data = to_bytes(to_email(event), date=date)
     except MailbusError as exc:
         return f"(cannot build the RFC 5322 source: {exc})"
     return data.decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+def raw_note(event: TraceEvent) -> str:
+    """One line saying whether `raw_source` shows the bytes that arrived or a rebuild."""
+    recorded_as = event.extra.get(RECORDED_AS) if event.extra else None
+    if event.raw is not None and recorded_as:
+        return (
+            f"Recorded: the {len(event.raw):,} bytes the original {recorded_as} arrived "
+            "with when the session was recorded (this replay is a new email rebuilt from it)"
+        )
+    if event.raw is not None:
+        return f"As received: {len(event.raw):,} bytes, exactly as the transport delivered them"
+    size = event.extra.get("raw_size") if event.extra else None
+    if isinstance(size, int):
+        return (
+            f"Rebuilt: the {size:,} bytes that arrived are over the workbench's raw limit; "
+            "this is the source rebuilt from the message, dated when shown"
+        )
+    return (
+        "Rebuilt from the message, dated when shown: no bytes were kept (the in-process "
+        "transport sends none; older recordings and larger emails have none)"
+    )
 
 
 def body_diff(previous: str | None, current: str) -> str:

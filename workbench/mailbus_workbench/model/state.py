@@ -11,6 +11,7 @@ from mailbus.trace import Kind, TraceEvent
 
 from mailbus_workbench.model.feed import STEM_ERRORS, EventFeed
 from mailbus_workbench.model.participants import ParticipantDirectory
+from mailbus_workbench.model.recorded_raw import REPLAY_SENT, RecordedRaw
 from mailbus_workbench.model.services import ServiceStore
 from mailbus_workbench.model.topics import TopicStore
 from mailbus_workbench.model.waitsets import WaitSetLike, WaitSetMonitor, WaitSetRow
@@ -49,6 +50,7 @@ class WorkbenchModel:
         )
         self.wait_sets = WaitSetMonitor(wait_sets)
         self.participants = ParticipantDirectory()
+        self.recorded_raw = RecordedRaw()  # replayed messages' recorded bytes
         self.notices: deque[TraceEvent] = deque(maxlen=200)  # skipped emails, errors
         self.paused = False
         self.missed_while_paused = 0
@@ -82,6 +84,8 @@ class WorkbenchModel:
                         self.missed_by_topic[event.name] += 1
                 elif detail in ("request", "response"):
                     services.add(event)
+            elif kind == REPLAY_SENT:
+                self.recorded_raw.add(event)
             elif kind in NOTICE_KINDS:
                 self.notices.append(event)
                 if kind == discarded:
@@ -111,4 +115,5 @@ class WorkbenchModel:
     def clear(self) -> None:
         self.topics.clear()
         self.services.clear()
+        self.recorded_raw.clear()
         self.notices.clear()

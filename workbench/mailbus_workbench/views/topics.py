@@ -41,6 +41,8 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
 - **x** clear what is shown
 - **/** filter topics
 - **h** change the history cap (messages kept per topic)
+- **e** export the inspected message as an `.eml` file in the current directory: the
+  exact bytes it arrived with (rebuilt, and said so, on the in-process transport)
 - **[** / **]** narrow / widen the tree (or drag the divider)
 """
 
@@ -49,6 +51,7 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
         Binding("x", "clear", "Clear", id="topics.clear"),
         Binding("slash", "filter", "Filter", id="topics.filter"),
         Binding("h", "history_cap", "History cap", id="topics.cap"),
+        Binding("e", "export_eml", "Export .eml", show=False, id="topics.export_eml"),
         Binding("left_square_bracket", "resize(-4)", "Narrower", show=False, id="topics.narrower"),
         Binding("right_square_bracket", "resize(4)", "Wider", show=False, id="topics.wider"),
     ]
@@ -155,6 +158,7 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
         self.inspect(event.record)
 
     def inspect(self, record: MessageRecord) -> None:
+        record = self.parts.model.recorded_raw.resolve(record)  # a replay's recorded bytes
         previous = self.parts.model.topics.previous(record.event.name, record.number)
         self.query_one(Inspector).show(record, previous, self.parts.raw_date)
 
@@ -215,6 +219,22 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
         model.topics.history_cap = cap
         self.notify(f"Keeping {cap} messages per topic", timeout=2)
         self.refresh_view(model.clock())
+
+    def action_export_eml(self) -> None:
+        from pathlib import Path
+
+        from mailbus_workbench.model.eml import ExportError, write_eml
+
+        record = self.query_one(Inspector).record
+        if record is None:
+            self.notify("Select a message to export", severity="warning", timeout=3)
+            return
+        try:
+            path, eml = write_eml(Path.cwd(), record, self.parts.raw_date)
+        except ExportError as exc:
+            self.notify(f"Export failed: {exc}", severity="error", markup=False)
+            return
+        self.notify(f"Exported {path} ({eml.description})", timeout=5, markup=False)
 
     def action_resize(self, delta: int) -> None:
         left = self.query_one("#topics-left")

@@ -1,4 +1,5 @@
-"""The message inspector: body (pretty JSON), headers, raw RFC 5322 source, diff."""
+"""The message inspector: body (pretty JSON), headers, raw RFC 5322 source (the bytes that
+arrived, or a rebuild when none were kept), diff."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static, TabbedContent, TabPane, Tree
 
-from mailbus_workbench.model.inspect import body_diff, header_rows, pretty_body, raw_source
+from mailbus_workbench.model.inspect import (
+    body_diff,
+    header_rows,
+    pretty_body,
+    raw_note,
+    raw_source,
+)
 from mailbus_workbench.model.topics import MessageRecord
 from mailbus_workbench.widgets import format as fmt
 
@@ -90,12 +97,18 @@ class Inspector(Vertical):
             table.add_row(Text(name), Text(fmt.printable(value)))  # no markup
         self.query_one("#inspector-headers-text", Static).update(table)
         raw = raw_source(event, date)
-        self.query_one("#inspector-raw-text", Static).update(Text(fmt.printable(raw, lines=True)))
+        # The bytes may hold anything: printable pictures, never markup.
+        note = raw_note(event)
+        shown = Text()
+        shown.append(note + "\n\n", style="dim italic")
+        shown.append(fmt.printable(raw, lines=True))
+        self.query_one("#inspector-raw-text", Static).update(shown)
         diff = body_diff(previous.body if previous else None, record.body)
         self.texts = {
             "body": body,
             "headers": "\n".join(f"{name}: {value}" for name, value in header_rows(event)),
             "raw": raw,
+            "raw_note": note,
             "diff": diff,
         }
         self.query_one("#inspector-diff-text", Static).update(
