@@ -12,34 +12,92 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
+
+from mailbus.event_kind import EventKind
 
 log = logging.getLogger(__name__)
 
 
-class Kind(StrEnum):
-    """Event names of the core engine. Other parts (outbox, postoffice, stem, broker)
-    use their own `area.action` strings with the same TraceEvent."""
+class Kind(EventKind):
+    """Event kinds of the core engine (each area has its own: `mailbus.<area>.kinds`)."""
 
-    PUBLISHED = "message.published"
-    RECEIVED = "email.received"
-    DELIVERED = "message.delivered"
-    TAKEN = "message.taken"
-    REQUEST_SENT = "request.sent"
-    REQUEST_TAKEN = "request.taken"
-    RESPONSE_SENT = "response.sent"
-    RESPONSE_MATCHED = "response.matched"
-    OVERFLOWED = "subscription.overflowed"
-    DISCARDED = "response.discarded"
-    SKIPPED = "email.skipped"
-    WAIT_STARTED = "wait.started"
-    WAIT_COMPLETE = "wait.complete"
-    WAIT_TIMED_OUT = "wait.timed_out"
-    ERROR = "error"
-    RECONNECTED = "transport.reconnected"
-    ANNOUNCED = "participant.announced"
-    ANNOUNCEMENT_INVALID = "participant.invalid"
+    PUBLISHED = (
+        "message.published",
+        "a publisher sent a message | name, gid, message_id, source_timestamp_ns, body, headers",
+    )
+    RECEIVED = (
+        "email.received",
+        "the engine received and opened an email | name, source_gid, message_id, "
+        "in_reply_to, reception_timestamp_ns, body, raw (the bytes that arrived; None "
+        "in-process), `detail` = message/request/response",
+    )
+    DELIVERED = (
+        "message.delivered",
+        "a message or request was queued on a subscription or server | name, gid "
+        "(subscription or server), source_gid, message_id, sequence_number",
+    )
+    TAKEN = (
+        "message.taken",
+        "a subscription's message was taken | name, gid (subscription), source_gid, message_id",
+    )
+    REQUEST_SENT = (
+        "request.sent",
+        "a client sent a request | name, gid, sequence_number, message_id, body",
+    )
+    REQUEST_TAKEN = (
+        "request.taken",
+        "a server took a request | name, gid (server), source_gid (client), sequence_number",
+    )
+    RESPONSE_SENT = (
+        "response.sent",
+        "a server answered | name, gid, sequence_number, message_id, in_reply_to",
+    )
+    RESPONSE_MATCHED = (
+        "response.matched",
+        "a client accepted a response | name, gid, sequence_number, in_reply_to, body",
+    )
+    OVERFLOWED = (
+        "subscription.overflowed",
+        "a full subscription dropped a message | name, gid, message_id (the dropped one), "
+        "detail = policy",
+    )
+    DISCARDED = (
+        "response.discarded",
+        "a duplicate or unknown response was dropped | name, gid, sequence_number, in_reply_to",
+    )
+    SKIPPED = (
+        "email.skipped",
+        "a malformed, foreign or duplicate email was skipped, or one the signature rules "
+        "refuse (`unsigned`, `bad_signature`, `replayed`: [mail.md](mail.md#signed-mail)) "
+        "| detail, extra.origin (IMAP UID...), extra.reason",
+    )
+    WAIT_STARTED = (
+        "wait.started",
+        "a wait set began to wait | name (the wait set), extra.timeout_s",
+    )
+    WAIT_COMPLETE = (
+        "wait.complete",
+        "a wait returned ready entities | name, detail = the ready entities",
+    )
+    WAIT_TIMED_OUT = ("wait.timed_out", "a wait returned empty | name, extra.timeout_s")
+    ERROR = ("error", "the receiver or a handler failed | detail")
+    RECONNECTED = (
+        "transport.reconnected",
+        "receiving works again after `error`s with `retry_in_s` (the workbench badge) | detail",
+    )
+    ANNOUNCED = (
+        "participant.announced",
+        "the context sent its participant announcement (`announce-period-s`) | name "
+        "(participant), gid (its participant GID), sequence_number, size, detail = "
+        "alive/goodbye; a failed send is an `error`",
+    )
+    ANNOUNCEMENT_INVALID = (
+        "participant.invalid",
+        "a body on `_mailbus/participants` is not a readable announcement (made by the "
+        "workbench's model, listed in its Log) | source_gid, message_id, detail = the "
+        "sender and why, extra.from",
+    )
 
 
 class _EmptyMapping(Mapping[str, Any]):
@@ -131,7 +189,48 @@ class Tracer:
                 self.listener_errors += 1
                 log.exception("trace listener %r failed on %s", listener, event.kind)
 
-    def event(self, kind: str, **fields: object) -> None:
-        """Build and emit an event; callers check `active` first on hot paths."""
+    def event(
+        self,
+        kind: str,
+        *,
+        name: str = "",
+        gid: str = "",
+        source_gid: str = "",
+        sequence_number: int = -1,
+        message_id: str = "",
+        in_reply_to: str = "",
+        references: tuple[str, ...] = (),
+        source_timestamp_ns: int = 0,
+        reception_timestamp_ns: int = 0,
+        body: str | None = None,
+        size: int = 0,
+        headers: Mapping[str, str] = _EMPTY,
+        detail: str = "",
+        extra: Mapping[str, object] = _EMPTY,
+        raw: bytes | None = None,
+    ) -> None:
+        """Build and emit an event; callers check `active` first on hot paths. The
+        fields are TraceEvent's, spelled out so that a misspelt one fails at once (and
+        under mypy), not only when a listener happens to be attached."""
         if self._listeners:
-            self.emit(TraceEvent(kind, time.time_ns(), **fields))  # type: ignore[arg-type]
+            self.emit(
+                TraceEvent(
+                    kind,
+                    time.time_ns(),
+                    name,
+                    gid,
+                    source_gid,
+                    sequence_number,
+                    message_id,
+                    in_reply_to,
+                    references,
+                    source_timestamp_ns,
+                    reception_timestamp_ns,
+                    body,
+                    size,
+                    headers,
+                    detail,
+                    extra,
+                    raw,
+                )
+            )

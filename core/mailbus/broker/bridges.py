@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mailbus.broker.errors import BrokerError, GatewayConfigError, WireFormatError
+from mailbus.broker.kinds import BrokerKind
 from mailbus.broker.message import Message
 from mailbus.broker.wire import decode, encode
 from mailbus.email_message import MAX_PLAIN_HEADER_LENGTH
@@ -48,7 +49,7 @@ PROPERTIES_HEADER = "Broker-Properties"
 ENCODING_HEADER = "Broker-Encoding"
 WIRE_ENCODING = "a160-base64"
 ENCODINGS = ("text", "wire")
-BRIDGE_REJECTED = "broker.bridge_rejected"
+BRIDGE_REJECTED = BrokerKind.BRIDGE_REJECTED
 
 
 class BridgeFormatError(BrokerError, ValueError):

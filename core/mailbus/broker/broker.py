@@ -36,6 +36,7 @@ from mailbus.broker.errors import (
     PublishTimeoutError,
     UnknownModuleError,
 )
+from mailbus.broker.kinds import BrokerKind
 from mailbus.broker.message import Message
 from mailbus.broker.module import check_module
 from mailbus.broker.policy import DEFAULT_BACKPRESSURE, DEFAULT_CAPACITY, Backpressure, Overflow
@@ -53,17 +54,17 @@ DEFAULT_STOP_TIMEOUT = 10.0
 MAX_FINAL_STATS = 1024
 
 # Trace event kinds of the broker (TraceEvent.name is the module the event concerns).
-PUBLISHED = "broker.published"
-DELIVERED = "broker.delivered"
-DROPPED = "broker.dropped"
-REFUSED = "broker.refused"
-MODULE_FAILED = "broker.module_failed"
-MODULE_ADDED = "broker.module_added"
-MODULE_STARTED = "broker.module_started"
-MODULE_REMOVED = "broker.module_removed"
-LINK_ADDED = "broker.link_added"
-LINK_REMOVED = "broker.link_removed"
-DESTROYED = "broker.destroyed"
+PUBLISHED = BrokerKind.PUBLISHED
+DELIVERED = BrokerKind.DELIVERED
+DROPPED = BrokerKind.DROPPED
+REFUSED = BrokerKind.REFUSED
+MODULE_FAILED = BrokerKind.MODULE_FAILED
+MODULE_ADDED = BrokerKind.MODULE_ADDED
+MODULE_STARTED = BrokerKind.MODULE_STARTED
+MODULE_REMOVED = BrokerKind.MODULE_REMOVED
+LINK_ADDED = BrokerKind.LINK_ADDED
+LINK_REMOVED = BrokerKind.LINK_REMOVED
+DESTROYED = BrokerKind.DESTROYED
 
 _Item = tuple[str, Message]
 FAILED = ModuleState.FAILED

@@ -47,6 +47,7 @@ from mailbus.mail.errors import (
     MailLoginError,
     MailTLSError,
 )
+from mailbus.mail.kinds import MailKind
 from mailbus.mail.tls import TlsSettings, ssl_context, warn_unverified
 from mailbus.mail.uids import (
     Resumed,
@@ -61,11 +62,11 @@ from mailbus.transport import EmailReceiver, Inbound, RawEmail
 
 log = logging.getLogger(__name__)
 
-CONNECTED = "mail.connected"
-DISCONNECTED = "mail.disconnected"
-RECONNECT_FAILED = "mail.reconnect_failed"
-UIDVALIDITY_CHANGED = "mail.uidvalidity_changed"
-OVERSIZED = "mail.oversized"
+CONNECTED = MailKind.CONNECTED
+DISCONNECTED = MailKind.DISCONNECTED
+RECONNECT_FAILED = MailKind.RECONNECT_FAILED
+UIDVALIDITY_CHANGED = MailKind.UIDVALIDITY_CHANGED
+OVERSIZED = MailKind.OVERSIZED
 DEFAULT_MAX_MESSAGE_BYTES = 10 * 1024 * 1024
 
 # What a broken or closed connection raises inside imapclient/imaplib.

@@ -41,6 +41,7 @@ from mailbus.backoff import Backoff
 from mailbus.email_message import Email, to_bytes
 from mailbus.errors import TransportError
 from mailbus.mail.errors import MailConnectError, MailLoginError, MailTLSError
+from mailbus.mail.kinds import MailKind
 from mailbus.mail.outcome import Outcome, settle
 from mailbus.mail.rcpt import RcptReply, RcptTracker
 from mailbus.mail.tls import TlsSettings, curl_options, warn_unverified
@@ -51,10 +52,10 @@ from mailbus.transport import EmailSender
 
 log = logging.getLogger(__name__)
 
-SENT = "mail.sent"
-SEND_FAILED = "mail.send_failed"
-SEND_REJECTED = "mail.send_rejected"
-SEND_ABANDONED = "mail.send_abandoned"
+SENT = MailKind.SENT
+SEND_FAILED = MailKind.SEND_FAILED
+SEND_REJECTED = MailKind.SEND_REJECTED
+SEND_ABANDONED = MailKind.SEND_ABANDONED
 DEFAULT_MAX_PENDING = 10_000
 # CURLOPT_MAIL_RCPT_ALLOWFAILS (libcurl >= 7.69; CURLOPTTYPE_LONG + 290): pycurl 7.49
 # has no name for it.

@@ -16,11 +16,12 @@ from pathlib import Path
 import pycurl
 
 from mailbus.errors import ConfigError
+from mailbus.mail.kinds import MailKind
 from mailbus.trace import Tracer
 
 log = logging.getLogger(__name__)
 
-TLS_UNVERIFIED = "mail.tls_unverified"
+TLS_UNVERIFIED = MailKind.TLS_UNVERIFIED
 
 
 class InsecureTLSWarning(UserWarning):

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from mailbus.outbox.kinds import OutboxKind
 from mailbus.outbox.retry import RetryPolicy, is_permanent
 from mailbus.outbox.storage import (
     Corrupt,
@@ -122,7 +123,7 @@ class Scheduler:
         self.storage.set_aside(corrupt)
         self.counts["set_aside"] += 1
         self._event(
-            "outbox.set_aside",
+            OutboxKind.SET_ASIDE,
             detail=corrupt.reason,
             entry_name=corrupt.name,
             state=corrupt.state.value,
@@ -139,7 +140,7 @@ class Scheduler:
         for cleanup in cleanups.entries:
             storage.cleanup(cleanup)
             self._event(
-                "outbox.cleaned", detail="recovered", entry_name=cleanup.id, mail=cleanup.mail
+                OutboxKind.CLEANED, detail="recovered", entry_name=cleanup.id, mail=cleanup.mail
             )
         inflight = storage.find_inflight()
         requeued = 0
@@ -167,7 +168,7 @@ class Scheduler:
             dead=len(dead.entries),
         )
         self._event(
-            "outbox.recovered",
+            OutboxKind.RECOVERED,
             detail=(
                 f"{report.queued} queued ({requeued} were in flight), "
                 f"{report.cleanups_finished} cleanups finished, "
@@ -326,7 +327,7 @@ class Scheduler:
     def _storage_failed(self, entry: Entry, exc: Exception, what: str) -> None:
         self.counts["storage_errors"] += 1
         log.warning("outbox: %s %s failed: %s", what, entry.id, exc)
-        self._event("outbox.storage_error", entry, detail=f"{what}: {exc}")
+        self._event(OutboxKind.STORAGE_ERROR, entry, detail=f"{what}: {exc}")
 
     def _send_one(self, entry: Entry) -> None:
         if self._forced:  # attempted now: a retry by hand is done with
@@ -341,7 +342,7 @@ class Scheduler:
             self._storage_failed(entry, exc, "send_start")
             self._push_later(entry)
             return
-        self._event("outbox.send_started", inflight)
+        self._event(OutboxKind.SEND_STARTED, inflight)
         try:
             data = storage.read_inflight(inflight)
         except CorruptEntryError as exc:
@@ -373,14 +374,14 @@ class Scheduler:
         except VanishedError:
             return
         self.counts["sent"] += 1
-        self._event("outbox.sent", inflight)
+        self._event(OutboxKind.SENT, inflight)
         try:
             self.storage.cleanup(cleanup)
         except RetryLaterError as exc:
             # Sent and recorded as done: start-up (or the next cleanup) finishes it.
             self._storage_failed(inflight, exc, "cleanup")
             return
-        self._event("outbox.cleaned", inflight)
+        self._event(OutboxKind.CLEANED, inflight)
 
     def _push_later(self, entry: Entry) -> None:
         later = Schedule(
@@ -438,14 +439,14 @@ class Scheduler:
                 return
             self.counts["dead_lettered"] += 1
             log.warning("outbox: gave up on %s after %d attempts: %s", dead.id, attempts, error)
-            self._event("outbox.dead_lettered", dead, detail=error)
+            self._event(OutboxKind.DEAD_LETTERED, dead, detail=error)
             return
         with self.changed:
             self._outage_failures += 1
             hold = self.policy.delay_s(self._outage_failures, self.rand())
             self._hold_until_ns = max(self._hold_until_ns, now + int(hold * NS))
         self.counts["rescheduled"] += 1
-        self._event("outbox.rescheduled", updated, detail=error)
+        self._event(OutboxKind.RESCHEDULED, updated, detail=error)
         self._cancel(updated, schedule)
 
     def idle_locked(self) -> bool:

@@ -21,6 +21,7 @@ from mailbus.errors import ConfigError, MailbusError, TransportError
 from mailbus.options import Options
 from mailbus.outbox import admin, control
 from mailbus.outbox.fs_storage import FsStorage
+from mailbus.outbox.kinds import OutboxKind
 from mailbus.outbox.lock import OutboxLock
 from mailbus.outbox.retry import RetryPolicy
 from mailbus.outbox.scheduler import RecoveryReport, Scheduler
@@ -112,7 +113,7 @@ class OutboxSender(EmailSender):
                 # Storage trouble outside one entry (listing, I/O): report, pause, go on.
                 log.exception("outbox delivery loop failed")
                 if self.tracer is not None and self.tracer.active:
-                    self.tracer.event("outbox.storage_error", detail=f"delivery loop: {exc}")
+                    self.tracer.event(OutboxKind.STORAGE_ERROR, detail=f"delivery loop: {exc}")
                 self._stop.wait(1.0)
             # Bounded: control requests come from other processes, which cannot notify.
             scheduler.wait_for_work(CONTROL_POLL_S, self._stop.is_set)
@@ -150,7 +151,7 @@ class OutboxSender(EmailSender):
             if str(exc) != self._control_error:
                 self._control_error = str(exc)
                 log.warning("outbox: control requests cannot be served: %s", exc)
-                self._trace("outbox.storage_error", f"control: {exc}")
+                self._trace(OutboxKind.STORAGE_ERROR, f"control: {exc}")
 
     def _reject(self, incoming: control.Incoming) -> None:
         root = self.storage.root
@@ -161,7 +162,7 @@ class OutboxSender(EmailSender):
             target.name,
             incoming.rejected,
         )
-        self._trace("outbox.control_rejected", incoming.rejected, file=incoming.name)
+        self._trace(OutboxKind.CONTROL_REJECTED, incoming.rejected, file=incoming.name)
         if incoming.request_id:
             error = f"request refused: {incoming.rejected} (set aside as corrupt/{target.name})"
             control.answer(root, control.Result(incoming.request_id, error=error))
@@ -186,7 +187,7 @@ class OutboxSender(EmailSender):
             self.storage.root, control.Result(request.request_id, tuple(applied.done), error)
         )
         self._trace(
-            "outbox.control",
+            OutboxKind.CONTROL,
             error or f"{request.action}: {len(applied.done)} done",
             action=request.action,
             request_id=request.request_id,
@@ -222,7 +223,7 @@ class OutboxSender(EmailSender):
         if tracer is not None and tracer.active:
             for entry in entries:
                 tracer.event(
-                    "outbox.enqueued",
+                    OutboxKind.ENQUEUED,
                     name=metadata.subject,
                     message_id=metadata.message_id,
                     size=metadata.size,

@@ -30,8 +30,10 @@ from mailbus import headers as H
 from mailbus.email_message import Email, new_message_id
 from mailbus.gid import new_gid
 from mailbus.names import check_name
+from mailbus.sessions.kinds import SessionKind
 from mailbus.sessions.reader import Session, open_session
 from mailbus.sessions.schema import REDACTED
+from mailbus.trace import Kind
 
 if TYPE_CHECKING:
     from mailbus.context import Context
@@ -40,9 +42,9 @@ log = logging.getLogger(__name__)
 
 REPLAY_OF = "Replay-Of"
 SENT_KINDS = {
-    "message.published": "message",
-    "request.sent": "request",
-    "response.sent": "response",
+    Kind.PUBLISHED: "message",
+    Kind.REQUEST_SENT: "request",
+    Kind.RESPONSE_SENT: "response",
 }
 _ENGINE_HEADERS = {
     h.lower()
@@ -142,12 +144,12 @@ def replay_events(
         session.scan(with_session=False)
         .filter(
             pl.col("kind").is_in(list(SENT_KINDS))
-            | ((pl.col("kind") == "email.received") & pl.col("detail").is_not_null())
+            | ((pl.col("kind") == Kind.RECEIVED.value) & pl.col("detail").is_not_null())
         )
         .filter(pl.col("message_id").is_not_null() & pl.col("name").is_not_null())
         .with_columns(
             pl.col("kind").replace_strict(SENT_KINDS, default=pl.col("detail")).alias("what"),
-            (pl.col("kind") == "email.received").alias("_received"),
+            (pl.col("kind") == Kind.RECEIVED.value).alias("_received"),
             pl.coalesce("source_ns", "recorded_ns").alias("_t"),
         )
         .filter(pl.col("what").is_in(["message", "request", "response"]))
@@ -207,7 +209,7 @@ def _recorded_raw(session: Session) -> dict[str, bytes]:
     frame = (
         session.scan(with_session=False)
         .filter(
-            (pl.col("kind") == "email.received")
+            (pl.col("kind") == Kind.RECEIVED.value)
             & pl.col("raw").is_not_null()
             & pl.col("message_id").is_not_null()
         )
@@ -455,7 +457,7 @@ class Player:
             log.warning("replay of %s failed: %s", event.message_id, exc)
             tracer = self.context.tracer
             if tracer.active:
-                tracer.event("replay.error", name=event.name, detail=str(exc))
+                tracer.event(SessionKind.REPLAY_ERROR, name=event.name, detail=str(exc))
             return
         self.sent += 1
         if event.truncated:
@@ -463,7 +465,7 @@ class Player:
         tracer = self.context.tracer
         if tracer.active:
             tracer.event(
-                "replay.sent",
+                SessionKind.REPLAY_SENT,
                 name=email.subject,
                 message_id=email.message_id,
                 in_reply_to=email.in_reply_to,

@@ -34,6 +34,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from mailbus.sessions.fitting import coerced, fitted_table, with_notes
+from mailbus.sessions.kinds import SessionKind
 from mailbus.sessions.schema import (
     MANIFEST,
     SCHEMA_VERSION,
@@ -61,7 +62,7 @@ DEFAULT_MAX_QUEUED = 20_000
 DEFAULT_BATCH_ROWS = 5_000
 DEFAULT_PART_BYTES = 64 * 1024 * 1024
 DEFAULT_PART_SECONDS = 300.0
-DROPPED_KIND = "recorder.dropped"
+DROPPED_KIND = SessionKind.RECORDER_DROPPED
 _NAME_CACHE_LIMIT = 10_000
 
 # What the listener queues: one tuple per event (cheaper than a dict or an object).

@@ -26,23 +26,25 @@ from typing import Any
 import narwhals.stable.v2 as nw
 import polars as pl
 
+from mailbus.trace import Kind
+
 # (column suffix, q): the percentiles every table reports.
 PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 
 
-RECEIVED = "email.received"
+RECEIVED = Kind.RECEIVED.value
 
 
-PUBLISHED = "message.published"
+PUBLISHED = Kind.PUBLISHED.value
 
 
-REQUEST_SENT = "request.sent"
+REQUEST_SENT = Kind.REQUEST_SENT.value
 
 
-RESPONSE_SENT = "response.sent"
+RESPONSE_SENT = Kind.RESPONSE_SENT.value
 
 
-RESPONSE_MATCHED = "response.matched"
+RESPONSE_MATCHED = Kind.RESPONSE_MATCHED.value
 
 
 # -- building blocks -------------------------------------------------------------------

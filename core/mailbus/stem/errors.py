@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from mailbus.errors import MailbusError
+from mailbus.stem.kinds import StemKind
 
 # Trace event kinds (TraceEvent.kind); each error event carries the message's dump.
-ADDRESSING_ERROR = "stem.addressing_error"  # no cell for the address (or a loop refused)
-NO_METHOD = "stem.no_method"  # the cell has neither the delivery method nor msg_in
-UNDELIVERABLE = "stem.undeliverable"  # no way out: unknown hub, portal failure, bad email
-CELL_ERROR = "stem.cell_error"  # a delivery method raised
-DELIVERED = "stem.delivered"  # a cell's method was called
-FORWARDED = "stem.forwarded"  # a message left through a portal
-RECEIVED = "stem.received"  # a message came in through a portal
+ADDRESSING_ERROR = StemKind.ADDRESSING_ERROR
+NO_METHOD = StemKind.NO_METHOD
+UNDELIVERABLE = StemKind.UNDELIVERABLE
+CELL_ERROR = StemKind.CELL_ERROR
+DELIVERED = StemKind.DELIVERED
+FORWARDED = StemKind.FORWARDED
+RECEIVED = StemKind.RECEIVED
 
 
 class StemError(MailbusError):

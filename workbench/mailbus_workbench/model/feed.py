@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 
+from mailbus.sessions.kinds import SessionKind
 from mailbus.stem.errors import ADDRESSING_ERROR, CELL_ERROR, NO_METHOD, UNDELIVERABLE
 from mailbus.trace import Kind, TraceEvent
 
@@ -31,7 +32,7 @@ WANTED = frozenset(
         Kind.WAIT_TIMED_OUT.value,
         Kind.ERROR.value,
         *STEM_ERRORS,
-        "replay.sent",  # the recorded bytes of a replayed message (model/recorded_raw.py)
+        SessionKind.REPLAY_SENT.value,  # a replay's recorded bytes (model/recorded_raw.py)
     }
 )
 

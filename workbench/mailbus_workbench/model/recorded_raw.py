@@ -8,11 +8,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import replace
 
+from mailbus.sessions.kinds import SessionKind
 from mailbus.trace import TraceEvent
 
 from mailbus_workbench.model.topics import MessageRecord
 
-REPLAY_SENT = "replay.sent"
+REPLAY_SENT = SessionKind.REPLAY_SENT.value
 # The newest replayed messages' recorded bytes are kept, at most this many messages and
 # this many bytes in all (each is at most feed.RAW_KEEP bytes): older ones show rebuilt.
 MAX_KEPT = 10_000

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from mailbus import headers as H
-from mailbus.trace import TraceEvent
+from mailbus.trace import Kind, TraceEvent
 
 DEFAULT_MAX_TRACES = 5_000
 DEFAULT_TIMEOUT_S = 2.0
-DISCARDED = "response.discarded"
+DISCARDED = Kind.DISCARDED.value
 MAX_EARLY_DISCARDS = 1_000  # discards seen before their request, kept to pair later
 
 

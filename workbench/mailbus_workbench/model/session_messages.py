@@ -6,8 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mailbus.trace import Kind
+
 PREVIEW_CHARS = 120
-MESSAGE_KINDS = ("message.published", "email.received", "request.sent", "response.sent")
+MESSAGE_KINDS = tuple(
+    k.value for k in (Kind.PUBLISHED, Kind.RECEIVED, Kind.REQUEST_SENT, Kind.RESPONSE_SENT)
+)
 
 
 @dataclass(frozen=True, slots=True)
