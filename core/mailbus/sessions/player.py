@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -58,6 +59,14 @@ _ENGINE_HEADERS = {
         REPLAY_OF,
     )
 }
+
+
+class PlayerState(StrEnum):
+    READY = "ready"
+    PLAYING = "playing"
+    PAUSED = "paused"
+    FINISHED = "finished"
+    STOPPED = "stopped"
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,12 +299,12 @@ class Player:
         return len(self.events)
 
     @property
-    def state(self) -> str:
+    def state(self) -> PlayerState:
         if self.done.is_set():
-            return "stopped" if self._stopped else "finished"
+            return PlayerState.STOPPED if self._stopped else PlayerState.FINISHED
         if self._thread is None:
-            return "ready"
-        return "paused" if self._paused else "playing"
+            return PlayerState.READY
+        return PlayerState.PAUSED if self._paused else PlayerState.PLAYING
 
     @property
     def position_s(self) -> float:
