@@ -15,7 +15,8 @@ from mailbus.postoffice import lifecycle
 from mailbus.postoffice import store as st
 
 if TYPE_CHECKING:
-    from mailbus.postoffice.server import Box, PostOffice
+    from mailbus.postoffice.mailbox import Box
+    from mailbus.postoffice.office import PostOffice
 
 log = logging.getLogger(__name__)
 

@@ -73,6 +73,7 @@ from mailbus.postoffice.client import (
     PostOfficeError,
 )
 from mailbus.postoffice.protocol import DEFAULT_PORT, IDENTIFIER
+from mailbus.postoffice.routing import send_targets
 from mailbus.registry import TRANSPORTS
 from mailbus.trace import Tracer
 from mailbus.transport import EmailReceiver, EmailSender, Inbound, RawEmail, Transport
@@ -293,16 +294,13 @@ class PostOfficeSender(EmailSender):
         )
 
     def targets(self, email: Email) -> list[str]:
-        direct = list(dict.fromkeys(b for b in map(address_box, email.recipients) if b))
-        group = self.opts.group
-        # A response goes through the group when the askers are members, so that every
-        # observer sees it and each asker still gets it once.
-        members = bool(direct) and all(box.rpartition(".")[0] == group for box in direct)
-        if members and email.in_reply_to and self.opts.observe_responses and group:
-            return [group]
-        if direct:
-            return direct
-        return list(self.opts.peers) or [group]
+        return send_targets(
+            [box for box in map(address_box, email.recipients) if box],
+            self.opts.group,
+            self.opts.peers,
+            is_response=bool(email.in_reply_to),
+            observe_responses=self.opts.observe_responses,
+        )
 
     def send(self, email: Email) -> None:
         """Queue `email` (validated here, in the caller) for the delivery thread."""
