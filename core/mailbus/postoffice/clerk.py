@@ -18,7 +18,6 @@ from mailbus.postoffice.protocol import (
     Digest,
     EndOfStream,
     InvalidName,
-    LimitError,
     Mail,
     Name,
     OversizedPayload,
@@ -111,7 +110,10 @@ class Clerk(GetMail, asyncio.Protocol):
         self._process()
 
     def eof_received(self) -> bool:
-        self.proto.receive_data(b"")
+        try:
+            self.proto.receive_data(b"")
+        except ProtocolError:  # broken already, and closing
+            return False
         self._process()
         return False
 
@@ -134,10 +136,24 @@ class Clerk(GetMail, asyncio.Protocol):
 
     # -- plumbing ----------------------------------------------------------------------
     def _send(self, frame: Reply | Mail) -> None:
-        self._out += self.proto.send(frame)
+        try:
+            self._out += self.proto.send(frame)
+        except ProtocolError as exc:
+            self._broken(exc)
 
     def _reply(self, response: Response) -> None:
-        self._out += self.proto.reply(response)
+        try:
+            self._out += self.proto.reply(response)
+        except ProtocolError as exc:
+            self._broken(exc)
+
+    def _broken(self, exc: ProtocolError) -> None:
+        """An answer the protocol refused (a bug here, not the client's): the machine
+        is in ERROR, so the connection cannot go on. Never raised into the caller, which
+        may be another clerk's commit or a timer."""
+        if not self._closing:
+            log.error("%s: %s; closing", self.peer, exc)
+        self._close()
 
     def _flush(self) -> None:
         if self._out and self.transport is not None and not self._lost:
@@ -205,7 +221,12 @@ class Clerk(GetMail, asyncio.Protocol):
     def _process(self) -> None:
         proto = self.proto
         while not (self._busy or self._lost or self._closing or self._write_paused):
-            event = proto.next_event()
+            try:
+                event = proto.next_event()
+            except ProtocolError as exc:
+                log.info("%s: %s; closing", self.peer, exc)
+                self._close()
+                break
             if event is NEED_DATA:
                 if self._read_paused and self.transport is not None:
                     self._read_paused = False
@@ -216,7 +237,7 @@ class Clerk(GetMail, asyncio.Protocol):
                 break
             try:
                 self._handle(event)
-            except LimitError as exc:
+            except ProtocolError as exc:  # LimitError, or any other the protocol raised
                 log.info("%s: %s; closing", self.peer, exc)
                 self._close()
                 break

@@ -87,7 +87,14 @@ class Phase(Enum):
     DATA = "data"  # the client owes the current step's data
     MAIL_LOOP = "mail loop"  # inside GETMAIL: NEXTLETTER or SATIATED expected
     MAIL_REPLY = "mail reply"  # the server owes an answer to NEXTLETTER/SATIATED/other
+    # The server is sending a letter (INMAIL came): its sender is due, then its payload.
+    # Only a client reading the letter is ever here.
+    MAIL_SENDER = "mail sender"
+    MAIL_PAYLOAD = "mail payload"
     CLOSED = "closed"
+    # A machine that raised on a protocol violation: every later call raises too, since
+    # neither side can know what the next bytes mean (as h11's ERROR state).
+    ERROR = "error"
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +164,8 @@ def after_data(pos: Position) -> Position:
 def _reply_transition(pos: Position, response: Response) -> Position:
     """The position after the server's reply `response` at `pos` (StateError if the
     reply is not allowed there)."""
+    if pos.phase is Phase.ERROR:
+        raise StateError("the conversation broke earlier: nothing can be sent on it")
     if response in ANYTIME:
         return position_at(Phase.CLOSED)
     if pos.phase is Phase.REPLY:

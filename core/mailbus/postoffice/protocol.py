@@ -13,7 +13,7 @@ grammar's names are re-exported here, so that a binding imports one module.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import NoReturn, cast
 
 from mailbus.postoffice.codec import (
     DEFAULT_PORT,
@@ -124,6 +124,12 @@ __all__ = [
 _CODE_BYTES = {code: bytes((code,)) for code in Response}
 _COMMANDS = {request: Command(request) for request in Request}
 _RESPONSE_OF: dict[int, Response] = {int(code): code for code in Response}
+# A client reading a letter that answers NEXTLETTER, and where it is once it has it.
+_READING_SENDER = position_at(Phase.MAIL_SENDER, Request.GETMAIL, 0, Request.NEXTLETTER)
+_READING_PAYLOAD = position_at(Phase.MAIL_PAYLOAD, Request.GETMAIL, 0, Request.NEXTLETTER)
+_AFTER_LETTER = after_reply(
+    position_at(Phase.MAIL_REPLY, Request.GETMAIL, 0, Request.NEXTLETTER), Response.INMAIL
+)
 
 
 # -- server role ----------------------------------------------------------------------
@@ -138,6 +144,7 @@ class ServerProtocol:
         self._decoder = Decoder(limits)
         self._pos = position_at(Phase.IDLE)
         self._eof = False
+        self._error: ProtocolError | None = None  # what put the machine in ERROR
 
     @property
     def position(self) -> Position:
@@ -158,16 +165,25 @@ class ServerProtocol:
         return self._decoder.buffered
 
     def receive_data(self, data: bytes) -> None:
-        """Add bytes from the client; b"" means it closed its side."""
+        """Add bytes from the client; b"" means it closed its side. ProtocolError (and
+        the machine in ERROR) for more input than the limits allow or data after the
+        end of the stream."""
+        self._check_usable()
         if not data:
             self._eof = True
             return
-        self._decoder.feed(data)
+        if self._eof:
+            self._poison(ProtocolError("data received after the end of the stream"))
+        try:
+            self._decoder.feed(data)
+        except ProtocolError as exc:
+            self._poison(exc)
 
     def next_event(self) -> ServerEvent | Signal:
         pos = self._pos
         field = pos.expects
-        if field is None:  # the clerk's turn to answer, or closed
+        if field is None:  # the clerk's turn to answer, or closed (or broken)
+            self._check_usable()
             return PAUSED
         value = self._decoder.read(field)
         if value is NEED_DATA:
@@ -185,15 +201,34 @@ class ServerProtocol:
         return cast(ServerEvent, value)
 
     def send(self, frame: ServerFrame) -> bytes:
-        """Bytes of the clerk's answer; StateError if it is not allowed now."""
+        """Bytes of the clerk's answer; StateError if it is not allowed now, which puts
+        the machine in ERROR: the client waits for an answer that will not come."""
         response = Response.INMAIL if isinstance(frame, Mail) else frame.response
-        self._pos = after_reply(self._pos, response)
+        try:
+            self._pos = after_reply(self._pos, response)
+        except StateError as exc:
+            self._poison(exc)
         return encode(frame)
 
     def reply(self, response: Response) -> bytes:
         """`send(Reply(response))` without building the frame (the clerk's hot path)."""
-        self._pos = after_reply(self._pos, response)
+        try:
+            self._pos = after_reply(self._pos, response)
+        except StateError as exc:
+            self._poison(exc)
         return _CODE_BYTES[response]
+
+    def _poison(self, error: ProtocolError) -> NoReturn:
+        """Enter ERROR for good and raise `error`; once in ERROR, every call raises the
+        same StateError, naming the first error."""
+        self._check_usable()
+        self._error = error
+        self._pos = position_at(Phase.ERROR)
+        raise error
+
+    def _check_usable(self) -> None:
+        if self._error is not None:
+            raise StateError(f"the protocol is in ERROR since: {self._error}")
 
 
 # -- client role ----------------------------------------------------------------------
@@ -211,8 +246,7 @@ class ClientProtocol:
         self._send_pos = position_at(Phase.IDLE)  # where the next frame goes, assuming REQDATA
         self._in_flight: list[Position] = []  # positions whose replies are pending
         self._eof = False
-        self._mail_sender: str | None = None
-        self._mail_stage = 0  # 0: code, 1: sender, 2: payload
+        self._mail_sender: str | None = None  # of the letter being read (MAIL_PAYLOAD)
 
     @property
     def closed(self) -> bool:
@@ -221,6 +255,12 @@ class ClientProtocol:
     @property
     def idle(self) -> bool:
         return not self._in_flight and self._send_pos.phase is Phase.IDLE
+
+    @property
+    def position(self) -> Position:
+        """What the server's next bytes answer (MAIL_SENDER / MAIL_PAYLOAD while a
+        letter is being read), or where the conversation stands when nothing is due."""
+        return self._in_flight[0] if self._in_flight else self._recv_pos
 
     @property
     def checked_in_loop(self) -> bool:
@@ -255,9 +295,13 @@ class ClientProtocol:
         return pos
 
     def receive_data(self, data: bytes) -> None:
+        """Add bytes from the server; b"" means it closed its side. ProtocolError for
+        data after the end of the stream."""
         if not data:
             self._eof = True
             return
+        if self._eof:
+            raise ProtocolError("data received after the end of the stream")
         self._decoder.feed(data)
 
     def next_event(self) -> ClientEvent | Signal:
@@ -277,28 +321,35 @@ class ClientProtocol:
                 return EndOfStream(False)
             return PAUSED
         pos = self._in_flight[0]
-        if self._mail_stage == 0:
-            value = self._decoder.read(Field.CODE)
-            if value is NEED_DATA:
-                return self._need_data()
-            assert isinstance(value, int)
-            response = _RESPONSE_OF.get(value)
-            if response is None:
-                raise ProtocolError(f"unknown response code {value}")
-            if response is Response.INMAIL and pos.loop_request is Request.NEXTLETTER:
-                after_reply(pos, response)  # checks it is allowed
-                self._mail_stage = 1
-            else:
-                return self._reply(pos, response)
-        if self._mail_stage == 1:
-            value = self._decoder.read(Field.NAME)
-            if value is NEED_DATA:
-                return self._need_data()
-            if isinstance(value, InvalidName):
-                raise ProtocolError(f"letter with an invalid sender: {value.reason}")
-            assert isinstance(value, Name)
-            self._mail_sender = value.name
-            self._mail_stage = 2
+        if pos.phase is Phase.MAIL_SENDER:
+            return self._read_mail_sender()
+        if pos.phase is Phase.MAIL_PAYLOAD:
+            return self._read_mail_payload()
+        value = self._decoder.read(Field.CODE)
+        if value is NEED_DATA:
+            return self._need_data()
+        assert isinstance(value, int)
+        response = _RESPONSE_OF.get(value)
+        if response is None:
+            raise ProtocolError(f"unknown response code {value}")
+        if response is not Response.INMAIL or pos.loop_request is not Request.NEXTLETTER:
+            return self._reply(pos, response)
+        after_reply(pos, response)  # checks it is allowed
+        self._in_flight[0] = _READING_SENDER
+        return self._read_mail_sender()
+
+    def _read_mail_sender(self) -> ClientEvent | Signal:
+        value = self._decoder.read(Field.NAME)
+        if value is NEED_DATA:
+            return self._need_data()
+        if isinstance(value, InvalidName):
+            raise ProtocolError(f"letter with an invalid sender: {value.reason}")
+        assert isinstance(value, Name)
+        self._mail_sender = value.name
+        self._in_flight[0] = _READING_PAYLOAD
+        return self._read_mail_payload()
+
+    def _read_mail_payload(self) -> ClientEvent | Signal:
         value = self._decoder.read(Field.PAYLOAD)
         if value is NEED_DATA:
             return self._need_data()
@@ -306,10 +357,9 @@ class ClientProtocol:
             raise LimitError(f"letter of {value.size} bytes is over this client's limit")
         assert isinstance(value, Payload) and self._mail_sender is not None
         mail = Mail(self._mail_sender, value.data)
-        self._mail_stage = 0
         self._mail_sender = None
         self._in_flight.pop(0)
-        self._recv_pos = after_reply(pos, Response.INMAIL)
+        self._recv_pos = _AFTER_LETTER
         if not self._in_flight:
             self._send_pos = self._recv_pos
         return mail
