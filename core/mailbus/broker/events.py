@@ -1,0 +1,13 @@
+"""The broker's trace event kinds (TraceEvent.name is the module the event concerns)."""
+
+PUBLISHED = "broker.published"
+DELIVERED = "broker.delivered"
+DROPPED = "broker.dropped"
+REFUSED = "broker.refused"
+MODULE_FAILED = "broker.module_failed"
+MODULE_ADDED = "broker.module_added"
+MODULE_STARTED = "broker.module_started"
+MODULE_REMOVED = "broker.module_removed"
+LINK_ADDED = "broker.link_added"
+LINK_REMOVED = "broker.link_removed"
+DESTROYED = "broker.destroyed"
