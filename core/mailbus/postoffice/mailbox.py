@@ -22,7 +22,7 @@ class Box:
         self.pending = 0  # letters accepted but not committed yet
         self.holder: Clerk | None = None
         self.removed = False
-        self.known = b""  # PostOffice.memo of the digest last found right, or b""
+        self.known = b""  # Gatekeeper.memo of the digest last found right, or b""
         self.idle_since: float | None = idle_since  # None while checked out
         self.dropped = 0  # letters dropped at the cap (lifecycle.make_room)
 
