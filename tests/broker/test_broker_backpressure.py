@@ -15,7 +15,7 @@ from mailbus.broker import (
     Overflow,
     PublishTimeoutError,
 )
-from mailbus.broker.broker import DROPPED, MODULE_FAILED, MODULE_REMOVED, REFUSED
+from mailbus.broker.events import DROPPED, MODULE_FAILED, MODULE_REMOVED, REFUSED
 from mailbus.trace import TraceEvent
 
 

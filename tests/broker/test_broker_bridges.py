@@ -20,7 +20,7 @@ from mailbus.broker.bridges import (
     email_to_message,
     message_to_email,
 )
-from mailbus.broker.broker import MODULE_FAILED
+from mailbus.broker.events import MODULE_FAILED
 from mailbus.email_message import MAX_PLAIN_HEADER_LENGTH, Email
 from mailbus.trace import TraceEvent
 

@@ -17,7 +17,7 @@ from mailbus.broker import (
     ModuleStartError,
     UnknownModuleError,
 )
-from mailbus.broker.broker import DELIVERED, MODULE_FAILED, MODULE_REMOVED, PUBLISHED
+from mailbus.broker.events import DELIVERED, MODULE_FAILED, MODULE_REMOVED, PUBLISHED
 from mailbus.errors import InvalidNameError
 from mailbus.trace import TraceEvent
 

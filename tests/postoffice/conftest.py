@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 from mailbus.postoffice.client import PostOfficeClient
-from mailbus.postoffice.server import ServerConfig, ServerThread
+from mailbus.postoffice.config import ServerConfig
+from mailbus.postoffice.server import ServerThread
 from mailbus.postoffice.store import HashParams
 from mailbus.trace import TraceEvent, Tracer
 

@@ -54,7 +54,7 @@ def attempt(daemon: Daemon, name: str, password: str) -> Raw:
 
 
 def waiting(daemon: Daemon) -> int:
-    record = daemon.office.auth_failures.get("127.0.0.1")
+    record = daemon.office.gate.failures.get("127.0.0.1")
     return 0 if record is None else int(record.waiting)
 
 
@@ -129,13 +129,13 @@ def test_sends_are_acknowledged_while_password_checks_are_stuck(
 
         daemon.thread.call(fill_default_executor)
         raws = [attempt(daemon, "busy.box", f"Wrong-{n}") for n in range(2)]
-        daemon.wait_for(lambda: daemon.office.hasher.in_hand == 2)  # running + queued
+        daemon.wait_for(lambda: daemon.office.gate.hasher.in_hand == 2)  # running + queued
         wait_until(lambda: verifier.calls == 1)
         # Beyond the pool's queue: refused at once, not queued, not hashed.
         extra = attempt(daemon, "busy.box", "Wrong-x")
         raws.append(extra)
         assert extra.recv_exactly(1) == bytes((Response.NOAUTH,))
-        assert daemon.thread.call(lambda: daemon.office.hasher.refused) == 1
+        assert daemon.thread.call(lambda: daemon.office.gate.hasher.refused) == 1
         # A well-behaved client is served meanwhile: acknowledged (fsynced) sends.
         for n in range(3):
             sender.send("calm.sender", f"letter {n}".encode())
@@ -172,7 +172,7 @@ def test_createbox_while_hashing_is_saturated_is_refused_as_errata_allows(
         first.exchange(b"\x02", b"\x01")
         first.exchange(b"\x00\x05a.one", b"\x01")
         first.send(password_digest("pw"))  # its hash holds the only thread
-        daemon.wait_for(lambda: daemon.office.hasher.in_hand == 1)
+        daemon.wait_for(lambda: daemon.office.gate.hasher.in_hand == 1)
         second.exchange(b"\x02", b"\x01")
         second.exchange(b"\x00\x05a.two", b"\x01")
         second.exchange(password_digest("pw"), bytes((Response.BOXEXISTS,)))

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from mailbus.postoffice import server as server_module
+from mailbus.postoffice import auth as auth_module
 from mailbus.postoffice.client import (
     ERRORS,
     AlreadyConnected,
@@ -29,8 +29,8 @@ from mailbus.postoffice.client import (
     PostOfficeError,
     ServerShutdown,
 )
+from mailbus.postoffice.office import PostOffice
 from mailbus.postoffice.protocol import Response
-from mailbus.postoffice.server import PostOffice
 from mailbus.postoffice.store import password_digest
 
 from .conftest import Daemon, daemon_config, wait_until
@@ -332,7 +332,7 @@ def test_wrong_passwords_are_slowed_down_per_peer(make_daemon: Callable[..., Dae
             with pytest.raises(NotAuthorized):
                 attacker.check_out("guarded", "Wrong-Pa55")
         attacker.close()
-    assert daemon.thread.call(lambda: daemon.office.auth_failures["127.0.0.1"].count) == 4
+    assert daemon.thread.call(lambda: daemon.office.gate.failures["127.0.0.1"].count) == 4
     failures = [e.extra["failures"] for e in daemon.events if e.kind == "postoffice.auth_failed"]
     assert failures == [1, 2, 3, 4]
     assert all("Pa55" not in repr(e) for e in daemon.events)  # never a password
@@ -410,7 +410,7 @@ def test_a_host_with_too_many_attempts_waiting_has_the_next_one_closed(
 
 
 def waiting_in_back_off(daemon: Daemon) -> int:
-    record = daemon.office.auth_failures.get("127.0.0.1")
+    record = daemon.office.gate.failures.get("127.0.0.1")
     return 0 if record is None else int(record.waiting)
 
 
@@ -605,18 +605,18 @@ def test_failure_records_are_forgotten_when_quiet_and_bounded(
 ) -> None:
     # The bookkeeping alone (no loop needed): times are given.
     office = PostOffice(daemon_config(tmp_path, auth_forget_s=60.0))
-    assert office.auth_failed("10.0.0.1", 0.0).count == 1
-    assert office.auth_failed("10.0.0.1", 59.0).count == 2  # within the window
-    assert office.auth_failed("10.0.0.1", 119.5).count == 1  # quiet for 60 s: forgotten
+    assert office.gate.failed("10.0.0.1", 0.0).count == 1
+    assert office.gate.failed("10.0.0.1", 59.0).count == 2  # within the window
+    assert office.gate.failed("10.0.0.1", 119.5).count == 1  # quiet for 60 s: forgotten
     # A host with connections still waiting out a back-off is never forgotten.
-    office.auth_failures["10.0.0.1"].waiting = 1
-    assert office.auth_failed("10.0.0.1", 500.0).count == 2
-    office.auth_failures["10.0.0.1"].waiting = 0
+    office.gate.failures["10.0.0.1"].waiting = 1
+    assert office.gate.failed("10.0.0.1", 500.0).count == 2
+    office.gate.failures["10.0.0.1"].waiting = 0
     # Quiet hosts are dropped as others fail; at most MAX_FAILING_PEERS are kept,
     # the most recent ones.
-    monkeypatch.setattr(server_module, "MAX_FAILING_PEERS", 3)
+    monkeypatch.setattr(auth_module, "MAX_FAILING_PEERS", 3)
     for n in range(6):
-        office.auth_failed(f"10.0.1.{n}", 501.0 + n)
-    assert list(office.auth_failures) == ["10.0.1.3", "10.0.1.4", "10.0.1.5"]
-    office.auth_failed("10.0.2.1", 700.0)  # the others have been quiet for long
-    assert list(office.auth_failures) == ["10.0.2.1"]
+        office.gate.failed(f"10.0.1.{n}", 501.0 + n)
+    assert list(office.gate.failures) == ["10.0.1.3", "10.0.1.4", "10.0.1.5"]
+    office.gate.failed("10.0.2.1", 700.0)  # the others have been quiet for long
+    assert list(office.gate.failures) == ["10.0.2.1"]

@@ -11,7 +11,7 @@ bounded queues with back-pressure instead of silent loss, and JSON-described gat
 See docs/broker.md.
 """
 
-from mailbus.broker.broker import WILDCARD, Broker
+from mailbus.broker.broker import Broker
 from mailbus.broker.errors import (
     BrokerClosedError,
     BrokerError,
@@ -24,6 +24,7 @@ from mailbus.broker.errors import (
     WireFormatError,
 )
 from mailbus.broker.gateway import Gateway, GatewaySpec, LinkSpec, ModuleSpec, parse_gateway
+from mailbus.broker.links import WILDCARD
 from mailbus.broker.message import Message
 from mailbus.broker.module import Module
 from mailbus.broker.policy import Backpressure, Overflow

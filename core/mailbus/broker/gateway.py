@@ -25,8 +25,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from mailbus.broker.broker import WILDCARD, Broker
+from mailbus.broker.broker import Broker
 from mailbus.broker.errors import BrokerError, GatewayConfigError
+from mailbus.broker.links import WILDCARD
 from mailbus.broker.module import ModuleFactory, load_entry_point, load_import_path
 from mailbus.broker.policy import DEFAULT_CAPACITY, Backpressure, Overflow
 from mailbus.broker.snapshot import BrokerSnapshot, ModuleStats

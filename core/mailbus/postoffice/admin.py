@@ -31,7 +31,7 @@ from mailbus.postoffice import store as st
 from mailbus.postoffice.protocol import IDENTIFIER
 
 if TYPE_CHECKING:
-    from mailbus.postoffice.server import PostOffice
+    from mailbus.postoffice.office import PostOffice
 
 log = logging.getLogger(__name__)
 MAX_REQUEST_BYTES = 4096

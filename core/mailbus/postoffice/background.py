@@ -20,11 +20,12 @@ from dataclasses import dataclass
 
 from mailbus.backoff import Backoff
 from mailbus.errors import TransportError
+from mailbus.postoffice.kinds import PostOfficeKind
 from mailbus.trace import Tracer
 
-SEND_RETRYING = "postoffice.send_retrying"
-SEND_ABANDONED = "postoffice.send_abandoned"
-SEND_FAILED = "postoffice.send_failed"
+SEND_RETRYING = PostOfficeKind.SEND_RETRYING
+SEND_ABANDONED = PostOfficeKind.SEND_ABANDONED
+SEND_FAILED = PostOfficeKind.SEND_FAILED
 DEFAULT_MAX_PENDING = 10_000
 DEFAULT_RETRY_FOR_S = 300.0
 

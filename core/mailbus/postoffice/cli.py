@@ -18,7 +18,7 @@ from mailbus.postoffice.paths import default_store
 from mailbus.postoffice.protocol import DEFAULT_PORT
 
 if TYPE_CHECKING:  # the daemon's modules load only when a subcommand runs
-    from mailbus.postoffice.server import ServerConfig
+    from mailbus.postoffice.config import ServerConfig
     from mailbus.trace import TraceEvent, Tracer
 
 
@@ -73,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
-    from mailbus.postoffice.server import ServerConfig
+    from mailbus.postoffice.config import ServerConfig
     from mailbus.postoffice.store import HashParams
 
     return ServerConfig(
@@ -139,7 +139,7 @@ def _trace_to_file(path: Path) -> tuple[Tracer, Any]:
 
 
 async def _serve(config: ServerConfig, trace_log: Path | None = None) -> None:
-    from mailbus.postoffice.server import PostOffice
+    from mailbus.postoffice.office import PostOffice
 
     tracer, stream = _trace_to_file(trace_log) if trace_log else (None, None)
     office = PostOffice(config, tracer)

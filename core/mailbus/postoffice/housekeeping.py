@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING
 
 from mailbus.postoffice import lifecycle
 from mailbus.postoffice import store as st
+from mailbus.postoffice.kinds import PostOfficeKind
 
 if TYPE_CHECKING:
-    from mailbus.postoffice.server import Box, PostOffice
+    from mailbus.postoffice.mailbox import Box
+    from mailbus.postoffice.office import PostOffice
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +97,7 @@ class Housekeeper:
         box.dropped += count
         self.dropped += count
         office.trace(
-            "postoffice.letters_dropped",
+            PostOfficeKind.LETTERS_DROPPED,
             name=box.name,
             detail=f"mailbox full ({office.config.max_letters_per_box}): oldest dropped",
             extra={"count": count, "dropped": box.dropped},
@@ -112,7 +114,7 @@ class Housekeeper:
         box.letters.clear()
         await office.write(st.op_empty_box(box.box_id))
         office.trace(
-            "postoffice.box_emptied", name=box.name, detail=f"by {by}", extra={"letters": count}
+            PostOfficeKind.BOX_EMPTIED, name=box.name, detail=f"by {by}", extra={"letters": count}
         )
         return count
 
@@ -129,5 +131,5 @@ class Housekeeper:
             office.uncache(letter_id)
         office.drop_box(box)
         office.trace(
-            "postoffice.box_removed", name=box.name, detail=reason, extra={"letters": count}
+            PostOfficeKind.BOX_REMOVED, name=box.name, detail=reason, extra={"letters": count}
         )

@@ -7,7 +7,7 @@ fsync; WAL mode lets other processes (the workbench, `mailbus postoffice boxes`)
 while the daemon writes; and a crash leaves either the whole transaction or none.
 
 The daemon groups the writes that arrive together into one transaction (group commit,
-see server.Committer). A commit is written to the WAL at once, so it survives the daemon
+see committer.Committer). A commit is written to the WAL at once, so it survives the daemon
 being killed; it becomes durable against a power cut when the WAL is fsynced: before
 the writes are acknowledged with `sync="full"` (the default; one fsync covers every
 batch committed while the previous fsync ran), within a second with `sync="normal"`,

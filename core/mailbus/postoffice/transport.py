@@ -72,7 +72,9 @@ from mailbus.postoffice.client import (
     PostOfficeClient,
     PostOfficeError,
 )
+from mailbus.postoffice.kinds import PostOfficeKind
 from mailbus.postoffice.protocol import DEFAULT_PORT, IDENTIFIER
+from mailbus.postoffice.routing import send_targets
 from mailbus.registry import TRANSPORTS
 from mailbus.trace import Tracer
 from mailbus.transport import EmailReceiver, EmailSender, Inbound, RawEmail, Transport
@@ -227,13 +229,13 @@ class _Connection:
                 try:
                     client.create_box(self.box, opts.password)
                     self.created = True
-                    self.trace("postoffice.box_created")
+                    self.trace(PostOfficeKind.BOX_CREATED)
                 except BoxExists:
                     pass
             client.check_out(self.box, opts.password)
         except NotAuthorized:
             client.close()
-            self.trace("postoffice.auth_failed", detail="wrong password for the box")
+            self.trace(PostOfficeKind.AUTH_FAILED, detail="wrong password for the box")
             raise TransportError(f"PostOffice refused the password for box {self.box!r}") from None
         except BoxInUse:
             client.close()
@@ -247,13 +249,13 @@ class _Connection:
             client.close()
             self._note(exc)
             raise TransportError(f"PostOffice at {opts.host}:{opts.port}: {exc}") from exc
-        self.trace("postoffice.checked_out")
+        self.trace(PostOfficeKind.CHECKED_OUT)
         self.client = client
         return client
 
     def _note(self, exc: PostOfficeError) -> None:
         if isinstance(exc, CommTimeout):
-            self.trace("postoffice.timeout", detail=str(exc))
+            self.trace(PostOfficeKind.TIMEOUT, detail=str(exc))
 
     def failed(self, exc: PostOfficeError) -> None:
         self._note(exc)
@@ -271,11 +273,11 @@ class _Connection:
         if self.created and not self.opts.keep_boxes and client.connected:
             try:
                 client.remove()
-                self.trace("postoffice.box_removed", detail="created by this participant")
+                self.trace(PostOfficeKind.BOX_REMOVED, detail="created by this participant")
             except PostOfficeError as exc:  # it stays for the daemon's idle expiry
-                self.trace("postoffice.box_kept", detail=f"could not remove it: {exc}")
+                self.trace(PostOfficeKind.BOX_KEPT, detail=f"could not remove it: {exc}")
         client.close()
-        self.trace("postoffice.returned", detail="transport closed")
+        self.trace(PostOfficeKind.RETURNED, detail="transport closed")
 
 
 class PostOfficeSender(EmailSender):
@@ -293,16 +295,13 @@ class PostOfficeSender(EmailSender):
         )
 
     def targets(self, email: Email) -> list[str]:
-        direct = list(dict.fromkeys(b for b in map(address_box, email.recipients) if b))
-        group = self.opts.group
-        # A response goes through the group when the askers are members, so that every
-        # observer sees it and each asker still gets it once.
-        members = bool(direct) and all(box.rpartition(".")[0] == group for box in direct)
-        if members and email.in_reply_to and self.opts.observe_responses and group:
-            return [group]
-        if direct:
-            return direct
-        return list(self.opts.peers) or [group]
+        return send_targets(
+            [box for box in map(address_box, email.recipients) if box],
+            self.opts.group,
+            self.opts.peers,
+            is_response=bool(email.in_reply_to),
+            observe_responses=self.opts.observe_responses,
+        )
 
     def send(self, email: Email) -> None:
         """Queue `email` (validated here, in the caller) for the delivery thread."""
@@ -334,7 +333,7 @@ class PostOfficeSender(EmailSender):
                     if attempt == 2 or self._conn.client is not None:
                         raise TransportError(f"sending to {target!r} failed: {exc}") from exc
             self.sent += 1
-        self._conn.trace("postoffice.letter_in", size=len(data), extra={"to": target})
+        self._conn.trace(PostOfficeKind.LETTER_IN, size=len(data), extra={"to": target})
 
     def wake_receiver(self) -> bool:
         """An empty letter to our own inbox makes a receiver blocked in GETMAIL return.
@@ -390,7 +389,7 @@ class PostOfficeReceiver(EmailReceiver):
                         if letter.payload or letter.sender != self.opts.send_box:
                             items.append(self._convert(letter.sender, letter.payload))
                             self._conn.trace(
-                                "postoffice.letter_out",
+                                PostOfficeKind.LETTER_OUT,
                                 size=len(letter.payload),
                                 extra={"sender": letter.sender},
                             )

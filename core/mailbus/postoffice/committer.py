@@ -1,0 +1,185 @@
+"""Group commit of the store's writes on the daemon's event loop (see Committer)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from mailbus.postoffice import store as st
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+Done = Callable[[Any, BaseException | None], None]
+
+
+CHECKPOINT_BATCHES = 500
+
+
+FORGET_DELAY_S = 0.05
+
+
+class Committer:
+    """Group commit on the event loop. Writes submitted while the loop handles one round
+    of events share a transaction, run by a callback scheduled for the end of that
+    round. In "full" mode their callbacks run only after an fsync of the WAL that
+    started after their commit; the fsync runs in the executor, and every batch that
+    commits meanwhile waits for the next one, so one fsync covers many batches. In
+    "normal" mode they run at commit and the WAL is fsynced within a second."""
+
+    def __init__(self, store: st.Store, loop: asyncio.AbstractEventLoop) -> None:
+        self.store = store
+        self.loop = loop
+        # Its own threads: at most one fsync and one checkpoint run at a time, and
+        # nothing else (scrypt, to_thread users) can sit in front of them.
+        self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="postoffice-store")
+        self.full = store.sync == "full"
+        self._pending: list[tuple[Callable[[Any], Any], Done | None]] = []
+        self._deletes: list[int] = []
+        self._forget_timer: asyncio.TimerHandle | None = None
+        self._scheduled = False
+        self._unsynced: list[tuple[Done, Any]] = []
+        self._syncing: asyncio.Future[None] | None = None
+        self._dirty_timer: asyncio.TimerHandle | None = None
+        self._maintaining = False
+        self._maintenance: asyncio.Future[None] | None = None
+        self._batches_at_checkpoint = 0
+
+    def submit(self, operation: Callable[[Any], Any], done: Done | None = None) -> None:
+        """Queue `operation`; `done(result, error)` runs once it is committed (and, in
+        "full" mode, fsynced)."""
+        self._pending.append((operation, done))
+        if not self._scheduled:
+            self._scheduled = True
+            self.loop.call_soon(self._commit)
+
+    def forget(self, letter_id: int) -> None:
+        """Delete a delivered letter; nobody waits for it. The deletes ride along with
+        the next batch (one statement for all of them), or go on their own within
+        FORGET_DELAY_S when nothing else commits: a crash before that means those
+        letters are delivered again (the receivers drop duplicates by Message-ID), never
+        that one is lost, and under load it halves the commits per letter."""
+        self._deletes.append(letter_id)
+        if self._forget_timer is None:
+            # Not cancelled when a batch takes the deletes first: one timer per interval
+            # rather than a timer armed and cancelled per letter.
+            self._forget_timer = self.loop.call_later(FORGET_DELAY_S, self._flush_deletes)
+
+    def _flush_deletes(self) -> None:
+        self._forget_timer = None
+        if self._deletes and not self._scheduled:
+            self._scheduled = True
+            self.loop.call_soon(self._commit)
+
+    def wait(self, operation: Callable[[Any], T]) -> asyncio.Future[T]:
+        future: asyncio.Future[T] = self.loop.create_future()
+
+        def done(result: Any, error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is None:
+                future.set_result(result)
+            else:
+                future.set_exception(error)
+
+        self.submit(operation, done)
+        return future
+
+    def _commit(self) -> None:
+        self._scheduled = False
+        batch, self._pending = self._pending, []
+        if self._deletes:
+            batch.insert(0, (st.op_delete_letters(self._deletes), None))
+            self._deletes = []
+        if not batch:
+            return
+        try:
+            results = self.store.run_batch([operation for operation, _ in batch])
+        except st.StoreError as exc:
+            log.error("%s", exc)
+            for _, done in batch:
+                if done is not None:
+                    done(None, exc)
+            return
+        pairs = [(done, r) for (_, done), r in zip(batch, results, strict=True) if done]
+        if self._dirty_timer is None:
+            self._dirty_timer = self.loop.call_later(1.0, self._periodic_sync)
+        if self.store.batches - self._batches_at_checkpoint >= CHECKPOINT_BATCHES:
+            self._maintain()  # keep the WAL short under load too
+        if self.full:
+            self._unsynced.extend(pairs)
+            self._start_sync()
+            return
+        for done, result in pairs:
+            done(result, None)
+
+    def _start_sync(self) -> None:
+        if self._syncing is not None or not self._unsynced:
+            return
+        waiting, self._unsynced = self._unsynced, []
+        syncing = self.loop.run_in_executor(self.executor, self.store.sync_wal)
+        self._syncing = syncing
+
+        def synced(_: object) -> None:
+            self._syncing = None
+            error = syncing.exception()
+            if error is not None:
+                log.error("%s", error)
+            for done, result in waiting:
+                done(result, error)
+            self._start_sync()
+
+        syncing.add_done_callback(synced)
+
+    def _periodic_sync(self) -> None:
+        """Within a second of a commit: fsync the WAL ("normal" mode's promise) and
+        checkpoint it, in the executor."""
+        self._dirty_timer = None
+        if self._maintaining:  # the last one is still running: try again shortly
+            self._dirty_timer = self.loop.call_later(0.1, self._periodic_sync)
+            return
+        self._maintain()
+
+    def _maintain(self) -> None:
+        if self._maintaining:
+            return
+        self._maintaining = True
+        self._batches_at_checkpoint = self.store.batches
+
+        def run() -> None:
+            self.store.sync_wal()
+            self.store.checkpoint()
+
+        future = self.loop.run_in_executor(self.executor, run)
+        self._maintenance = future
+
+        def finished(_: object) -> None:
+            self._maintaining = False
+            _log_failure(future)
+
+        future.add_done_callback(finished)
+
+    async def close(self) -> None:
+        """Commit what is pending and wait until it is durable."""
+        if self._forget_timer is not None:
+            self._forget_timer.cancel()
+            self._forget_timer = None
+        self._commit()
+        while self._syncing is not None:
+            await asyncio.shield(self._syncing)
+        if self._maintenance is not None:  # the store closes next: let it finish
+            await asyncio.gather(self._maintenance, return_exceptions=True)
+        if self._dirty_timer is not None:
+            self._dirty_timer.cancel()
+            self._dirty_timer = None
+        self.executor.shutdown(wait=False)  # idle by now
+
+
+def _log_failure(future: Any) -> None:
+    exc = future.exception()
+    if exc is not None:
+        log.warning("background store write failed: %s", exc)
