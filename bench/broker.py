@@ -24,7 +24,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from mailbus.broker import Broker, Message, decode, encode
+from mailbus.broker import Broker, BrokerMessage, decode, encode
 from mailbus.trace import Tracer
 
 REFERENCE_MSGS_PER_S = 73_000
@@ -52,7 +52,7 @@ class Sink:
         self.count = 0
         self.done = threading.Event()
 
-    def receive(self, message: Message) -> None:
+    def receive(self, message: BrokerMessage) -> None:
         self.arrivals[self.count] = clock()
         self.count += 1
         if self.count == self.expected:
@@ -63,7 +63,7 @@ class Sink:
 
 
 class Source:
-    def receive(self, message: Message) -> None:
+    def receive(self, message: BrokerMessage) -> None:
         pass
 
     def destroy(self) -> None:
@@ -137,7 +137,7 @@ def run_broker(fanout: int, count: int, rate: float | None, *, traced: bool = Fa
     publish = broker.publish
     cpu = time.process_time()
     started = clock()
-    sent = pace(count, rate, lambda i: publish(source, Message(PAYLOAD)))
+    sent = pace(count, rate, lambda i: publish(source, BrokerMessage(PAYLOAD)))
     deadline = time.monotonic() + SINK_WAIT_S
     for sink in sinks:
         sink.done.wait(max(deadline - time.monotonic(), 0.0))
@@ -160,9 +160,9 @@ def run_broker(fanout: int, count: int, rate: float | None, *, traced: bool = Fa
 def run_baseline(fanout: int, count: int, rate: float | None) -> Run:
     """What a hand-written worker per sink does: queue.Queue put/get, one at a time."""
     sinks = [Sink(count) for _ in range(fanout)]
-    queues: list[queue.Queue[Message | None]] = [queue.Queue() for _ in range(fanout)]
+    queues: list[queue.Queue[BrokerMessage | None]] = [queue.Queue() for _ in range(fanout)]
 
-    def work(channel: queue.Queue[Message | None], sink: Sink) -> None:
+    def work(channel: queue.Queue[BrokerMessage | None], sink: Sink) -> None:
         get = channel.get
         while (item := get()) is not None:
             sink.receive(item)
@@ -176,7 +176,7 @@ def run_baseline(fanout: int, count: int, rate: float | None) -> Run:
     puts = [q.put for q in queues]
 
     def send(i: int) -> None:
-        message = Message(PAYLOAD)
+        message = BrokerMessage(PAYLOAD)
         for put in puts:
             put(message)
 
@@ -195,7 +195,7 @@ def run_baseline(fanout: int, count: int, rate: float | None) -> Run:
 
 
 def wire_codec(figures: dict[str, float | int], count: int) -> None:
-    message = Message(PAYLOAD * 4, {"type": "reading", "unit": "C", "sensor": "t1"})
+    message = BrokerMessage(PAYLOAD * 4, {"type": "reading", "unit": "C", "sensor": "t1"})
     started = time.perf_counter()
     for _ in range(count):
         data = encode(message)

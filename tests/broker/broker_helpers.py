@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from mailbus.broker import Broker, Message
+from mailbus.broker import Broker, BrokerMessage
 from mailbus.trace import TraceEvent
 
 
@@ -25,7 +25,7 @@ class Recorder:
     overlapped (the broker must never call a module concurrently)."""
 
     def __init__(self, broker: Broker | None = None, args: object = None) -> None:
-        self.messages: list[Message] = []
+        self.messages: list[BrokerMessage] = []
         self.threads: set[int] = set()
         self.overlaps = 0
         self.destroyed = 0
@@ -54,7 +54,7 @@ class Recorder:
         finally:
             self._leave()
 
-    def receive(self, message: Message) -> None:
+    def receive(self, message: BrokerMessage) -> None:
         self._enter()
         try:
             self.threads.add(threading.get_ident())
@@ -88,7 +88,7 @@ class Source:
     def __init__(self, broker: Broker | None = None, args: object = None) -> None:
         self.received = 0
 
-    def receive(self, message: Message) -> None:
+    def receive(self, message: BrokerMessage) -> None:
         self.received += 1
 
     def destroy(self) -> None:

@@ -10,7 +10,7 @@ from mailbus.broker import (
     Backpressure,
     Broker,
     BrokerError,
-    Message,
+    BrokerMessage,
     ModuleStartError,
     Overflow,
     PublishTimeoutError,
@@ -19,8 +19,8 @@ from mailbus.broker.events import DROPPED, MODULE_FAILED, MODULE_REMOVED, REFUSE
 from mailbus.trace import TraceEvent
 
 
-def m(text: str) -> Message:
-    return Message(text.encode())
+def m(text: str) -> BrokerMessage:
+    return BrokerMessage(text.encode())
 
 
 def gated(broker: Broker, capacity: int, **kwargs: object) -> tuple[Source, Recorder]:
@@ -170,7 +170,7 @@ def test_removing_a_module_from_receive_while_a_publisher_waits_on_us(broker: Br
     source's lock). The removal must not wait for that publisher's timeout."""
 
     class Remover(Recorder):
-        def receive(self, message: Message) -> None:
+        def receive(self, message: BrokerMessage) -> None:
             super().receive(message)
             if message.content == b"remove other":
                 broker.remove_module("other")
@@ -231,7 +231,7 @@ class Exiter(Recorder):
     """A module whose receive waits for its gate, then raises SystemExit (a
     BaseException, not an Exception) on b"exit"."""
 
-    def receive(self, message: Message) -> None:
+    def receive(self, message: BrokerMessage) -> None:
         if message.content == b"exit":
             self.entered.set()
             assert self.gate is not None and self.gate.wait(30)

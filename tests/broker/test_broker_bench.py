@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from mailbus.broker import Broker, Message
+from mailbus.broker import Broker, BrokerMessage
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUIRED = {
@@ -51,7 +51,7 @@ class LossyBroker(Broker):
 
     calls = 0
 
-    def publish(self, source: object, message: Message) -> int:
+    def publish(self, source: object, message: BrokerMessage) -> int:
         LossyBroker.calls += 1
         if LossyBroker.calls % 7 == 0:
             return 1

@@ -11,7 +11,7 @@ from broker_helpers import Recorder, Source, kinds, wait_until
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mailbus import headers as H
-from mailbus.broker import Broker, Gateway, GatewayConfigError, Message, WireFormatError
+from mailbus.broker import Broker, BrokerMessage, Gateway, GatewayConfigError, WireFormatError
 from mailbus.broker.bridges import (
     BRIDGE_REJECTED,
     BridgeFormatError,
@@ -57,7 +57,7 @@ values = st.text(alphabet=st.characters(blacklist_characters="\0", blacklist_cat
 @given(st.binary(max_size=200), st.dictionaries(keys, values, max_size=4))
 @settings(max_examples=100, deadline=None)
 def test_wire_encoding_carries_any_message(content: bytes, properties: dict[str, str]) -> None:
-    message = Message(content, properties)
+    message = BrokerMessage(content, properties)
     body, headers = message_to_email(message, "wire")
     assert body.isascii()
     assert email_to_message(body, headers, "wire") == message
@@ -66,7 +66,7 @@ def test_wire_encoding_carries_any_message(content: bytes, properties: dict[str,
 @given(st.text(), st.dictionaries(keys, values, max_size=4))
 @settings(max_examples=100, deadline=None)
 def test_text_encoding_round_trips_text(text: str, properties: dict[str, str]) -> None:
-    message = Message(text.encode("utf-8", errors="surrogatepass"), properties)
+    message = BrokerMessage(text.encode("utf-8", errors="surrogatepass"), properties)
     header = json.dumps(properties, ensure_ascii=True, separators=(",", ":"))
     try:
         body, headers = message_to_email(message, "text")
@@ -83,7 +83,7 @@ def test_text_encoding_round_trips_text(text: str, properties: dict[str, str]) -
 
 def test_text_encoding_refuses_binary_content() -> None:
     with pytest.raises(BridgeFormatError, match=r"not UTF-8.*wire"):
-        message_to_email(Message(b"\xff\xfe"), "text")
+        message_to_email(BrokerMessage(b"\xff\xfe"), "text")
 
 
 @pytest.mark.parametrize(
@@ -118,7 +118,7 @@ def test_broker_to_topic_to_broker(ctx: mailbus.Context, bbroker: Broker, encodi
     bbroker.add_link("source", "out")
     bbroker.add_link("in", "sink")
     bbroker.start_module("in")
-    sent = [Message(f"reading {n}", {"unit": "°C", "n": str(n)}) for n in range(20)]
+    sent = [BrokerMessage(f"reading {n}", {"unit": "°C", "n": str(n)}) for n in range(20)]
     for message in sent:
         bbroker.publish(source, message)
     assert wait_until(lambda: len(sink.messages) == 20)
@@ -147,8 +147,8 @@ def test_to_topic_with_binary_content_in_text_mode_fails_loudly(
     bbroker.add_module("source", source)
     bbroker.add_module("out", ToTopic(bbroker, {"topic": "t"}))
     bbroker.add_link(source, "out")
-    bbroker.publish(source, Message(b"\xff"))
-    bbroker.publish(source, Message(b"fine"))
+    bbroker.publish(source, BrokerMessage(b"\xff"))
+    bbroker.publish(source, BrokerMessage(b"fine"))
     assert wait_until(lambda: bbroker.snapshot().module("out").delivered == 1)
     assert bbroker.snapshot().module("out").failed == 1
     failed = kinds(events, MODULE_FAILED)
@@ -168,10 +168,10 @@ def test_from_topic_rejects_bad_emails_counted_and_traced(
     bbroker.start_module("in")
     publisher = ctx.publisher("w")
     publisher.publish("not base64 at all!", {"Broker-Encoding": "a160-base64"})
-    good_body, good_headers = message_to_email(Message(b"ok", {"k": "v"}), "wire")
+    good_body, good_headers = message_to_email(BrokerMessage(b"ok", {"k": "v"}), "wire")
     publisher.publish(good_body, good_headers)
     assert wait_until(lambda: len(sink.messages) == 1)
-    assert sink.messages[0] == Message(b"ok", {"k": "v"})
+    assert sink.messages[0] == BrokerMessage(b"ok", {"k": "v"})
     assert bridge.rejected == 1
     rejected = kinds(events, BRIDGE_REJECTED)
     assert len(rejected) == 1 and "not base64" in rejected[0].detail
@@ -200,9 +200,9 @@ def test_from_topic_survives_metadata_that_is_no_property(
     bbroker.add_module("sink", sink)
     bbroker.add_link("in", "sink")
     bbroker.start_module("in")
-    body, headers = message_to_email(Message(b"bad", {"k": "v"}), encoding)
+    body, headers = message_to_email(BrokerMessage(b"bad", {"k": "v"}), encoding)
     ctx.sender.send(poisoned_email(ctx, "poison", body, **headers))
-    good_body, good_headers = message_to_email(Message(b"good", {"k": "v"}), encoding)
+    good_body, good_headers = message_to_email(BrokerMessage(b"good", {"k": "v"}), encoding)
     ctx.publisher("poison").publish(good_body, good_headers)
     assert wait_until(lambda: len(sink.messages) == 1)
     assert sink.messages[0].content == b"good"
@@ -227,7 +227,7 @@ def test_from_topic_survives_an_unexpected_error_on_one_message(
     real_publish = bbroker.publish
     calls = []
 
-    def publish_failing_once(module: object, message: Message) -> None:
+    def publish_failing_once(module: object, message: BrokerMessage) -> None:
         calls.append(message)
         if len(calls) == 1:
             raise RuntimeError("boom")  # not a MailbusError: nothing expects it
@@ -253,7 +253,7 @@ def test_from_topic_is_a_source_only(
     bbroker.add_module("source", source)
     bbroker.add_module("in", FromTopic(bbroker, {"topic": "x"}))
     bbroker.add_link("source", "in")
-    bbroker.publish(source, Message(b"misrouted"))
+    bbroker.publish(source, BrokerMessage(b"misrouted"))
     assert wait_until(lambda: len(kinds(events, MODULE_FAILED)) == 1)
     assert "is a source" in kinds(events, MODULE_FAILED)[0].detail
     assert bbroker.snapshot().module("in").failed == 1
@@ -310,7 +310,7 @@ def test_properties_too_long_for_a_header_fail_loudly_in_text_mode(
     bbroker.add_module("wire", ToTopic(bbroker, {"topic": "big", "encoding": "wire"}))
     bbroker.add_link(source, "text")
     bbroker.add_link(source, "wire")
-    bbroker.publish(source, Message(b"payload", {"blob": "x" * 2000}))
+    bbroker.publish(source, BrokerMessage(b"payload", {"blob": "x" * 2000}))
     assert wait_until(lambda: len(kinds(events, MODULE_FAILED)) == 1)
     assert "use the 'wire' encoding" in kinds(events, MODULE_FAILED)[0].detail
     assert bbroker.snapshot().module("text").failed == 1

@@ -11,9 +11,9 @@ from mailbus.broker import (
     Broker,
     BrokerClosedError,
     BrokerError,
+    BrokerMessage,
     DuplicateModuleError,
     LinkError,
-    Message,
     ModuleStartError,
     UnknownModuleError,
 )
@@ -22,8 +22,8 @@ from mailbus.errors import InvalidNameError
 from mailbus.trace import TraceEvent
 
 
-def m(text: str) -> Message:
-    return Message(text.encode())
+def m(text: str) -> BrokerMessage:
+    return BrokerMessage(text.encode())
 
 
 def test_publish_reaches_linked_sinks_only(broker: Broker) -> None:
@@ -120,7 +120,7 @@ def test_module_errors(broker: Broker) -> None:
         broker.publish(Recorder(), m("from a stranger"))
     with pytest.raises(UnknownModuleError):
         broker.publish("nobody", m("x"))
-    with pytest.raises(TypeError, match="broker Message"):
+    with pytest.raises(TypeError, match="BrokerMessage"):
         broker.publish(module, b"raw bytes")  # type: ignore[arg-type]
     assert broker.module_names() == ["x"]
 
@@ -141,7 +141,7 @@ def test_serial_delivery_and_order_per_source(broker: Broker) -> None:
         source = sources[thread % 4]
         barrier.wait(10)
         for n in range(per_thread):
-            broker.publish(source, Message(f"{thread}:{n}".encode(), {"t": str(thread)}))
+            broker.publish(source, BrokerMessage(f"{thread}:{n}".encode(), {"t": str(thread)}))
 
     threads = [threading.Thread(target=publish, args=(t,)) for t in range(8)]
     for thread in threads:
@@ -293,7 +293,7 @@ def test_remove_times_out_while_receive_is_stuck(broker: Broker) -> None:
 
 def test_a_module_can_remove_itself_from_receive(broker: Broker) -> None:
     class Quitter(Recorder):
-        def receive(self, message: Message) -> None:
+        def receive(self, message: BrokerMessage) -> None:
             super().receive(message)
             broker.remove_module(self)
 
@@ -412,7 +412,7 @@ def test_trace_events_of_a_delivery(broker: Broker, events: list[TraceEvent]) ->
     broker.add_module("source", source)
     broker.add_module("sink", sink)
     broker.add_link(source, sink)
-    broker.publish(source, Message(b"12345"))
+    broker.publish(source, BrokerMessage(b"12345"))
     assert wait_until(lambda: len(kinds(events, DELIVERED)) == 1)
     published = kinds(events, PUBLISHED)[0]
     assert (published.name, published.size, published.extra["sinks"]) == ("source", 5, ["sink"])
@@ -454,9 +454,9 @@ def test_snapshot_is_plain_data(broker: Broker) -> None:
 
 def test_a_pipeline_forwarding_from_receive_keeps_order(broker: Broker) -> None:
     class Upper(Recorder):
-        def receive(self, message: Message) -> None:
+        def receive(self, message: BrokerMessage) -> None:
             super().receive(message)
-            broker.publish(self, Message(message.content.upper(), message.properties))
+            broker.publish(self, BrokerMessage(message.content.upper(), message.properties))
 
     source, upper, sink = Source(), Upper(), Recorder()
     broker.add_module("source", source)
@@ -466,7 +466,7 @@ def test_a_pipeline_forwarding_from_receive_keeps_order(broker: Broker) -> None:
     broker.add_link("upper", "sink")
     words = [f"word{n}" for n in range(300)]
     for word in words:
-        broker.publish(source, Message(word, {"n": word}))
+        broker.publish(source, BrokerMessage(word, {"n": word}))
     assert wait_until(lambda: len(sink.messages) == 300)
     assert sink.contents == [w.upper().encode() for w in words]
     assert [msg.properties["n"] for msg in sink.messages] == words

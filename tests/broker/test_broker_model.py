@@ -7,7 +7,7 @@ from broker_helpers import Recorder
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from mailbus.broker import Broker, LinkError, Message, UnknownModuleError
+from mailbus.broker import Broker, BrokerMessage, LinkError, UnknownModuleError
 
 NAMES = ("a", "b", "c", "d")
 
@@ -81,7 +81,7 @@ class RoutingModel(RuleBasedStateMachine):
         self.sent += 1
         content = f"{source}:{self.sent}".encode()
         sinks = self.sinks_of(source)
-        assert self.broker.publish(source, Message(content)) == len(sinks)
+        assert self.broker.publish(source, BrokerMessage(content)) == len(sinks)
         for sink in sinks:
             self.expected[sink].append(content)
 

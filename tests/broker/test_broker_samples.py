@@ -24,11 +24,11 @@ def test_ticker_arguments(args: Any, problem: str) -> None:
 
 
 def test_printer_arguments(capsys: pytest.CaptureFixture[str]) -> None:
-    from mailbus.broker import Message
+    from mailbus.broker import BrokerMessage
 
     with Broker.create() as broker:
         with pytest.raises(GatewayConfigError, match="args must be an object"):
             Printer(broker, "x")
         printer = Printer(broker, {"prefix": "# "})
-        printer.receive(Message(b"\xffok", {"b": "2", "a": "1"}))
+        printer.receive(BrokerMessage(b"\xffok", {"b": "2", "a": "1"}))
     assert capsys.readouterr().out == '# \\xffok {"a": "1", "b": "2"}\n'

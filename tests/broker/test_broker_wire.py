@@ -7,11 +7,11 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mailbus.broker import Message, WireFormatError, decode, encode
+from mailbus.broker import BrokerMessage, WireFormatError, decode, encode
 from mailbus.broker.wire import MIN_SIZE
 
 # One message written out by hand from the layout in ERRATA.md.
-KNOWN = Message(b"hi", {"a": "b"})
+KNOWN = BrokerMessage(b"hi", {"a": "b"})
 KNOWN_BYTES = (
     b"\xa1\x60"  # magic
     + b"\x00\x00\x00\x14"  # total size 20
@@ -25,7 +25,9 @@ keys = st.text(
     alphabet=st.characters(blacklist_characters="\0", blacklist_categories=("Cs",)), min_size=1
 )
 values = st.text(alphabet=st.characters(blacklist_characters="\0", blacklist_categories=("Cs",)))
-messages = st.builds(Message, st.binary(max_size=300), st.dictionaries(keys, values, max_size=6))
+messages = st.builds(
+    BrokerMessage, st.binary(max_size=300), st.dictionaries(keys, values, max_size=6)
+)
 
 
 def test_encode_matches_the_layout_byte_by_byte() -> None:
@@ -34,14 +36,14 @@ def test_encode_matches_the_layout_byte_by_byte() -> None:
 
 
 def test_the_smallest_message_is_fourteen_bytes() -> None:
-    empty = encode(Message())
+    empty = encode(BrokerMessage())
     assert len(empty) == MIN_SIZE == 14
     assert empty == b"\xa1\x60\x00\x00\x00\x0e" + b"\x00" * 8
-    assert decode(empty) == Message()
+    assert decode(empty) == BrokerMessage()
 
 
 def test_non_ascii_properties_are_counted_in_bytes() -> None:
-    message = Message("é".encode(), {"clé": "värde"})
+    message = BrokerMessage("é".encode(), {"clé": "värde"})
     data = encode(message)
     assert struct.unpack(">I", data[2:6])[0] == len(data)
     assert decode(data) == message
@@ -49,13 +51,15 @@ def test_non_ascii_properties_are_counted_in_bytes() -> None:
 
 @given(messages)
 @settings(max_examples=150, deadline=None)
-def test_round_trip(message: Message) -> None:
+def test_round_trip(message: BrokerMessage) -> None:
     assert decode(encode(message)) == message
 
 
 @given(messages, st.data())
 @settings(max_examples=100, deadline=None)
-def test_every_truncation_and_extension_is_rejected(message: Message, data: st.DataObject) -> None:
+def test_every_truncation_and_extension_is_rejected(
+    message: BrokerMessage, data: st.DataObject
+) -> None:
     wire = encode(message)
     cut = data.draw(st.integers(0, len(wire) - 1))
     with pytest.raises(WireFormatError):
@@ -78,7 +82,7 @@ def test_garbage_raises_only_wire_format_errors(data: bytes) -> None:
 @given(messages, st.data())
 @settings(max_examples=150, deadline=None)
 def test_a_flipped_byte_never_escapes_as_another_exception(
-    message: Message, data: st.DataObject
+    message: BrokerMessage, data: st.DataObject
 ) -> None:
     wire = bytearray(encode(message))
     index = data.draw(st.integers(0, len(wire) - 1))
@@ -134,7 +138,7 @@ def test_the_error_names_the_offset() -> None:
 
 
 def test_oversized_declared_size_is_refused_before_parsing() -> None:
-    big = encode(Message(b"x" * 1000))
+    big = encode(BrokerMessage(b"x" * 1000))
     with pytest.raises(WireFormatError, match="exceeds the limit"):
         decode(big, max_size=999)
     assert decode(big, max_size=len(big)).content == b"x" * 1000
@@ -147,7 +151,7 @@ def test_decode_accepts_bytearray_and_memoryview() -> None:
 
 # -- the message type -------------------------------------------------------------------
 def test_messages_are_read_only() -> None:
-    message = Message(b"x", {"k": "v"})
+    message = BrokerMessage(b"x", {"k": "v"})
     with pytest.raises(AttributeError):
         message.content = b"y"  # type: ignore[misc]
     with pytest.raises(TypeError):
@@ -157,7 +161,7 @@ def test_messages_are_read_only() -> None:
 def test_message_copies_its_inputs() -> None:
     props = {"k": "v"}
     content = bytearray(b"abc")
-    message = Message(content, props)
+    message = BrokerMessage(content, props)
     props["k"] = "changed"
     content[0] = ord("z")
     assert message.properties == {"k": "v"}
@@ -179,13 +183,13 @@ def test_message_rejects_what_cannot_travel(
     content: object, properties: object, error: type
 ) -> None:
     with pytest.raises(error):
-        Message(content, properties)  # type: ignore[arg-type]
+        BrokerMessage(content, properties)  # type: ignore[arg-type]
 
 
 def test_text_content_is_utf8_and_with_properties_copies() -> None:
-    message = Message("€", {"a": "1"})
+    message = BrokerMessage("€", {"a": "1"})
     assert message.content == "€".encode()
     more = message.with_properties(b="2")
     assert more.properties == {"a": "1", "b": "2"}
     assert message.properties == {"a": "1"}
-    assert hash(Message(b"x", {"a": "1"})) == hash(Message(b"x", {"a": "1"}))
+    assert hash(BrokerMessage(b"x", {"a": "1"})) == hash(BrokerMessage(b"x", {"a": "1"}))

@@ -21,16 +21,16 @@ from mailbus.postoffice.protocol import (
     Name,
     Payload,
     Reply,
-    Request,
-    Response,
+    RequestCode,
+    ResponseCode,
     Timeout,
     UnknownCommand,
 )
 
 GOOD = b"\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f"
 BAD = b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"
-R = Request
-S = Response
+R = RequestCode
+S = ResponseCode
 
 
 @dataclass(frozen=True)
@@ -47,11 +47,11 @@ def step(frames: object, sent: bytes, reply: Reply | Mail, answer: bytes) -> Ste
     return Step(frames, sent, reply, answer)
 
 
-def cmd(request: Request) -> Command:
+def cmd(request: RequestCode) -> Command:
     return Command(request)
 
 
-def reply(response: Response) -> Reply:
+def reply(response: ResponseCode) -> Reply:
     return Reply(response)
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from mailbus.postoffice import store as st
 from mailbus.postoffice.client import Letter, NotAuthorized, PostOfficeClient
-from mailbus.postoffice.protocol import Response
+from mailbus.postoffice.protocol import ResponseCode
 from mailbus.postoffice.store import password_digest
 
 from .conftest import Daemon, Raw, wait_until
@@ -73,7 +73,7 @@ def test_attempts_while_the_host_is_in_back_off_are_not_hashed(
         for _ in range(5):  # the host is crowded: refused and closed, never hashed
             raw = attempt(daemon, "safe", "Wrong-Pa55")
             raws.append(raw)
-            assert raw.recv_exactly(1) == bytes((Response.NOAUTH,))
+            assert raw.recv_exactly(1) == bytes((ResponseCode.NOAUTH,))
             assert raw.at_eof()
         assert verifier.calls == 1
         refused = [e for e in daemon.events if e.kind == "postoffice.auth_refused"]
@@ -134,7 +134,7 @@ def test_sends_are_acknowledged_while_password_checks_are_stuck(
         # Beyond the pool's queue: refused at once, not queued, not hashed.
         extra = attempt(daemon, "busy.box", "Wrong-x")
         raws.append(extra)
-        assert extra.recv_exactly(1) == bytes((Response.NOAUTH,))
+        assert extra.recv_exactly(1) == bytes((ResponseCode.NOAUTH,))
         assert daemon.thread.call(lambda: daemon.office.gate.hasher.refused) == 1
         # A well-behaved client is served meanwhile: acknowledged (fsynced) sends.
         for n in range(3):
@@ -145,7 +145,7 @@ def test_sends_are_acknowledged_while_password_checks_are_stuck(
         assert verifier.calls == 1
         verifier.release.set()
         for raw in raws[:2]:  # the held checks finish in the end
-            assert raw.recv_exactly(1) == bytes((Response.NOAUTH,))
+            assert raw.recv_exactly(1) == bytes((ResponseCode.NOAUTH,))
     finally:
         verifier.release.set()
         loop_release.set()
@@ -175,11 +175,11 @@ def test_createbox_while_hashing_is_saturated_is_refused_as_errata_allows(
         daemon.wait_for(lambda: daemon.office.gate.hasher.in_hand == 1)
         second.exchange(b"\x02", b"\x01")
         second.exchange(b"\x00\x05a.two", b"\x01")
-        second.exchange(password_digest("pw"), bytes((Response.BOXEXISTS,)))
+        second.exchange(password_digest("pw"), bytes((ResponseCode.BOXEXISTS,)))
         refused = [e for e in daemon.events if e.kind == "postoffice.box_refused"]
         assert [(e.name, e.detail) for e in refused] == [("a.two", "password hashing busy")]
         release.set()
-        assert first.recv_exactly(1) == bytes((Response.REQGRANTED,))
+        assert first.recv_exactly(1) == bytes((ResponseCode.REQGRANTED,))
     finally:
         release.set()
         first.close()

@@ -30,7 +30,7 @@ from mailbus.postoffice.client import (
     ServerShutdown,
 )
 from mailbus.postoffice.office import PostOffice
-from mailbus.postoffice.protocol import Response
+from mailbus.postoffice.protocol import ResponseCode
 from mailbus.postoffice.store import password_digest
 
 from .conftest import Daemon, daemon_config, wait_until
@@ -46,8 +46,8 @@ def box(daemon: Daemon, name: str, password: str = "pw") -> PostOfficeClient:
 
 def test_every_error_code_has_its_own_exception() -> None:
     assert len(set(ERRORS.values())) == len(ERRORS)
-    errors = {Response.REQGRANTED, Response.REQDATA, Response.INMAIL}
-    assert set(ERRORS) == set(Response) - errors
+    errors = {ResponseCode.REQGRANTED, ResponseCode.REQDATA, ResponseCode.INMAIL}
+    assert set(ERRORS) == set(ResponseCode) - errors
 
 
 def test_error_codes_reachable_from_the_client(daemon: Daemon) -> None:
@@ -396,13 +396,13 @@ def test_a_host_with_too_many_attempts_waiting_has_the_next_one_closed(
         third = raws[2]
         third.exchange(b"\x00", b"\x01")
         third.exchange(b"\x00\x06capped", b"\x01")
-        third.exchange(password_digest("Wrong-Pa55"), bytes((Response.NOAUTH,)))
+        third.exchange(password_digest("Wrong-Pa55"), bytes((ResponseCode.NOAUTH,)))
         assert third.at_eof()  # answered at once and closed, not queued
         # The owner is still served at once while the two wait.
         with PostOfficeClient("127.0.0.1", daemon.port, timeout=3.0) as owner:
             owner.check_out("capped", "Right-Pa55")
         for raw in raws[:2]:  # and the waiting ones get their answer in the end
-            assert raw.recv_exactly(1) == bytes((Response.NOAUTH,))
+            assert raw.recv_exactly(1) == bytes((ResponseCode.NOAUTH,))
     finally:
         for raw in raws:
             raw.close()
@@ -448,10 +448,10 @@ def test_limits_are_refused_with_their_codes(make_daemon: Callable[..., Daemon])
 
 
 def test_createbox_refusals_are_only_what_errata_allows() -> None:
-    from mailbus.postoffice.protocol import ANYTIME, Request, allowed_replies
+    from mailbus.postoffice.protocol import ANYTIME, RequestCode, allowed_replies
 
-    final = allowed_replies(Request.CREATEBOX, 2) - ANYTIME
-    assert final == {Response.REQGRANTED, Response.BOXEXISTS}
+    final = allowed_replies(RequestCode.CREATEBOX, 2) - ANYTIME
+    assert final == {ResponseCode.REQGRANTED, ResponseCode.BOXEXISTS}
 
 
 def test_invalid_names_are_refused_with_codes(daemon: Daemon) -> None:

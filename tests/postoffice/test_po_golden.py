@@ -12,8 +12,8 @@ from mailbus.postoffice.protocol import (
     EndOfStream,
     Mail,
     Reply,
-    Request,
-    Response,
+    RequestCode,
+    ResponseCode,
     ServerProtocol,
     StateError,
     UnknownCommand,
@@ -55,9 +55,9 @@ ERRATA_RESPONSES = {
 
 
 def test_codes_are_the_errata_values() -> None:
-    assert {r.name: int(r) for r in Request} == ERRATA_REQUESTS
-    assert {r.name: int(r) for r in Response} == ERRATA_RESPONSES
-    assert "NOMAIL" not in Response.__members__
+    assert {r.name: int(r) for r in RequestCode} == ERRATA_REQUESTS
+    assert {r.name: int(r) for r in ResponseCode} == ERRATA_RESPONSES
+    assert "NOMAIL" not in ResponseCode.__members__
 
 
 def test_encoder_writes_the_golden_bytes() -> None:
@@ -108,8 +108,8 @@ def test_client_protocol_sends_and_reads_the_golden_conversation() -> None:
         assert b"".join(proto.send(f) for f in step.frames) == step.sent  # type: ignore[arg-type]
         proto.receive_data(step.answer)
         assert proto.next_event() == step.reply, step
-        if step.reply == Reply(Response.REQGRANTED) and step.frames == (
-            Command(Request.DISCONNECT),
+        if step.reply == Reply(ResponseCode.REQGRANTED) and step.frames == (
+            Command(RequestCode.DISCONNECT),
         ):
             break
     assert proto.next_event() is PAUSED
@@ -126,16 +126,16 @@ def test_client_protocol_pipelines_a_letter_and_reads_the_three_replies() -> Non
     assert sent == b"\x04\x00\x03a.c\x00\x00\x00\x05hello"
     proto.receive_data(b"\x01\x01\x00")
     assert [proto.next_event() for _ in range(3)] == [
-        Reply(Response.REQDATA),
-        Reply(Response.REQDATA),
-        Reply(Response.REQGRANTED),
+        Reply(ResponseCode.REQDATA),
+        Reply(ResponseCode.REQDATA),
+        Reply(ResponseCode.REQGRANTED),
     ]
     assert proto.idle
 
 
 def test_client_protocol_rejects_an_early_end_while_frames_are_in_flight() -> None:
     proto = ClientProtocol()
-    proto.send(Command(Request.SENDLETTER))
+    proto.send(Command(RequestCode.SENDLETTER))
     proto.send(CONVERSATION[29].frames[0])  # type: ignore[arg-type]
     proto.receive_data(b"\x08")  # NOBOXCONN while the name is already on its way
     with pytest.raises(StateError):
@@ -144,7 +144,7 @@ def test_client_protocol_rejects_an_early_end_while_frames_are_in_flight() -> No
 
 def test_client_protocol_rejects_replies_the_sequence_does_not_allow() -> None:
     proto = ClientProtocol()
-    proto.send(Command(Request.RETBOX))
+    proto.send(Command(RequestCode.RETBOX))
     proto.receive_data(b"\x06")  # BOXEXISTS is no answer to RETBOX
     with pytest.raises(StateError):
         proto.next_event()
@@ -153,7 +153,7 @@ def test_client_protocol_rejects_replies_the_sequence_does_not_allow() -> None:
 def test_client_protocol_accepts_unasked_shutdown() -> None:
     proto = ClientProtocol()
     proto.receive_data(b"\x0b")
-    assert proto.next_event() == Reply(Response.SHUTDOWN)
+    assert proto.next_event() == Reply(ResponseCode.SHUTDOWN)
     assert proto.closed
 
 
@@ -201,8 +201,8 @@ def test_box_in_use_and_end_of_stream(daemon: Daemon) -> None:
 def test_server_reports_end_of_stream_mid_command() -> None:
     proto = ServerProtocol()
     proto.receive_data(b"\x02")
-    assert proto.next_event() == Command(Request.CREATEBOX)
-    proto.send(Reply(Response.REQDATA))
+    assert proto.next_event() == Command(RequestCode.CREATEBOX)
+    proto.send(Reply(ResponseCode.REQDATA))
     proto.receive_data(b"\x00\x05a.")  # half a name
     assert proto.next_event() is NEED_DATA
     proto.receive_data(b"")

@@ -27,8 +27,8 @@ from mailbus.postoffice.protocol import (
     Phase,
     ProtocolError,
     Reply,
-    Request,
-    Response,
+    RequestCode,
+    ResponseCode,
     ServerProtocol,
     Timeout,
     UnknownCommand,
@@ -74,8 +74,8 @@ def test_data_frames_round_trip(frame: Any) -> None:
 
 
 @SETTINGS
-@given(st.sampled_from(list(Request)), st.sampled_from(list(Response)))
-def test_codes_round_trip(request: Request, response: Response) -> None:
+@given(st.sampled_from(list(RequestCode)), st.sampled_from(list(ResponseCode)))
+def test_codes_round_trip(request: RequestCode, response: ResponseCode) -> None:
     decoder = Decoder()
     decoder.feed(encode(Command(request)) + encode(Reply(response)))
     assert decoder.read(Field.CODE) == request
@@ -86,12 +86,12 @@ def test_codes_round_trip(request: Request, response: Response) -> None:
 @given(identifiers, payloads, st.lists(st.integers(min_value=0), max_size=20))
 def test_mail_round_trips_in_any_chunking(sender: str, payload: bytes, cuts: list[int]) -> None:
     proto = ClientProtocol()
-    proto.send(Command(Request.GETMAIL))
+    proto.send(Command(RequestCode.GETMAIL))
     proto.send(Timeout(0))
     proto.receive_data(b"\x01\x01")
-    assert proto.next_event() == Reply(Response.REQDATA)
-    assert proto.next_event() == Reply(Response.REQDATA)
-    proto.send(Command(Request.NEXTLETTER))
+    assert proto.next_event() == Reply(ResponseCode.REQDATA)
+    assert proto.next_event() == Reply(ResponseCode.REQDATA)
+    proto.send(Command(RequestCode.NEXTLETTER))
     for chunk in split(encode(Mail(sender, payload)), cuts):
         assert proto.next_event() is NEED_DATA
         proto.receive_data(chunk)
@@ -129,9 +129,9 @@ def conversations(draw: st.DrawFn) -> tuple[bytes, list[object], list[Reply | Ma
         pos = server.position
         if pos.phase is Phase.MAIL_REPLY:
             options: list[Reply | Mail] = {
-                Request.NEXTLETTER: [Reply(Response.MAILTIMEOUT), Mail("a.b", b"x")],
-                Request.SATIATED: [Reply(Response.REQGRANTED)],
-            }.get(pos.loop_request, [Reply(Response.BADCOMMAND)])  # type: ignore[arg-type]
+                RequestCode.NEXTLETTER: [Reply(ResponseCode.MAILTIMEOUT), Mail("a.b", b"x")],
+                RequestCode.SATIATED: [Reply(ResponseCode.REQGRANTED)],
+            }.get(pos.loop_request, [Reply(ResponseCode.BADCOMMAND)])  # type: ignore[arg-type]
         else:
             allowed = sorted(allowed_replies(pos.request, pos.step) - ANYTIME)
             options = [Reply(r) for r in allowed]
@@ -192,14 +192,14 @@ def test_golden_conversation_in_any_chunking(cuts: list[int]) -> None:
 def scripted_reply(server: ServerProtocol) -> Reply | Mail:
     pos = server.position
     if pos.phase is Phase.MAIL_REPLY:
-        if pos.loop_request is Request.NEXTLETTER:
+        if pos.loop_request is RequestCode.NEXTLETTER:
             return Mail("a.b", b"x")
-        if pos.loop_request is Request.SATIATED:
-            return Reply(Response.REQGRANTED)
-        return Reply(Response.BADCOMMAND)
+        if pos.loop_request is RequestCode.SATIATED:
+            return Reply(ResponseCode.REQGRANTED)
+        return Reply(ResponseCode.BADCOMMAND)
     allowed = allowed_replies(pos.request, pos.step)
-    if Response.REQDATA in allowed:
-        return Reply(Response.REQDATA)
+    if ResponseCode.REQDATA in allowed:
+        return Reply(ResponseCode.REQDATA)
     return Reply(min(allowed - ANYTIME))
 
 
@@ -237,12 +237,12 @@ def test_arbitrary_bytes_to_the_server_only_give_events_or_protocol_errors(
 
 @SETTINGS
 @given(
-    st.sampled_from(list(Request)),
+    st.sampled_from(list(RequestCode)),
     st.binary(max_size=600),
     st.lists(st.integers(min_value=0), max_size=10),
 )
 def test_arbitrary_bytes_to_the_client_only_give_events_or_protocol_errors(
-    request: Request, data: bytes, cuts: list[int]
+    request: RequestCode, data: bytes, cuts: list[int]
 ) -> None:
     client = ClientProtocol(Limits(max_payload_bytes=300, max_buffer_bytes=800))
     client.send(Command(request))
@@ -301,7 +301,7 @@ def test_invalid_names_are_reported(raw: bytes, reason: str) -> None:
 def test_sending_far_ahead_is_a_limit_error() -> None:
     server = ServerProtocol(Limits(max_buffer_bytes=100))
     server.receive_data(b"\x02")
-    assert server.next_event() == Command(Request.CREATEBOX)
+    assert server.next_event() == Command(RequestCode.CREATEBOX)
     with pytest.raises(LimitError):
         server.receive_data(b"\x00" * 200)  # paused until the clerk answers
 
@@ -316,17 +316,17 @@ def test_client_state_machine_refuses_frames_out_of_order() -> None:
     client = ClientProtocol()
     with pytest.raises(ProtocolError):
         client.send(Name("a.b"))
-    client.send(Command(Request.RETBOX))
+    client.send(Command(RequestCode.RETBOX))
     with pytest.raises(ProtocolError):
-        client.send(Command(Request.RETBOX))  # its reply can end it: no pipelining
+        client.send(Command(RequestCode.RETBOX))  # its reply can end it: no pipelining
 
 
 # -- both roles together ------------------------------------------------------------------
 REQUEST_DATA = {
-    Request.CREATEBOX: [Field.NAME, Field.DIGEST],
-    Request.REQBOX: [Field.NAME, Field.DIGEST],
-    Request.SENDLETTER: [Field.NAME, Field.PAYLOAD],
-    Request.GETMAIL: [Field.TIMEOUT],
+    RequestCode.CREATEBOX: [Field.NAME, Field.DIGEST],
+    RequestCode.REQBOX: [Field.NAME, Field.DIGEST],
+    RequestCode.SENDLETTER: [Field.NAME, Field.PAYLOAD],
+    RequestCode.GETMAIL: [Field.TIMEOUT],
 }
 
 
@@ -351,8 +351,8 @@ def test_client_and_server_machines_agree_on_every_conversation(data: st.DataObj
         pos = server.position
         if pos.phase is Phase.MAIL_REPLY:
             options: list[Reply | Mail] = {
-                Request.NEXTLETTER: [Reply(Response.MAILTIMEOUT), Mail("a.b", b"letter")],
-                Request.SATIATED: [Reply(Response.REQGRANTED)],
+                RequestCode.NEXTLETTER: [Reply(ResponseCode.MAILTIMEOUT), Mail("a.b", b"letter")],
+                RequestCode.SATIATED: [Reply(ResponseCode.REQGRANTED)],
             }[pos.loop_request]  # type: ignore[index]
         else:
             allowed = allowed_replies(pos.request, pos.step) - ANYTIME
@@ -363,18 +363,18 @@ def test_client_and_server_machines_agree_on_every_conversation(data: st.DataObj
         return answer
 
     for _ in range(data.draw(st.integers(min_value=1, max_value=8))):
-        request = data.draw(st.sampled_from([r for r in Request if r not in (6, 7)]))
+        request = data.draw(st.sampled_from([r for r in RequestCode if r not in (6, 7)]))
         answer = exchange(Command(request))
         for field in REQUEST_DATA.get(request, []):
-            if answer != Reply(Response.REQDATA):
+            if answer != Reply(ResponseCode.REQDATA):
                 break
             answer = exchange(frames_for[field]())
-        if request is Request.GETMAIL and answer == Reply(Response.REQDATA):
+        if request is RequestCode.GETMAIL and answer == Reply(ResponseCode.REQDATA):
             for _ in range(data.draw(st.integers(min_value=0, max_value=3))):
-                if exchange(Command(Request.NEXTLETTER)) == Reply(Response.MAILTIMEOUT):
+                if exchange(Command(RequestCode.NEXTLETTER)) == Reply(ResponseCode.MAILTIMEOUT):
                     break
             else:
-                exchange(Command(Request.SATIATED))
+                exchange(Command(RequestCode.SATIATED))
         if server.closed:
             assert client.closed
             break

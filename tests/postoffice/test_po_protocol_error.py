@@ -14,33 +14,33 @@ from mailbus.postoffice.protocol import (
     Phase,
     ProtocolError,
     Reply,
-    Request,
-    Response,
+    RequestCode,
+    ResponseCode,
     ServerProtocol,
     StateError,
     Timeout,
 )
 
-GETMAIL = bytes((Request.GETMAIL,))
-NEXTLETTER = bytes((Request.NEXTLETTER,))
+GETMAIL = bytes((RequestCode.GETMAIL,))
+NEXTLETTER = bytes((RequestCode.NEXTLETTER,))
 
 
 def test_a_refused_answer_puts_the_server_in_error_for_good() -> None:
     server = ServerProtocol()
-    server.receive_data(bytes((Request.RETBOX,)))
-    assert server.next_event() == Command(Request.RETBOX)
+    server.receive_data(bytes((RequestCode.RETBOX,)))
+    assert server.next_event() == Command(RequestCode.RETBOX)
     with pytest.raises(StateError, match="MAILTIMEOUT is not a reply"):
-        server.reply(Response.MAILTIMEOUT)
+        server.reply(ResponseCode.MAILTIMEOUT)
     assert server.position.phase is Phase.ERROR
     # The answer that would have been right is refused now, and so is everything else.
     with pytest.raises(StateError, match="in ERROR since: MAILTIMEOUT is not a reply"):
-        server.reply(Response.REQGRANTED)
+        server.reply(ResponseCode.REQGRANTED)
     with pytest.raises(StateError, match="in ERROR"):
-        server.send(Reply(Response.SHUTDOWN))  # even an answer allowed anywhere
+        server.send(Reply(ResponseCode.SHUTDOWN))  # even an answer allowed anywhere
     with pytest.raises(StateError, match="in ERROR"):
         server.next_event()
     with pytest.raises(StateError, match="in ERROR"):
-        server.receive_data(bytes((Request.DISCONNECT,)))
+        server.receive_data(bytes((RequestCode.DISCONNECT,)))
     with pytest.raises(StateError, match="in ERROR"):
         server.receive_data(b"")
     assert server.position.phase is Phase.ERROR and not server.closed
@@ -52,7 +52,7 @@ def test_send_of_a_frame_breaks_the_server_like_reply() -> None:
         server.send(Mail("a.b", b"letter"))  # nothing was asked
     assert server.position.phase is Phase.ERROR
     with pytest.raises(StateError, match="in ERROR"):
-        server.send(Reply(Response.BADCOMMAND))
+        server.send(Reply(ResponseCode.BADCOMMAND))
 
 
 def test_input_over_the_limit_breaks_the_server() -> None:
@@ -68,7 +68,7 @@ def test_data_after_the_end_of_the_stream_is_an_error_on_the_server() -> None:
     server = ServerProtocol()
     server.receive_data(b"")
     with pytest.raises(ProtocolError, match="after the end of the stream"):
-        server.receive_data(bytes((Request.DISCONNECT,)))
+        server.receive_data(bytes((RequestCode.DISCONNECT,)))
     assert server.position.phase is Phase.ERROR
     with pytest.raises(StateError, match="in ERROR"):
         server.next_event()  # the byte was not taken as a request
@@ -76,35 +76,35 @@ def test_data_after_the_end_of_the_stream_is_an_error_on_the_server() -> None:
 
 def test_the_end_of_the_stream_alone_still_ends_the_conversation() -> None:
     server = ServerProtocol()
-    server.receive_data(bytes((Request.DISCONNECT,)))
+    server.receive_data(bytes((RequestCode.DISCONNECT,)))
     server.receive_data(b"")
     server.receive_data(b"")  # said twice: still the end, not an error
-    assert server.next_event() == Command(Request.DISCONNECT)
-    assert server.reply(Response.REQGRANTED) == bytes((Response.REQGRANTED,))
+    assert server.next_event() == Command(RequestCode.DISCONNECT)
+    assert server.reply(ResponseCode.REQGRANTED) == bytes((ResponseCode.REQGRANTED,))
     assert server.closed
 
 
 def test_data_after_the_end_of_the_stream_is_an_error_on_the_client() -> None:
     client = ClientProtocol()
-    client.send(Command(Request.RETBOX))
+    client.send(Command(RequestCode.RETBOX))
     client.receive_data(b"")
     with pytest.raises(ProtocolError, match="after the end of the stream"):
-        client.receive_data(bytes((Response.REQGRANTED,)))
+        client.receive_data(bytes((ResponseCode.REQGRANTED,)))
     assert client.next_event() == EndOfStream(True)  # the late byte was never read
 
 
 def test_the_client_reads_a_letter_through_explicit_states() -> None:
     client = ClientProtocol()
-    client.send(Command(Request.GETMAIL))
-    client.receive_data(bytes((Response.REQDATA,)))
-    assert client.next_event() == Reply(Response.REQDATA)
+    client.send(Command(RequestCode.GETMAIL))
+    client.receive_data(bytes((ResponseCode.REQDATA,)))
+    assert client.next_event() == Reply(ResponseCode.REQDATA)
     client.send(Timeout(1000))
-    client.receive_data(bytes((Response.REQDATA,)))
-    assert client.next_event() == Reply(Response.REQDATA)
+    client.receive_data(bytes((ResponseCode.REQDATA,)))
+    assert client.next_event() == Reply(ResponseCode.REQDATA)
     assert client.position.phase is Phase.MAIL_LOOP
-    client.send(Command(Request.NEXTLETTER))
+    client.send(Command(RequestCode.NEXTLETTER))
     assert client.position.phase is Phase.MAIL_REPLY
-    letter = bytes((Response.INMAIL,)) + b"\x00\x03a.b" + b"\x00\x00\x00\x02hi"
+    letter = bytes((ResponseCode.INMAIL,)) + b"\x00\x03a.b" + b"\x00\x00\x00\x02hi"
     seen = []
     for byte in letter:
         client.receive_data(bytes((byte,)))
@@ -118,7 +118,7 @@ def test_the_client_reads_a_letter_through_explicit_states() -> None:
         *[Phase.MAIL_PAYLOAD] * 6,
         Phase.MAIL_LOOP,
     ]
-    client.send(Command(Request.SATIATED))
-    client.receive_data(bytes((Response.REQGRANTED,)))
-    assert client.next_event() == Reply(Response.REQGRANTED)
+    client.send(Command(RequestCode.SATIATED))
+    client.receive_data(bytes((ResponseCode.REQGRANTED,)))
+    assert client.next_event() == Reply(ResponseCode.REQGRANTED)
     assert client.idle and client.position.phase is Phase.IDLE

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from mailbus.broker import Broker, Message
+from mailbus.broker import Broker, BrokerMessage
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.fixtures import fixed_app
@@ -20,7 +20,7 @@ class Gate:
         self.open = threading.Event()
         self.got = 0
 
-    def receive(self, message: Message) -> None:
+    def receive(self, message: BrokerMessage) -> None:
         self.open.wait(10)
         self.got += 1
 
@@ -29,7 +29,7 @@ class Gate:
 
 
 class Source:
-    def receive(self, message: Message) -> None:
+    def receive(self, message: BrokerMessage) -> None:
         pass
 
     def destroy(self) -> None:
@@ -43,7 +43,7 @@ async def test_broker_screen_shows_modules_queue_depth_and_links() -> None:
     broker.add_module("slow", gate, capacity=50)
     broker.add_link("sensor", "slow")
     for i in range(6):
-        broker.publish(source, Message(f"m{i}"))
+        broker.publish(source, BrokerMessage(f"m{i}"))
     app = fixed_app(brokers={"lab": broker})
     try:
         async with app.run_test(size=(150, 36)) as pilot:

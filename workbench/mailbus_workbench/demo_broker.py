@@ -3,7 +3,7 @@ show: two bridges from demo topics into a broker and a module that tallies them.
 
 from __future__ import annotations
 
-from mailbus.broker import Broker, Message
+from mailbus.broker import Broker, BrokerMessage
 from mailbus.broker.bridges import FromTopic
 from mailbus.context import Context
 
@@ -15,7 +15,7 @@ class Tally:
         self.count = 0
         self.last = b""
 
-    def receive(self, message: Message) -> None:
+    def receive(self, message: BrokerMessage) -> None:
         self.count += 1
         self.last = message.content
 

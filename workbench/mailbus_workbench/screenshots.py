@@ -372,14 +372,14 @@ def sample_broker() -> tuple[Broker, Any]:
     every count is still (the held sink keeps the rest queued)."""
     import threading
 
-    from mailbus.broker import Broker, Message
+    from mailbus.broker import Broker, BrokerMessage
 
     class Held:
         def __init__(self) -> None:
             self.release = threading.Event()
             self.entered = threading.Event()
 
-        def receive(self, message: Message) -> None:
+        def receive(self, message: BrokerMessage) -> None:
             self.entered.set()
             self.release.wait(60)
 
@@ -387,7 +387,7 @@ def sample_broker() -> tuple[Broker, Any]:
             self.release.set()
 
     class Quiet:
-        def receive(self, message: Message) -> None:
+        def receive(self, message: BrokerMessage) -> None:
             pass
 
         def destroy(self) -> None:
@@ -402,7 +402,7 @@ def sample_broker() -> tuple[Broker, Any]:
     broker.add_link("*", "tally")
     broker.add_link("from robot/pose", "archive")
     for i in range(published):
-        broker.publish(sensor, Message(f"pose {i}"))
+        broker.publish(sensor, BrokerMessage(f"pose {i}"))
         if i == 0:
             held.entered.wait(10)
     # The tally's worker drains its queue on its own thread: wait until it has, so

@@ -1,12 +1,12 @@
 """The module broker: modules linked source -> sink, serial delivery per module,
 bounded queues with back-pressure instead of silent loss, and JSON-described gateways.
 
-    from mailbus.broker import Broker, Message
+    from mailbus.broker import Broker, BrokerMessage
     with Broker.create() as broker:
         broker.add_module("a", source_module)
         broker.add_module("b", sink_module)
         broker.add_link("a", "b")
-        broker.publish(source_module, Message(b"hello", {"kind": "greeting"}))
+        broker.publish(source_module, BrokerMessage(b"hello", {"kind": "greeting"}))
 
 See docs/broker.md.
 """
@@ -25,7 +25,7 @@ from mailbus.broker.errors import (
 )
 from mailbus.broker.gateway import Gateway, GatewaySpec, LinkSpec, ModuleSpec, parse_gateway
 from mailbus.broker.links import WILDCARD
-from mailbus.broker.message import Message
+from mailbus.broker.message import BrokerMessage
 from mailbus.broker.module import Module
 from mailbus.broker.policy import Backpressure, Overflow
 from mailbus.broker.snapshot import BrokerSnapshot, LinkInfo, ModuleState, ModuleStats
@@ -37,6 +37,7 @@ __all__ = [
     "Broker",
     "BrokerClosedError",
     "BrokerError",
+    "BrokerMessage",
     "BrokerSnapshot",
     "DuplicateModuleError",
     "Gateway",
@@ -45,7 +46,6 @@ __all__ = [
     "LinkError",
     "LinkInfo",
     "LinkSpec",
-    "Message",
     "Module",
     "ModuleSpec",
     "ModuleStartError",

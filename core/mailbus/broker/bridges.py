@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from mailbus.broker.errors import BrokerError, GatewayConfigError, WireFormatError
 from mailbus.broker.kinds import BrokerKind
-from mailbus.broker.message import Message
+from mailbus.broker.message import BrokerMessage
 from mailbus.broker.wire import decode, encode
 from mailbus.email_message import MAX_PLAIN_HEADER_LENGTH
 from mailbus.errors import MailbusError
@@ -57,7 +57,7 @@ class BridgeFormatError(BrokerError, ValueError):
 
 
 # -- the pure conversions ---------------------------------------------------------------
-def message_to_email(message: Message, encoding: str) -> tuple[str, dict[str, str]]:
+def message_to_email(message: BrokerMessage, encoding: str) -> tuple[str, dict[str, str]]:
     """(body, extra headers) that carry `message` on a topic."""
     if encoding == "wire":
         body = base64.encodebytes(encode(message)).decode("ascii")
@@ -90,7 +90,7 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
     return None
 
 
-def email_to_message(body: str, headers: Mapping[str, str], encoding: str) -> Message:
+def email_to_message(body: str, headers: Mapping[str, str], encoding: str) -> BrokerMessage:
     """The broker message a topic's email carries (BridgeFormatError or WireFormatError)."""
     if encoding == "wire":
         marker = _header(headers, ENCODING_HEADER)
@@ -116,7 +116,7 @@ def email_to_message(body: str, headers: Mapping[str, str], encoding: str) -> Me
             raise BridgeFormatError(f"{PROPERTIES_HEADER} must be a JSON object of strings")
         properties = value
     try:
-        return Message(body.encode("utf-8"), properties)
+        return BrokerMessage(body.encode("utf-8"), properties)
     except (TypeError, ValueError) as exc:
         raise BridgeFormatError(str(exc)) from None
 
@@ -156,7 +156,7 @@ class ToTopic:
         self.publisher = _context(broker, "to_topic").publisher(args["topic"])
         self.published = 0
 
-    def receive(self, message: Message) -> None:
+    def receive(self, message: BrokerMessage) -> None:
         body, headers = message_to_email(message, self.encoding)
         self.publisher.publish(body, headers)
         self.published += 1
@@ -250,7 +250,7 @@ class FromTopic:
                 BRIDGE_REJECTED, name=self.topic, message_id=taken.message_id, detail=detail
             )
 
-    def receive(self, message: Message) -> None:
+    def receive(self, message: BrokerMessage) -> None:
         raise BridgeFormatError(
             f"the bridge from topic {self.topic!r} is a source; do not link into it"
         )

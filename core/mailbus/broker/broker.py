@@ -35,7 +35,7 @@ from mailbus.broker.errors import (
     UnknownModuleError,
 )
 from mailbus.broker.links import WILDCARD, LinkTable
-from mailbus.broker.message import Message
+from mailbus.broker.message import BrokerMessage
 from mailbus.broker.module import check_module
 from mailbus.broker.policy import DEFAULT_BACKPRESSURE, DEFAULT_CAPACITY, Backpressure
 from mailbus.broker.record import ModuleRecord, stats_of, wait_out_publishers
@@ -316,14 +316,14 @@ class Broker:
         return WILDCARD if ref == WILDCARD else self._record(ref).name
 
     # -- publishing -------------------------------------------------------------------
-    def publish(self, source: object, message: Message) -> int:
+    def publish(self, source: object, message: BrokerMessage) -> int:
         """Queue `message` for every sink linked to `source` (a module or its name);
         return how many sinks it was queued for (or dropped by their policy)."""
         if self._closed:
             raise BrokerClosedError("the broker was destroyed")
         record = self._record(source)
-        if not isinstance(message, Message):
-            raise TypeError(f"publish takes a broker Message, not {type(message).__name__}")
+        if not isinstance(message, BrokerMessage):
+            raise TypeError(f"publish takes a BrokerMessage, not {type(message).__name__}")
         item = (record.name, message)
         refused: list[str] | None = None
         timeout = 0.0

@@ -26,8 +26,8 @@ def _check_property(key: object, value: object) -> None:
         raise ValueError(f"message property {key!r} contains a NUL character")
 
 
-class Message:
-    """`Message(content=b"", properties=None)`: read-only after creation."""
+class BrokerMessage:
+    """`BrokerMessage(content=b"", properties=None)`: read-only after creation."""
 
     __slots__ = ("_content", "_properties")
 
@@ -57,7 +57,7 @@ class Message:
         object.__setattr__(self, "_properties", props)
 
     @classmethod
-    def _trusted(cls, content: bytes, properties: dict[str, str]) -> Message:
+    def _trusted(cls, content: bytes, properties: dict[str, str]) -> BrokerMessage:
         """For the decoder, which has validated everything already; takes ownership of
         `properties`."""
         message = cls.__new__(cls)
@@ -82,7 +82,7 @@ class Message:
         raise AttributeError("broker messages are read-only (sinks share one object)")
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Message):
+        if not isinstance(other, BrokerMessage):
             return NotImplemented
         return self._content == other._content and dict(self._properties) == dict(other._properties)
 
@@ -95,8 +95,8 @@ class Message:
     def __repr__(self) -> str:
         shown = self._content[:32]
         more = "..." if len(self._content) > 32 else ""
-        return f"Message({shown!r}{more}, properties={dict(self._properties)!r})"
+        return f"BrokerMessage({shown!r}{more}, properties={dict(self._properties)!r})"
 
-    def with_properties(self, **extra: str) -> Message:
+    def with_properties(self, **extra: str) -> BrokerMessage:
         """A copy with `extra` properties added (or replaced)."""
-        return Message(self._content, {**self._properties, **extra})
+        return BrokerMessage(self._content, {**self._properties, **extra})

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from mailbus.broker.errors import GatewayConfigError
-from mailbus.broker.message import Message
+from mailbus.broker.message import BrokerMessage
 
 if TYPE_CHECKING:
     from mailbus.broker.broker import Broker
@@ -35,7 +35,7 @@ _ENTRY_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 
 @runtime_checkable
 class Module(Protocol):
-    def receive(self, message: Message) -> None: ...
+    def receive(self, message: BrokerMessage) -> None: ...
 
     def destroy(self) -> None: ...
 

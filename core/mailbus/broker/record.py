@@ -9,11 +9,11 @@ from collections.abc import Iterable
 from concurrent.futures import Future
 from typing import Any
 
-from mailbus.broker.message import Message
+from mailbus.broker.message import BrokerMessage
 from mailbus.broker.policy import Backpressure
 from mailbus.broker.snapshot import ModuleState, ModuleStats
 
-Item = tuple[str, Message]  # (source module's name, message)
+Item = tuple[str, BrokerMessage]  # (source module's name, message)
 
 
 class ModuleRecord:

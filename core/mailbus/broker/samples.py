@@ -13,7 +13,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from mailbus.broker.errors import BrokerError, GatewayConfigError
-from mailbus.broker.message import Message
+from mailbus.broker.message import BrokerMessage
 
 if TYPE_CHECKING:
     from mailbus.broker.broker import Broker
@@ -49,7 +49,7 @@ class Ticker:
     def _run(self) -> None:
         # The period is the ticker's pace, waited on the stop event so destroy is prompt.
         while self.count is None or self.sent < self.count:
-            message = Message(self.content, {"seq": str(self.sent)})
+            message = BrokerMessage(self.content, {"seq": str(self.sent)})
             try:
                 self._broker.publish(self, message)
             except BrokerError:
@@ -58,7 +58,7 @@ class Ticker:
             if self._stop.wait(self.period):
                 return
 
-    def receive(self, message: Message) -> None:
+    def receive(self, message: BrokerMessage) -> None:
         pass  # a pure source: anything linked into it is accepted and ignored
 
     def destroy(self) -> None:
@@ -75,7 +75,7 @@ class Printer:
         self.prefix = str(args.get("prefix", ""))
         self.printed = 0
 
-    def receive(self, message: Message) -> None:
+    def receive(self, message: BrokerMessage) -> None:
         content = message.content.decode("utf-8", errors="backslashreplace")
         properties = json.dumps(dict(message.properties), sort_keys=True)
         print(f"{self.prefix}{content} {properties}", file=sys.stdout, flush=True)
@@ -90,7 +90,7 @@ class Counter:
         self.count = 0
         self.contents: list[bytes] = []
 
-    def receive(self, message: Message) -> None:
+    def receive(self, message: BrokerMessage) -> None:
         self.count += 1
         self.contents.append(message.content)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 
 from mailbus.broker.errors import WireFormatError
-from mailbus.broker.message import Message
+from mailbus.broker.message import BrokerMessage
 
 MAGIC = b"\xa1\x60"
 MIN_SIZE = 14
@@ -30,7 +30,7 @@ _U32 = struct.Struct(">I")
 _HEADER = struct.Struct(">2sII")
 
 
-def encode(message: Message) -> bytes:
+def encode(message: BrokerMessage) -> bytes:
     """The wire bytes of `message`."""
     parts: list[bytes] = []
     for key, value in message.properties.items():
@@ -61,7 +61,9 @@ def _not_utf8(buf: bytes, start: int, end: int, what: str) -> WireFormatError:
     raise AssertionError("called for text that decodes")  # pragma: no cover
 
 
-def decode(data: bytes | bytearray | memoryview, *, max_size: int = DEFAULT_MAX_SIZE) -> Message:
+def decode(
+    data: bytes | bytearray | memoryview, *, max_size: int = DEFAULT_MAX_SIZE
+) -> BrokerMessage:
     """The message in `data`, which must be exactly one encoded message."""
     buf = bytes(data)
     size = len(buf)
@@ -112,4 +114,4 @@ def decode(data: bytes | bytearray | memoryview, *, max_size: int = DEFAULT_MAX_
             f"content length {length} disagrees with the {size - pos} bytes that remain", pos - 4
         )
     # Keys and values were checked above (non-empty, no NUL, str): skip re-checking.
-    return Message._trusted(buf[pos:], properties)
+    return BrokerMessage._trusted(buf[pos:], properties)

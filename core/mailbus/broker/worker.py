@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from mailbus.broker.delivery import drop
 from mailbus.broker.errors import BrokerError, UnknownModuleError
 from mailbus.broker.events import DELIVERED, MODULE_STARTED
-from mailbus.broker.message import Message
+from mailbus.broker.message import BrokerMessage
 from mailbus.broker.record import ModuleRecord
 from mailbus.broker.snapshot import ModuleState
 from mailbus.trace import Tracer
@@ -45,7 +45,7 @@ def run_worker(record: ModuleRecord, hooks: WorkerHooks) -> None:
     queue = record.queue
     popleft = queue.popleft
     control = record.control
-    receive: Callable[[Message], object] = record.module.receive
+    receive: Callable[[BrokerMessage], object] = record.module.receive
     low_water = record.low_water
     tracer = hooks.message_tracer
     died: BaseException | None = None

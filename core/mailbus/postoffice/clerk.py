@@ -26,8 +26,8 @@ from mailbus.postoffice.protocol import (
     Phase,
     ProtocolError,
     Reply,
-    Request,
-    Response,
+    RequestCode,
+    ResponseCode,
     ServerProtocol,
     Timeout,
     UnknownCommand,
@@ -87,7 +87,7 @@ class Clerk(GetMail, asyncio.Protocol):
         office = self.office
         if len(office.clerks) >= self.config.max_connections:
             office.refused_connections += 1
-            self.transport.write(bytes((Response.SHUTDOWN,)))
+            self.transport.write(bytes((ResponseCode.SHUTDOWN,)))
             transport.close()
             self._lost = True
             return
@@ -142,7 +142,7 @@ class Clerk(GetMail, asyncio.Protocol):
         except ProtocolError as exc:
             self._broken(exc)
 
-    def _reply(self, response: Response) -> None:
+    def _reply(self, response: ResponseCode) -> None:
         try:
             self._out += self.proto.reply(response)
         except ProtocolError as exc:
@@ -170,7 +170,7 @@ class Clerk(GetMail, asyncio.Protocol):
     def shutdown(self) -> None:
         """The daemon is stopping: say SHUTDOWN and close."""
         if self.transport is not None and not self._lost:
-            self.transport.write(bytes(self._out) + bytes((Response.SHUTDOWN,)))
+            self.transport.write(bytes(self._out) + bytes((ResponseCode.SHUTDOWN,)))
             self._out.clear()
             self.transport.close()
         self._closing = True
@@ -191,7 +191,7 @@ class Clerk(GetMail, asyncio.Protocol):
                 detail=f"no data from {self.peer} within {limit} s",
                 extra={"peer": self.peer, "phase": self.proto.position.phase.value},
             )
-            self._reply(Response.COMMTIMEOUT)
+            self._reply(ResponseCode.COMMTIMEOUT)
             self._close()
             return
         wait = limit - (now - self._clock) if self.proto.mid_command else limit
@@ -256,7 +256,7 @@ class Clerk(GetMail, asyncio.Protocol):
         _HANDLERS[type(event)](self, event)
 
     def _on_unknown(self, event: UnknownCommand) -> None:
-        self._reply(Response.BADCOMMAND)
+        self._reply(ResponseCode.BADCOMMAND)
 
     def _on_command(self, event: Command) -> None:
         if self.proto.position.phase is Phase.MAIL_REPLY:
@@ -267,15 +267,15 @@ class Clerk(GetMail, asyncio.Protocol):
     def _on_name(self, event: Name) -> None:
         self._name = event.name
         self._name_error = ""
-        self._reply(Response.REQDATA)
+        self._reply(ResponseCode.REQDATA)
 
     def _on_invalid_name(self, event: InvalidName) -> None:
         self._name = None
         self._name_error = event.reason
-        self._reply(Response.REQDATA)
+        self._reply(ResponseCode.REQDATA)
 
     def _on_digest(self, event: Digest) -> None:
-        if self.proto.position.request is Request.CREATEBOX:
+        if self.proto.position.request is RequestCode.CREATEBOX:
             self._start(self._create_box(event.digest))
         else:
             self._start(self._check_out(event.digest))
@@ -283,34 +283,34 @@ class Clerk(GetMail, asyncio.Protocol):
     def _on_timeout(self, event: Timeout) -> None:
         self._start_mail(event.milliseconds)
 
-    def _command(self, request: Request) -> None:
+    def _command(self, request: RequestCode) -> None:
         box = self.box
         needs_box = (
-            Request.RETBOX,
-            Request.REMOVEBOX,
-            Request.SENDLETTER,
-            Request.GETMAIL,
-            Request.EMPTYBOX,
+            RequestCode.RETBOX,
+            RequestCode.REMOVEBOX,
+            RequestCode.SENDLETTER,
+            RequestCode.GETMAIL,
+            RequestCode.EMPTYBOX,
         )
         if request in needs_box and box is None:
-            self._reply(Response.NOBOXCONN)
-        elif request in (Request.CREATEBOX, Request.SENDLETTER, Request.GETMAIL):
-            self._reply(Response.REQDATA)
-        elif request is Request.REQBOX:
-            self._reply(Response.ALREADYCONN if box is not None else Response.REQDATA)
-        elif request is Request.RETBOX:
+            self._reply(ResponseCode.NOBOXCONN)
+        elif request in (RequestCode.CREATEBOX, RequestCode.SENDLETTER, RequestCode.GETMAIL):
+            self._reply(ResponseCode.REQDATA)
+        elif request is RequestCode.REQBOX:
+            self._reply(ResponseCode.ALREADYCONN if box is not None else ResponseCode.REQDATA)
+        elif request is RequestCode.RETBOX:
             self._release("returned")
-            self._reply(Response.REQGRANTED)
-        elif request is Request.REMOVEBOX:
+            self._reply(ResponseCode.REQGRANTED)
+        elif request is RequestCode.REMOVEBOX:
             self._start(self._remove_box())
-        elif request is Request.EMPTYBOX:
+        elif request is RequestCode.EMPTYBOX:
             assert box is not None
             self._start(self._empty_box(box))
-        elif request is Request.DISCONNECT:
+        elif request is RequestCode.DISCONNECT:
             self._release("disconnect")
-            self._reply(Response.REQGRANTED)
+            self._reply(ResponseCode.REQGRANTED)
         else:  # NEXTLETTER / SATIATED outside GETMAIL
-            self._reply(Response.BADCOMMAND)
+            self._reply(ResponseCode.BADCOMMAND)
 
     # -- mailboxes -----------------------------------------------------------------------
     async def _create_box(self, digest: bytes) -> None:
@@ -319,34 +319,34 @@ class Clerk(GetMail, asyncio.Protocol):
         name, office = self._name, self.office
         if name is None:
             office.refuse_box("", f"invalid name: {self._name_error}", self.peer)
-            self._reply(Response.BOXEXISTS)
+            self._reply(ResponseCode.BOXEXISTS)
             return
         allowed = self._created < self.config.max_boxes_per_connection
         if await office.create_box(name, digest, self.peer, allowed):
             self._created += 1
-            self._reply(Response.REQGRANTED)
+            self._reply(ResponseCode.REQGRANTED)
         else:
-            self._reply(Response.BOXEXISTS)
+            self._reply(ResponseCode.BOXEXISTS)
 
     async def _check_out(self, digest: bytes) -> None:
         office, name = self.office, self._name
         box = office.boxes.get(name) if name is not None else None
         if box is None:
-            self._reply(Response.NONEXISTBOX)
+            self._reply(ResponseCode.NONEXISTBOX)
             return
         if not await self._verify(box, digest):
             return  # answered NOAUTH
         if box.removed or office.boxes.get(box.name) is not box:
-            self._reply(Response.NONEXISTBOX)
+            self._reply(ResponseCode.NONEXISTBOX)
         elif box.holder is not None or self._lost:
-            self._reply(Response.BOXINUSE)
+            self._reply(ResponseCode.BOXINUSE)
         else:
             box.holder = self
             box.idle_since = None
             self.box = box
             self._digest = digest
             office.trace(PostOfficeKind.CHECKED_OUT, name=box.name, extra={"peer": self.peer})
-            self._reply(Response.REQGRANTED)
+            self._reply(ResponseCode.REQGRANTED)
 
     async def _verify(self, box: Box, digest: bytes) -> bool:
         """Check a password (see `Gatekeeper.verify`); a refusal is answered here."""
@@ -356,7 +356,7 @@ class Clerk(GetMail, asyncio.Protocol):
         if verdict is Verdict.GRANTED:
             return True
         if verdict is not Verdict.GONE:
-            self._reply(Response.NOAUTH)
+            self._reply(ResponseCode.NOAUTH)
         if verdict is Verdict.CLOSE:
             self._close()
         return False
@@ -378,19 +378,19 @@ class Clerk(GetMail, asyncio.Protocol):
         assert box is not None
         if box.removed or office.boxes.get(box.name) is not box:
             self._release("removed")
-            self._reply(Response.NONEXISTBOX)
+            self._reply(ResponseCode.NONEXISTBOX)
             return
         # Only the box this connection checked out, and only with its password.
         if not await self._verify(box, self._digest):
             return  # answered NOAUTH
         removed = await office.housekeeper.remove(box, "removed by its holder")
         self._release("removed")
-        self._reply(Response.REQGRANTED if removed else Response.NONEXISTBOX)
+        self._reply(ResponseCode.REQGRANTED if removed else ResponseCode.NONEXISTBOX)
 
     async def _empty_box(self, box: Box) -> None:
         await self.office.housekeeper.empty(box)
         self._in_flight = None
-        self._reply(Response.REQGRANTED)
+        self._reply(ResponseCode.REQGRANTED)
 
     # -- letters -------------------------------------------------------------------------
     def _send_letter(self, event: Payload | OversizedPayload) -> None:
@@ -406,7 +406,7 @@ class Clerk(GetMail, asyncio.Protocol):
             targets, reason = office.route_letter(name, sender.name)
         if reason or not isinstance(event, Payload):
             log.debug("%s: DELFAIL: %s", self.peer, reason)
-            self._reply(Response.DELFAIL)
+            self._reply(ResponseCode.DELFAIL)
             return
         for box in targets:
             box.pending += 1
@@ -423,7 +423,7 @@ class Clerk(GetMail, asyncio.Protocol):
                 office.letter_stored(box, letter_id, sender.name, data, name)
             if self._lost:
                 return
-            self._reply(Response.REQGRANTED if delivered else Response.DELFAIL)
+            self._reply(ResponseCode.REQGRANTED if delivered else ResponseCode.DELFAIL)
             self._resume()
 
         self._busy = True

@@ -44,8 +44,8 @@ from mailbus.postoffice.protocol import (
     Payload,
     ProtocolError,
     Reply,
-    Request,
-    Response,
+    RequestCode,
+    ResponseCode,
     Timeout,
     check_identifier,
 )
@@ -66,7 +66,7 @@ class ProtocolViolation(PostOfficeError):
 class ResponseError(PostOfficeError):
     """The daemon refused a request; `code` is its response code."""
 
-    code: Response = Response.BADCOMMAND
+    code: ResponseCode = ResponseCode.BADCOMMAND
 
     def __init__(self, message: str = "") -> None:
         super().__init__(message or self.__doc__ or self.code.name)
@@ -75,78 +75,78 @@ class ResponseError(PostOfficeError):
 class NotAuthorized(ResponseError):
     """NOAUTH: wrong password (or a check the daemon refused to make: back-off, busy)."""
 
-    code = Response.NOAUTH
+    code = ResponseCode.NOAUTH
 
 
 class BadCommand(ResponseError):
     """BADCOMMAND: the daemon did not accept the request code here."""
 
-    code = Response.BADCOMMAND
+    code = ResponseCode.BADCOMMAND
 
 
 class AlreadyConnected(ResponseError):
     """ALREADYCONN: this connection already holds a mailbox; return it first."""
 
-    code = Response.ALREADYCONN
+    code = ResponseCode.ALREADYCONN
 
 
 class MailTimeout(ResponseError):
     """MAILTIMEOUT where it ends something other than a get_mail iteration."""
 
-    code = Response.MAILTIMEOUT
+    code = ResponseCode.MAILTIMEOUT
 
 
 class BoxExists(ResponseError):
     """BOXEXISTS: the daemon will not create that mailbox (it exists, the name is invalid
     or a group's, or a limit is reached: the daemon's log says which)."""
 
-    code = Response.BOXEXISTS
+    code = ResponseCode.BOXEXISTS
 
 
 class NoSuchBox(ResponseError):
     """NONEXISTBOX: no mailbox with that name."""
 
-    code = Response.NONEXISTBOX
+    code = ResponseCode.NONEXISTBOX
 
 
 class NoBoxConnected(ResponseError):
     """NOBOXCONN: check out a mailbox first."""
 
-    code = Response.NOBOXCONN
+    code = ResponseCode.NOBOXCONN
 
 
 class BoxInUse(ResponseError):
     """BOXINUSE: another connection has this mailbox checked out."""
 
-    code = Response.BOXINUSE
+    code = ResponseCode.BOXINUSE
 
 
 class DeliveryFailed(ResponseError):
     """DELFAIL: the letter was not delivered (no such recipient, letter too large,
     recipient's mailbox full)."""
 
-    code = Response.DELFAIL
+    code = ResponseCode.DELFAIL
 
 
 class ServerShutdown(ResponseError):
     """SHUTDOWN: the daemon is stopping, or refused this connection (connection limit)."""
 
-    code = Response.SHUTDOWN
+    code = ResponseCode.SHUTDOWN
 
 
 class CommTimeout(ResponseError):
     """COMMTIMEOUT: this client was silent too long inside a command."""
 
-    code = Response.COMMTIMEOUT
+    code = ResponseCode.COMMTIMEOUT
 
 
 class Unsupported(ResponseError):
     """UNSUPPORTED: the daemon does not support this request."""
 
-    code = Response.UNSUPPORTED
+    code = ResponseCode.UNSUPPORTED
 
 
-ERRORS: dict[Response, type[ResponseError]] = {
+ERRORS: dict[ResponseCode, type[ResponseError]] = {
     cls.code: cls
     for cls in (
         NotAuthorized,
@@ -274,8 +274,8 @@ class PostOfficeClient:
                 raise self._fail(ProtocolViolation(str(exc))) from exc
             if isinstance(event, Reply | Mail):
                 if isinstance(event, Reply) and event.response in (
-                    Response.SHUTDOWN,
-                    Response.COMMTIMEOUT,
+                    ResponseCode.SHUTDOWN,
+                    ResponseCode.COMMTIMEOUT,
                 ):
                     raise self._fail(ERRORS[event.response]())
                 return event
@@ -298,31 +298,31 @@ class PostOfficeClient:
             except ProtocolError as exc:
                 raise self._fail(ProtocolViolation(str(exc))) from exc
 
-    def _reply(self, wait: float | None = None) -> Response:
+    def _reply(self, wait: float | None = None) -> ResponseCode:
         event = self._event(wait)
         if isinstance(event, Mail):
             raise self._fail(ProtocolViolation("a letter where a reply was due"))
         return event.response
 
-    def _exchange(self, frames: list[ClientFrame], pipeline: bool) -> Response:
+    def _exchange(self, frames: list[ClientFrame], pipeline: bool) -> ResponseCode:
         """Run one request: frames[0] is its code, the rest its data steps. Returns the
         reply that ended it (or REQDATA after the last frame)."""
         if pipeline and self.pipeline:
             self._write(self._frames(*frames))
             for index in range(len(frames)):
                 response = self._reply()
-                if response is not Response.REQDATA or index == len(frames) - 1:
+                if response is not ResponseCode.REQDATA or index == len(frames) - 1:
                     return response
             raise AssertionError("unreachable")
         for index, frame in enumerate(frames):
             self._write(self._frames(frame))
             response = self._reply()
-            if response is not Response.REQDATA or index == len(frames) - 1:
+            if response is not ResponseCode.REQDATA or index == len(frames) - 1:
                 return response
         raise AssertionError("unreachable")
 
     @staticmethod
-    def _check(response: Response, *ok: Response) -> Response:
+    def _check(response: ResponseCode, *ok: ResponseCode) -> ResponseCode:
         if response in ok:
             return response
         error = ERRORS.get(response)
@@ -334,36 +334,36 @@ class PostOfficeClient:
     def create_box(self, name: str, password: str | bytes) -> None:
         """Create a mailbox (BoxExists when refused: taken, a group's name, a limit)."""
         frames: list[ClientFrame] = [
-            Command(Request.CREATEBOX),
+            Command(RequestCode.CREATEBOX),
             Name(check_identifier(name)),
             Digest(to_digest(password)),
         ]
-        self._check(self._exchange(frames, pipeline=True), Response.REQGRANTED)
+        self._check(self._exchange(frames, pipeline=True), ResponseCode.REQGRANTED)
 
     def check_out(self, name: str, password: str | bytes) -> None:
         """Check out a mailbox: sending and receiving then use it."""
         frames: list[ClientFrame] = [
-            Command(Request.REQBOX),
+            Command(RequestCode.REQBOX),
             Name(check_identifier(name)),
             Digest(to_digest(password)),
         ]
         response = self._exchange(frames, pipeline=self.box is None)
-        self._check(response, Response.REQGRANTED)
+        self._check(response, ResponseCode.REQGRANTED)
         self.box = name
 
     def return_box(self) -> None:
-        self._check(self._exchange([Command(Request.RETBOX)], False), Response.REQGRANTED)
+        self._check(self._exchange([Command(RequestCode.RETBOX)], False), ResponseCode.REQGRANTED)
         self.box = None
 
     def send(self, recipient: str, payload: bytes) -> None:
         """Send a letter; returns once the daemon has stored it (DeliveryFailed if not)."""
         frames: list[ClientFrame] = [
-            Command(Request.SENDLETTER),
+            Command(RequestCode.SENDLETTER),
             Name(check_identifier(recipient)),
             Payload(bytes(payload)),
         ]
         response = self._exchange(frames, pipeline=self.box is not None)
-        self._check(response, Response.REQGRANTED)
+        self._check(response, ResponseCode.REQGRANTED)
 
     def get_mail(self, timeout: float) -> Iterator[Letter]:
         """Yield the letters of the checked-out mailbox as they come, until none came
@@ -371,23 +371,23 @@ class PostOfficeClient:
         Leaving the loop early sends SATIATED; the letter last yielded is then taken
         out of the mailbox, the ones after it stay."""
         milliseconds = min(INT32_MAX, max(0, round(timeout * 1000)))
-        frames: list[ClientFrame] = [Command(Request.GETMAIL), Timeout(milliseconds)]
+        frames: list[ClientFrame] = [Command(RequestCode.GETMAIL), Timeout(milliseconds)]
         response = self._exchange(frames, pipeline=self.box is not None)
-        if response is Response.MAILTIMEOUT:
+        if response is ResponseCode.MAILTIMEOUT:
             return
-        self._check(response, Response.REQDATA)
+        self._check(response, ResponseCode.REQDATA)
         self._in_mail = True
         deadline = time.monotonic() + milliseconds / 1000.0
         finished = False
         try:
             while True:
-                self._write(self._frames(Command(Request.NEXTLETTER)))
+                self._write(self._frames(Command(RequestCode.NEXTLETTER)))
                 event = self._event(max(0.0, deadline - time.monotonic()))
                 if isinstance(event, Mail):
                     yield Letter(event.sender, event.payload)
                     continue
                 finished = True
-                self._check(event.response, Response.MAILTIMEOUT)
+                self._check(event.response, ResponseCode.MAILTIMEOUT)
                 return
         except GeneratorExit:
             # The caller left the loop: SATIATED takes the letter it holds out of the box.
@@ -395,8 +395,8 @@ class PostOfficeClient:
             self._in_mail = False
             if not finished and self._sock is not None:
                 try:
-                    self._write(self._frames(Command(Request.SATIATED)))
-                    self._check(self._reply(), Response.REQGRANTED)
+                    self._write(self._frames(Command(RequestCode.SATIATED)))
+                    self._check(self._reply(), ResponseCode.REQGRANTED)
                 except PostOfficeError as exc:
                     self._fail(exc)
             raise
@@ -405,12 +405,14 @@ class PostOfficeClient:
 
     def empty(self) -> None:
         """Delete every letter in the checked-out mailbox."""
-        self._check(self._exchange([Command(Request.EMPTYBOX)], False), Response.REQGRANTED)
+        self._check(self._exchange([Command(RequestCode.EMPTYBOX)], False), ResponseCode.REQGRANTED)
 
     def remove(self) -> None:
         """Remove the checked-out mailbox and its letters (with the password it was
         checked out with)."""
-        self._check(self._exchange([Command(Request.REMOVEBOX)], False), Response.REQGRANTED)
+        self._check(
+            self._exchange([Command(RequestCode.REMOVEBOX)], False), ResponseCode.REQGRANTED
+        )
         self.box = None
 
     def abort(self) -> None:
@@ -427,7 +429,7 @@ class PostOfficeClient:
             return
         try:
             if self._proto.idle:
-                self._write(self._frames(Command(Request.DISCONNECT)))
+                self._write(self._frames(Command(RequestCode.DISCONNECT)))
                 self._reply()
         except PostOfficeError:
             pass

@@ -27,7 +27,7 @@ MAX_BINARY_BYTES = 0xFFFFFFFF
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
-class Request(IntEnum):
+class RequestCode(IntEnum):
     """Client to server codes."""
 
     REQBOX = 0
@@ -42,7 +42,7 @@ class Request(IntEnum):
     DISCONNECT = 9
 
 
-class Response(IntEnum):
+class ResponseCode(IntEnum):
     """Server to client codes."""
 
     REQGRANTED = 0
@@ -79,7 +79,7 @@ class StateError(ProtocolError):
 class Command:
     """A request code (client to server)."""
 
-    request: Request
+    request: RequestCode
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +128,7 @@ class Timeout:
 class Reply:
     """A response code (server to client)."""
 
-    response: Response
+    response: ResponseCode
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,9 +207,9 @@ def encode(frame: ClientFrame | ServerFrame) -> bytes:
     """The bytes of one frame."""
     match frame:
         case Command(request):
-            return bytes((Request(request),))
+            return bytes((RequestCode(request),))
         case Reply(response):
-            return bytes((Response(response),))
+            return bytes((ResponseCode(response),))
         case Name(name):
             return encode_string(check_identifier(name))
         case Digest(digest):
@@ -221,7 +221,7 @@ def encode(frame: ClientFrame | ServerFrame) -> bytes:
                 raise ValueError(f"timeout {ms} ms does not fit a signed 32-bit integer")
             return _I32.pack(ms)
         case Mail(sender, payload):
-            return bytes((Response.INMAIL,)) + encode_string(sender) + encode_binary(payload)
+            return bytes((ResponseCode.INMAIL,)) + encode_string(sender) + encode_binary(payload)
     raise TypeError(f"not a frame: {frame!r}")
 
 

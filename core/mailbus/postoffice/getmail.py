@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from mailbus.postoffice import store as st
 from mailbus.postoffice.kinds import PostOfficeKind
-from mailbus.postoffice.protocol import Mail, Reply, Request, Response
+from mailbus.postoffice.protocol import Mail, Reply, RequestCode, ResponseCode
 
 if TYPE_CHECKING:
     from mailbus.postoffice.mailbox import Box
@@ -35,7 +35,7 @@ class GetMail:
     def _send(self, frame: Reply | Mail) -> None:
         raise NotImplementedError
 
-    def _reply(self, response: Response) -> None:
+    def _reply(self, response: ResponseCode) -> None:
         raise NotImplementedError
 
     def _resume(self) -> None:
@@ -49,11 +49,11 @@ class GetMail:
         self._deadline = self.loop.time() + wait
         self._in_flight = None
         if not box.letters and wait == 0:
-            self._reply(Response.MAILTIMEOUT)
+            self._reply(ResponseCode.MAILTIMEOUT)
         else:
-            self._reply(Response.REQDATA)
+            self._reply(ResponseCode.REQDATA)
 
-    def _mail_loop(self, request: Request) -> None:
+    def _mail_loop(self, request: RequestCode) -> None:
         """NEXTLETTER or SATIATED inside GETMAIL. The client asking again (or being
         satiated) means it has the letter in flight whole: only now does that letter
         leave its mailbox. NEXTLETTER does not wait for that delete to commit (a crash
@@ -69,25 +69,25 @@ class GetMail:
                 box.letters.popleft()
             self.office.uncache(letter_id)
             operation = st.op_delete_letters([letter_id])
-            if request is Request.SATIATED:
+            if request is RequestCode.SATIATED:
                 self._busy = True
 
                 def deleted(_: Any, error: BaseException | None) -> None:
                     if not self._lost:
-                        self._reply(Response.REQGRANTED)
+                        self._reply(ResponseCode.REQGRANTED)
                         self._resume()
 
                 committer.submit(operation, deleted)
                 return
             committer.forget(letter_id)
-        if request is Request.SATIATED:
-            self._reply(Response.REQGRANTED)
+        if request is RequestCode.SATIATED:
+            self._reply(ResponseCode.REQGRANTED)
             return
         if self._deliver():
             return
         remaining = self._deadline - self.loop.time()
         if remaining <= 0:
-            self._reply(Response.MAILTIMEOUT)
+            self._reply(ResponseCode.MAILTIMEOUT)
             return
         self._busy = True
         self._waiting_mail = True
@@ -135,7 +135,7 @@ class GetMail:
             self._mail_timer = self.loop.call_at(self._deadline, self._mail_wait_over)
             return
         if not self._deliver():
-            self._reply(Response.MAILTIMEOUT)
+            self._reply(ResponseCode.MAILTIMEOUT)
         self._end_mail_wait()
 
     def _end_mail_wait(self) -> None:

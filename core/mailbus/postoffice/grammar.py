@@ -15,8 +15,8 @@ from mailbus.postoffice.codec import (
     Field,
     Name,
     Payload,
-    Request,
-    Response,
+    RequestCode,
+    ResponseCode,
     StateError,
     Timeout,
 )
@@ -29,51 +29,51 @@ class Step:
     replies end the request. REQDATA moves on to the next step."""
 
     sends: Field | None
-    ends: frozenset[Response]
+    ends: frozenset[ResponseCode]
 
 
-def _steps(*steps: tuple[Field | None, tuple[Response, ...]]) -> tuple[Step, ...]:
+def _steps(*steps: tuple[Field | None, tuple[ResponseCode, ...]]) -> tuple[Step, ...]:
     return tuple(Step(sends, frozenset(ends)) for sends, ends in steps)
 
 
-R = Response
+R = ResponseCode
 # From ERRATA.md. CREATEBOX has one refusal, BOXEXISTS, also for names that are invalid,
 # a group's, over a limit (see docs/postoffice.md).
-SEQUENCES: Mapping[Request, tuple[Step, ...]] = {
-    Request.CREATEBOX: _steps(
+SEQUENCES: Mapping[RequestCode, tuple[Step, ...]] = {
+    RequestCode.CREATEBOX: _steps(
         (None, ()), (Field.NAME, ()), (Field.DIGEST, (R.REQGRANTED, R.BOXEXISTS))
     ),
-    Request.REQBOX: _steps(
+    RequestCode.REQBOX: _steps(
         (None, (R.ALREADYCONN,)),
         (Field.NAME, ()),
         (Field.DIGEST, (R.REQGRANTED, R.NONEXISTBOX, R.NOAUTH, R.BOXINUSE)),
     ),
-    Request.RETBOX: _steps((None, (R.NOBOXCONN, R.REQGRANTED))),
-    Request.REMOVEBOX: _steps((None, (R.NOBOXCONN, R.REQGRANTED, R.NONEXISTBOX, R.NOAUTH))),
-    Request.SENDLETTER: _steps(
+    RequestCode.RETBOX: _steps((None, (R.NOBOXCONN, R.REQGRANTED))),
+    RequestCode.REMOVEBOX: _steps((None, (R.NOBOXCONN, R.REQGRANTED, R.NONEXISTBOX, R.NOAUTH))),
+    RequestCode.SENDLETTER: _steps(
         (None, (R.NOBOXCONN,)), (Field.NAME, ()), (Field.PAYLOAD, (R.REQGRANTED, R.DELFAIL))
     ),
     # After the timeout, REQDATA opens the NEXTLETTER/SATIATED loop.
-    Request.GETMAIL: _steps((None, (R.NOBOXCONN,)), (Field.TIMEOUT, (R.MAILTIMEOUT,))),
-    Request.EMPTYBOX: _steps((None, (R.REQGRANTED, R.NOBOXCONN))),
-    Request.DISCONNECT: _steps((None, (R.REQGRANTED,))),
-    Request.NEXTLETTER: _steps((None, (R.BADCOMMAND,))),
-    Request.SATIATED: _steps((None, (R.BADCOMMAND,))),
+    RequestCode.GETMAIL: _steps((None, (R.NOBOXCONN,)), (Field.TIMEOUT, (R.MAILTIMEOUT,))),
+    RequestCode.EMPTYBOX: _steps((None, (R.REQGRANTED, R.NOBOXCONN))),
+    RequestCode.DISCONNECT: _steps((None, (R.REQGRANTED,))),
+    RequestCode.NEXTLETTER: _steps((None, (R.BADCOMMAND,))),
+    RequestCode.SATIATED: _steps((None, (R.BADCOMMAND,))),
 }
 _BAD = _steps((None, (R.BADCOMMAND,)))
 # The server may send these at any point; the connection ends after them.
-ANYTIME = frozenset((Response.SHUTDOWN, Response.COMMTIMEOUT))
-REFUSALS = frozenset((Response.BADCOMMAND, Response.UNSUPPORTED))
+ANYTIME = frozenset((ResponseCode.SHUTDOWN, ResponseCode.COMMTIMEOUT))
+REFUSALS = frozenset((ResponseCode.BADCOMMAND, ResponseCode.UNSUPPORTED))
 
 
 @functools.lru_cache(maxsize=128)
-def allowed_replies(request: Request | None, step: int) -> frozenset[Response]:
+def allowed_replies(request: RequestCode | None, step: int) -> frozenset[ResponseCode]:
     """Replies the server may give at `step` of `request` (None: an unknown code)."""
     steps = _BAD if request is None else SEQUENCES[request]
     current = steps[step]
-    more = frozenset((Response.REQDATA,)) if step + 1 < len(steps) else frozenset()
-    if request is Request.GETMAIL and step == 1:
-        more = frozenset((Response.REQDATA,))
+    more = frozenset((ResponseCode.REQDATA,)) if step + 1 < len(steps) else frozenset()
+    if request is RequestCode.GETMAIL and step == 1:
+        more = frozenset((ResponseCode.REQDATA,))
     if step == 0:
         # Any request code may be refused outright by a server that does not know it
         # (BADCOMMAND) or does not offer it (UNSUPPORTED); this daemon knows them all.
@@ -102,20 +102,20 @@ class Position:
     """Where a conversation stands; both roles share this bookkeeping."""
 
     phase: Phase = Phase.IDLE
-    request: Request | None = None
+    request: RequestCode | None = None
     step: int = 0
-    loop_request: Request | None = None  # what the client sent inside the mail loop
+    loop_request: RequestCode | None = None  # what the client sent inside the mail loop
     # A small int naming this position, for the transition memos, and what the client
     # sends next there (both set by position_at, for the hot path).
     key: int = dc_field(default=-1, compare=False, repr=False)
     expects: Field | None = dc_field(default=None, compare=False, repr=False)
 
 
-_POSITIONS: dict[tuple[Phase, Request | None, int, Request | None], Position] = {}
+_POSITIONS: dict[tuple[Phase, RequestCode | None, int, RequestCode | None], Position] = {}
 
 
 def position_at(
-    phase: Phase, request: Request | None = None, step: int = 0, loop: Request | None = None
+    phase: Phase, request: RequestCode | None = None, step: int = 0, loop: RequestCode | None = None
 ) -> Position:
     """The interned Position: conversations move through a few dozen of them, built
     once each, so that transitions can be memoized by `key`."""
@@ -134,7 +134,7 @@ _REPLY_MEMO: dict[tuple[int, int], Position] = {}
 _CODE_MEMO: dict[tuple[int, int], Position] = {}
 
 
-def after_reply(pos: Position, response: Response) -> Position:
+def after_reply(pos: Position, response: ResponseCode) -> Position:
     key = (pos.key, response)
     after = _REPLY_MEMO.get(key)
     if after is None:
@@ -161,7 +161,7 @@ def after_data(pos: Position) -> Position:
     return after
 
 
-def _reply_transition(pos: Position, response: Response) -> Position:
+def _reply_transition(pos: Position, response: ResponseCode) -> Position:
     """The position after the server's reply `response` at `pos` (StateError if the
     reply is not allowed there)."""
     if pos.phase is Phase.ERROR:
@@ -173,27 +173,27 @@ def _reply_transition(pos: Position, response: Response) -> Position:
         if response not in allowed:
             name = pos.request.name if pos.request is not None else "an unknown code"
             raise StateError(f"{response.name} is not a reply to step {pos.step} of {name}")
-        if response is Response.REQDATA:
+        if response is ResponseCode.REQDATA:
             assert pos.request is not None
-            if pos.request is Request.GETMAIL and pos.step == 1:
-                return position_at(Phase.MAIL_LOOP, Request.GETMAIL)
+            if pos.request is RequestCode.GETMAIL and pos.step == 1:
+                return position_at(Phase.MAIL_LOOP, RequestCode.GETMAIL)
             return position_at(Phase.DATA, pos.request, pos.step + 1)
-        if pos.request is Request.DISCONNECT:
+        if pos.request is RequestCode.DISCONNECT:
             return position_at(Phase.CLOSED)
         return position_at(Phase.IDLE)
     if pos.phase is Phase.MAIL_REPLY:
         loop = pos.loop_request
-        if loop is Request.NEXTLETTER:
-            allowed = frozenset((Response.INMAIL, Response.MAILTIMEOUT))
-        elif loop is Request.SATIATED:
-            allowed = frozenset((Response.REQGRANTED,))
+        if loop is RequestCode.NEXTLETTER:
+            allowed = frozenset((ResponseCode.INMAIL, ResponseCode.MAILTIMEOUT))
+        elif loop is RequestCode.SATIATED:
+            allowed = frozenset((ResponseCode.REQGRANTED,))
         else:
-            allowed = frozenset((Response.BADCOMMAND,))
+            allowed = frozenset((ResponseCode.BADCOMMAND,))
         if response not in allowed:
             raise StateError(f"{response.name} is not an answer inside GETMAIL")
-        if response in (Response.MAILTIMEOUT, Response.REQGRANTED):
+        if response in (ResponseCode.MAILTIMEOUT, ResponseCode.REQGRANTED):
             return position_at(Phase.IDLE)
-        return position_at(Phase.MAIL_LOOP, Request.GETMAIL)
+        return position_at(Phase.MAIL_LOOP, RequestCode.GETMAIL)
     raise StateError(f"no reply is due ({pos.phase.value})")
 
 
@@ -209,18 +209,18 @@ def _code_transition(pos: Position, code: int) -> Position:
     """The position after the client sent code byte `code` at `pos`."""
     if pos.phase is Phase.IDLE:
         try:
-            request: Request | None = Request(code)
+            request: RequestCode | None = RequestCode(code)
         except ValueError:
             request = None
         return position_at(Phase.REPLY, request, 0)
     if pos.phase is Phase.MAIL_LOOP:
         try:
-            loop: Request | None = Request(code)
+            loop: RequestCode | None = RequestCode(code)
         except ValueError:
             loop = None
-        if loop not in (Request.NEXTLETTER, Request.SATIATED):
+        if loop not in (RequestCode.NEXTLETTER, RequestCode.SATIATED):
             loop = None
-        return position_at(Phase.MAIL_REPLY, Request.GETMAIL, 0, loop)
+        return position_at(Phase.MAIL_REPLY, RequestCode.GETMAIL, 0, loop)
     raise StateError(f"a request code is not expected ({pos.phase.value})")
 
 

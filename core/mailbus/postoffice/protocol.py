@@ -41,8 +41,8 @@ from mailbus.postoffice.codec import (
     Payload,
     ProtocolError,
     Reply,
-    Request,
-    Response,
+    RequestCode,
+    ResponseCode,
     ServerEvent,
     ServerFrame,
     Signal,
@@ -103,8 +103,8 @@ __all__ = [
     "Position",
     "ProtocolError",
     "Reply",
-    "Request",
-    "Response",
+    "RequestCode",
+    "ResponseCode",
     "ServerEvent",
     "ServerFrame",
     "ServerProtocol",
@@ -121,14 +121,15 @@ __all__ = [
     "expected_field",
 ]
 
-_CODE_BYTES = {code: bytes((code,)) for code in Response}
-_COMMANDS = {request: Command(request) for request in Request}
-_RESPONSE_OF: dict[int, Response] = {int(code): code for code in Response}
+_CODE_BYTES = {code: bytes((code,)) for code in ResponseCode}
+_COMMANDS = {request: Command(request) for request in RequestCode}
+_RESPONSE_OF: dict[int, ResponseCode] = {int(code): code for code in ResponseCode}
 # A client reading a letter that answers NEXTLETTER, and where it is once it has it.
-_READING_SENDER = position_at(Phase.MAIL_SENDER, Request.GETMAIL, 0, Request.NEXTLETTER)
-_READING_PAYLOAD = position_at(Phase.MAIL_PAYLOAD, Request.GETMAIL, 0, Request.NEXTLETTER)
+_READING_SENDER = position_at(Phase.MAIL_SENDER, RequestCode.GETMAIL, 0, RequestCode.NEXTLETTER)
+_READING_PAYLOAD = position_at(Phase.MAIL_PAYLOAD, RequestCode.GETMAIL, 0, RequestCode.NEXTLETTER)
 _AFTER_LETTER = after_reply(
-    position_at(Phase.MAIL_REPLY, Request.GETMAIL, 0, Request.NEXTLETTER), Response.INMAIL
+    position_at(Phase.MAIL_REPLY, RequestCode.GETMAIL, 0, RequestCode.NEXTLETTER),
+    ResponseCode.INMAIL,
 )
 
 
@@ -203,14 +204,14 @@ class ServerProtocol:
     def send(self, frame: ServerFrame) -> bytes:
         """Bytes of the clerk's answer; StateError if it is not allowed now, which puts
         the machine in ERROR: the client waits for an answer that will not come."""
-        response = Response.INMAIL if isinstance(frame, Mail) else frame.response
+        response = ResponseCode.INMAIL if isinstance(frame, Mail) else frame.response
         try:
             self._pos = after_reply(self._pos, response)
         except StateError as exc:
             self._poison(exc)
         return encode(frame)
 
-    def reply(self, response: Response) -> bytes:
+    def reply(self, response: ResponseCode) -> bytes:
         """`send(Reply(response))` without building the frame (the clerk's hot path)."""
         try:
             self._pos = after_reply(self._pos, response)
@@ -290,8 +291,10 @@ class ClientProtocol:
     def _predict(pos: Position) -> Position:
         """Where the conversation goes if the server answers REQDATA at `pos`, or a
         REPLY position (nothing more can be sent) when the answer ends the step."""
-        if pos.phase is Phase.REPLY and Response.REQDATA in allowed_replies(pos.request, pos.step):
-            return after_reply(pos, Response.REQDATA)
+        if pos.phase is Phase.REPLY and ResponseCode.REQDATA in allowed_replies(
+            pos.request, pos.step
+        ):
+            return after_reply(pos, ResponseCode.REQDATA)
         return pos
 
     def receive_data(self, data: bytes) -> None:
@@ -312,9 +315,9 @@ class ClientProtocol:
             if self._decoder.buffered:
                 code = self._decoder.read(Field.CODE)
                 assert isinstance(code, int)
-                if code == Response.SHUTDOWN or code == Response.COMMTIMEOUT:
+                if code == ResponseCode.SHUTDOWN or code == ResponseCode.COMMTIMEOUT:
                     self._close()
-                    return Reply(Response(code))
+                    return Reply(ResponseCode(code))
                 raise StateError(f"the server sent code {code} unasked")
             if self._eof:
                 self._close()
@@ -332,7 +335,7 @@ class ClientProtocol:
         response = _RESPONSE_OF.get(value)
         if response is None:
             raise ProtocolError(f"unknown response code {value}")
-        if response is not Response.INMAIL or pos.loop_request is not Request.NEXTLETTER:
+        if response is not ResponseCode.INMAIL or pos.loop_request is not RequestCode.NEXTLETTER:
             return self._reply(pos, response)
         after_reply(pos, response)  # checks it is allowed
         self._in_flight[0] = _READING_SENDER
@@ -374,13 +377,13 @@ class ClientProtocol:
         self._recv_pos = self._send_pos = position_at(Phase.CLOSED)
         self._in_flight.clear()
 
-    def _reply(self, pos: Position, response: Response) -> Reply:
+    def _reply(self, pos: Position, response: ResponseCode) -> Reply:
         after = after_reply(pos, response)
         self._in_flight.pop(0)
         self._recv_pos = after
         if after.phase is Phase.CLOSED:
             self._close()
-        elif response is not Response.REQDATA and self._in_flight:
+        elif response is not ResponseCode.REQDATA and self._in_flight:
             self._close()
             raise StateError(
                 f"{response.name} ended the request while {len(self._in_flight)} "
