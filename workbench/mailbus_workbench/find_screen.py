@@ -1,0 +1,147 @@
+"""Find (ctrl+f): search every topic's kept messages; enter on a result jumps to it in the
+Topics view; ctrl+s exports the results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Input, Static
+
+from mailbus_workbench.model import export
+from mailbus_workbench.model.find import FindResult, QueryError, find, parse_query
+from mailbus_workbench.model.state import WorkbenchModel
+from mailbus_workbench.model.topics import MessageRecord
+from mailbus_workbench.share_screens import ExportScreen
+from mailbus_workbench.widgets import format as fmt
+
+PLACEHOLDER = 'celsius>25   Subject~robot   /ERROR|WARN/   "some text"'
+HINT = (
+    "enter: search, then go to the message   ctrl+s: export the results   "
+    "escape: close   F1 in Topics: the query language"
+)
+
+
+class FindScreen(ModalScreen[MessageRecord | None]):
+    BINDINGS = [
+        Binding("escape", "close", "Close"),
+        Binding("ctrl+s", "export", "Export results", priority=True),
+    ]
+    DEFAULT_CSS = """
+    FindScreen { align: center middle; }
+    FindScreen > Vertical { width: 95%; height: 90%; border: thick $accent;
+                            background: $surface; padding: 0 1; }
+    FindScreen #find-status { height: auto; }
+    FindScreen #find-status.-error { color: $error; }
+    FindScreen #find-results { height: 1fr; }
+    FindScreen #find-hint { color: $text-muted; height: 1; }
+    """
+
+    class Searched(Message):
+        """A query was run: its text and how many messages it found (or its error)."""
+
+        def __init__(self, query: str, found: int, error: str = "") -> None:
+            super().__init__()
+            self.query = query
+            self.found = found
+            self.error = error
+
+    def __init__(self, model: WorkbenchModel, query: str = "") -> None:
+        super().__init__()
+        self.model = model
+        self.query_text = query
+        self.result: FindResult | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Input(self.query_text, placeholder=PLACEHOLDER, id="find-query")
+            yield Static(
+                "Search every topic's kept messages: text, /regex/, Header=value, field>number.",
+                id="find-status",
+                markup=False,
+            )
+            yield DataTable[str | Text](id="find-results", cursor_type="row", zebra_stripes=True)
+            yield Static(HINT, id="find-hint", markup=False)
+
+    def on_mount(self) -> None:
+        table = self.query_one("#find-results", DataTable)
+        table.add_columns("topic", "#", "time (UTC)", "body")
+        self.query_one("#find-query", Input).focus()
+
+    @property
+    def status(self) -> str:
+        return str(self.query_one("#find-status", Static).content)
+
+    @on(Input.Submitted, "#find-query")
+    def _submit(self, event: Input.Submitted) -> None:
+        self.search(event.value)
+
+    def search(self, text: str) -> None:
+        self.query_text = text
+        status = self.query_one("#find-status", Static)
+        table: DataTable[str | Text] = self.query_one("#find-results", DataTable)
+        table.clear()
+        self.result = None
+        try:
+            query = parse_query(text)
+        except QueryError as exc:
+            status.update(f"Cannot search: {exc}")
+            status.add_class("-error")
+            self.post_message(self.Searched(text, 0, str(exc)))
+            return
+        status.remove_class("-error")
+        if query.empty:
+            status.update("Type what to find, then enter.")
+            return
+        result = self.result = find(self.model.topics, query)
+        for record in result.records:
+            table.add_row(
+                Text(record.event.name),
+                str(record.number),
+                fmt.clock_time(record.time_s),
+                Text(fmt.preview(record.body, 200)),
+            )
+        shown = len(result.records)
+        more = f" (the newest {shown}; narrow the query)" if result.truncated else ""
+        status.update(
+            f"{shown} of {result.searched} kept messages match{more}."
+            + (" Enter on one to see it in Topics." if shown else "")
+        )
+        if shown:
+            table.move_cursor(row=shown - 1)
+            table.focus()
+        self.post_message(self.Searched(text, shown))
+
+    @on(DataTable.RowSelected, "#find-results")
+    def _chosen(self, event: DataTable.RowSelected) -> None:
+        if self.result is not None and 0 <= event.cursor_row < len(self.result.records):
+            self.dismiss(self.result.records[event.cursor_row])
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def action_export(self) -> None:
+        result = self.result
+        if result is None or not result.records:
+            self.notify("Nothing to export: search first.", severity="warning", timeout=3)
+            return
+        rows = export.message_rows(result.records)
+
+        def write(path: Path, overwrite: bool) -> str:
+            count = export.write_table(rows, export.MESSAGE_SCHEMA, path, overwrite=overwrite)
+            return f"{count} messages"
+
+        self.app.push_screen(
+            ExportScreen(
+                f"Export {len(rows)} search results",
+                export.suggest_path("find", self.model.clock(), ".csv"),
+                write,
+                "The format follows the suffix: .csv, .jsonl or .parquet.",
+            )
+        )
