@@ -145,6 +145,7 @@ def write_table(
     rows: list[dict[str, Any]], schema: dict[str, Any], path: Path, *, overwrite: bool = False
 ) -> int:
     """Write `rows` to `path` in the format its suffix names; return how many."""
+    _not_a_folder(path)
     fmt = table_format(path)
     data = frame(rows, schema)
     writers: dict[str, Callable[[Path], None]] = {
@@ -157,6 +158,7 @@ def write_table(
 
 
 def write_json(text: str, path: Path, *, overwrite: bool = False) -> None:
+    _not_a_folder(path)
     if path.suffix.lower() != ".json":
         raise ExportError(f"{path.name}: a message is exported as JSON: end the name with .json")
 
@@ -176,11 +178,14 @@ def read_table(path: Path, schema: dict[str, Any]) -> pl.DataFrame:
     return pl.read_csv(path, schema=schema)
 
 
+def _not_a_folder(path: Path) -> None:
+    if path.expanduser().is_dir():
+        raise ExportError(f"{path} is a folder: add a file name")
+
+
 def _write(path: Path, write: Callable[[Path], None], overwrite: bool) -> None:
     path = path.expanduser()
     folder = path.parent
-    if path.is_dir():
-        raise ExportError(f"{path} is a folder: add a file name")
     if not folder.is_dir():
         raise ExportError(f"no folder {folder}: create it first or choose another")
     if path.exists() and not overwrite:

@@ -4,7 +4,8 @@
     Name~text     a part of the value, case-insensitive
     Name!=value   present, and not that value
     Name>n  Name<n  Name>=n  Name<=n
-                  numbers compare as numbers, other values as text
+                  numbers compare as numbers (a number never matches text),
+                  other values as text
 
 `Name` is a header (`Client-GID`, `Subject`, `Message-ID`, `In-Reply-To`) when the
 message has one of that name, else a field of its JSON body by path: `celsius`,
@@ -191,6 +192,8 @@ def _compare(op: str, found: Any, wanted: str, signature: bool = False) -> bool:
         return equal if op == "=" else not equal
     if number is not None and limit is not None:
         pair: tuple[Any, Any] = (number, limit)
+    elif limit is not None and op != "!=":
+        return False  # a number orders only numbers: `celsius>25` never matches "hot"
     elif isinstance(found, bool | None) or not isinstance(found, int | float):
         pair = (_text(found).lower(), wanted)
     else:
