@@ -1,5 +1,5 @@
 """Find (ctrl+f): search every topic's kept messages; enter on a result jumps to it in the
-Topics view; ctrl+s exports the results."""
+Topics view; s (on the results) saves them to a file."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from mailbus_workbench.widgets import format as fmt
 
 PLACEHOLDER = 'celsius>25   Subject~robot   /ERROR|WARN/   "some text"'
 HINT = (
-    "enter: search, then go to the message   ctrl+s: export the results   "
+    "enter: search, then go to the message   s (on the results): save them   "
     "escape: close   F1 in Topics: the query language"
 )
 
@@ -31,7 +31,8 @@ HINT = (
 class FindScreen(ModalScreen[MessageRecord | None]):
     BINDINGS = [
         Binding("escape", "close", "Close"),
-        Binding("ctrl+s", "export", "Export results", priority=True),
+        # Not ctrl+s: that is zellij's scroll mode. In the query field `s` is typed.
+        Binding("s", "export", "Save results"),
     ]
     DEFAULT_CSS = """
     FindScreen { align: center middle; }
