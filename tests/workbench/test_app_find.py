@@ -78,6 +78,7 @@ async def test_find_lists_exactly_the_matches_and_jumps_to_one(tmp_path: Path) -
         assert app.screen.query_one("#find-query", Input).value == "celsius>22.5"
         # s on the results saves them; the Parquet file holds what was listed.
         app.screen.search("celsius>22.5")
+        await until(pilot, lambda: len(posted.of(FindScreen.Searched)) == 3, "the results")
         await pilot.press("s")
         await until(pilot, lambda: isinstance(app.screen, ExportScreen), "the export dialog")
         path_input = app.screen.query_one("#export-path", Input)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -15,13 +15,14 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
 from mailbus_workbench.model import export
-from mailbus_workbench.model.find import FindResult, QueryError, find, parse_query
+from mailbus_workbench.model.find import FindResult, Query, QueryError, kept, parse_query, search
 from mailbus_workbench.model.state import WorkbenchModel
 from mailbus_workbench.model.topics import MessageRecord
 from mailbus_workbench.share_screens import ExportScreen
 from mailbus_workbench.widgets import format as fmt
 
 PLACEHOLDER = 'celsius>25   Subject~robot   /ERROR|WARN/   "some text"'
+MAX_SHOWN = 1_000  # rows listed (the newest); s saves every match
 HINT = (
     "enter: search, then go to the message   s (on the results): save them   "
     "escape: close   F1 in Topics: the query language"
@@ -58,6 +59,7 @@ class FindScreen(ModalScreen[MessageRecord | None]):
         self.model = model
         self.query_text = query
         self.result: FindResult | None = None
+        self.shown: list[MessageRecord] = []  # the rows of the results table
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -89,6 +91,7 @@ class FindScreen(ModalScreen[MessageRecord | None]):
         table: DataTable[str | Text] = self.query_one("#find-results", DataTable)
         table.clear()
         self.result = None
+        self.shown = []
         try:
             query = parse_query(text)
         except QueryError as exc:
@@ -100,29 +103,47 @@ class FindScreen(ModalScreen[MessageRecord | None]):
         if query.empty:
             status.update("Type what to find, then enter.")
             return
-        result = self.result = find(self.model.topics, query)
-        for record in result.records:
+        records = kept(self.model.topics)  # here, on the thread that feeds the model
+        status.update(f"Searching {len(records)} kept messages…")
+        self._search(text, query, records)
+
+    @work(thread=True, exclusive=True, group="find", exit_on_error=False)
+    def _search(self, text: str, query: Query, records: list[MessageRecord]) -> None:
+        """Matching reads bodies (JSON parsing): off the UI thread, so keys stay quick."""
+        result = search(records, query)
+        self.app.call_from_thread(self._show, text, result)
+
+    def _show(self, text: str, result: FindResult) -> None:
+        if text != self.query_text or not self.is_attached:  # newer search, or closed
+            return
+        status = self.query_one("#find-status", Static)
+        table: DataTable[str | Text] = self.query_one("#find-results", DataTable)
+        self.result = result
+        shown_records = result.records[-MAX_SHOWN:]
+        self.shown = shown_records
+        for record in shown_records:
             table.add_row(
                 Text(record.event.name),
                 str(record.number),
                 fmt.clock_time(record.time_s),
                 Text(fmt.preview(record.body, 200)),
             )
-        shown = len(result.records)
-        more = f" (the newest {shown}; narrow the query)" if result.truncated else ""
+        shown, matched = len(shown_records), len(result.records)
+        more = " or more (narrow the query)" if result.truncated else ""
+        listed = f"; the newest {shown} listed, s saves all" if shown < matched else ""
         status.update(
-            f"{shown} of {result.searched} kept messages match{more}."
+            f"{matched}{more} of {result.searched} kept messages match{listed}."
             + (" Enter on one to see it in Topics." if shown else "")
         )
         if shown:
             table.move_cursor(row=shown - 1)
             table.focus()
-        self.post_message(self.Searched(text, shown))
+        self.post_message(self.Searched(text, matched))
 
     @on(DataTable.RowSelected, "#find-results")
     def _chosen(self, event: DataTable.RowSelected) -> None:
-        if self.result is not None and 0 <= event.cursor_row < len(self.result.records):
-            self.dismiss(self.result.records[event.cursor_row])
+        if 0 <= event.cursor_row < len(self.shown):
+            self.dismiss(self.shown[event.cursor_row])
 
     def action_close(self) -> None:
         self.dismiss(None)

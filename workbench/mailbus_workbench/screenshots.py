@@ -153,6 +153,10 @@ async def find_results(pilot: Pilot[Any]) -> None:
     assert isinstance(screen, FindScreen)
     screen.query_one(Input).value = "celsius>22.9 sensor=t1"
     await pilot.press("enter")
+    for _ in range(250):  # bounded: 5 s; the search runs in a worker
+        if screen.result is not None:
+            break
+        await pilot.pause(0.02)
     await pilot.pause()
 
 

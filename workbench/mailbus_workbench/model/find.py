@@ -97,17 +97,22 @@ def _regex(word: str) -> re.Pattern[str]:
         raise QueryError(f"{word}: not a regular expression ({exc})") from None
 
 
+def kept(store: TopicStore) -> list[MessageRecord]:
+    """Every kept message, taken on the thread that feeds the store (copies of its
+    lists: a search may then run on another thread)."""
+    return [record for name in store.names() for record in store.history(name)]
+
+
+def search(records: list[MessageRecord], query: Query, limit: int = MAX_RESULTS) -> FindResult:
+    """The `records` that `query` matches, oldest first; the newest `limit` of them."""
+    found = [record for record in records if query.matches(record)]
+    found.sort(key=lambda r: (r.time_s, r.event.name, r.number))
+    truncated = len(found) > limit
+    if truncated:
+        found = found[-limit:]  # the newest are what a user looks for
+    return FindResult(found, len(records), truncated)
+
+
 def find(store: TopicStore, query: Query, limit: int = MAX_RESULTS) -> FindResult:
     """Every kept message of every topic that `query` matches, oldest first."""
-    found: list[MessageRecord] = []
-    searched = 0
-    truncated = False
-    for name in store.names():
-        for record in store.history(name):
-            searched += 1
-            if query.matches(record):
-                found.append(record)
-    found.sort(key=lambda r: (r.time_s, r.event.name, r.number))
-    if len(found) > limit:
-        found, truncated = found[-limit:], True  # the newest are what a user looks for
-    return FindResult(found, searched, truncated)
+    return search(kept(store), query, limit)
