@@ -24,8 +24,8 @@ from mailbus_workbench.widgets import format as fmt
 PLACEHOLDER = 'celsius>25   Subject~robot   /ERROR|WARN/   "some text"'
 MAX_SHOWN = 1_000  # rows listed (the newest); s saves every match
 HINT = (
-    "enter: search, then go to the message   s (on the results): save them   "
-    "escape: close   F1 in Topics: the query language"
+    "enter: search, then go to the message   s: save the results   escape: close   "
+    "query help: F1 in Topics"
 )
 
 
