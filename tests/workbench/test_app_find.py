@@ -89,6 +89,20 @@ async def test_find_lists_exactly_the_matches_and_jumps_to_one(tmp_path: Path) -
         await until(pilot, lambda: posted.of(ExportScreen.Exported), "the export")
         frame = pl.read_parquet(target)
         assert list(zip(frame["topic"], frame["number"], strict=True)) == expected
+        # A message older than the live list's 50 rows: the lists pause to show it.
+        await until(pilot, lambda: isinstance(app.screen, FindScreen), "back in Find")
+        assert not app.model.paused
+        app.screen.search("robot/pose.x>0.999")
+        await until(pilot, lambda: len(posted.of(FindScreen.Searched)) == 4, "the old one")
+        table = app.screen.query_one("#find-results", DataTable)
+        assert [int(table.get_row_at(row)[1]) for row in range(table.row_count)] == [1, 64]
+        table.move_cursor(row=0)
+        await pilot.press("enter")
+        await until(pilot, lambda: not isinstance(app.screen, FindScreen), "the second jump")
+        assert app.model.paused and view.topic == "robot/pose"
+        selected = app.query_one(MessageList).selected()
+        assert selected is not None and selected.number == 1
+        assert app.query_one(Inspector).record == selected
 
 
 async def test_copy_body_header_and_raw_and_find_from_the_palette() -> None:
