@@ -16,6 +16,7 @@ from mailbus_workbench.views.topics import TopicsView
 from mailbus_workbench.widgets.inspector import Inspector
 from mailbus_workbench.widgets.message_list import MessageList
 from mailbus_workbench.widgets.topic_tree import TopicTree
+from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Input
 from wb_helpers import Posted, until
 
@@ -140,9 +141,9 @@ async def test_copy_body_header_and_raw_and_find_from_the_palette() -> None:
         assert app.clipboard == record.event.source_gid
         # Find is in the palette too.
         await pilot.press("ctrl+p")
-        await pilot.pause()
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
         await pilot.press(*"Find messages")
-        await pilot.pause(0.3)
+        await until(pilot, lambda: app.screen.query_one(CommandList).option_count > 0, "a match")
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, FindScreen), "Find from the palette")
 
