@@ -69,6 +69,7 @@ class Term:
     op: str = ""  # "", or one of != > < >= <= ("" means "=" or "~" as `exact` says)
     topic: str | None = None  # `topic/name.path`: the field is read on this topic only
     path: tuple[str, ...] = field(default=())  # the JSON path of `name`
+    limit: float | None = None  # `value` as a number, when it is one (parsed once)
 
     @property
     def operator(self) -> str:
@@ -79,10 +80,15 @@ class Term:
             return False
         found = _MISSING if self.topic is not None else _header(event, self.name)
         if found is _MISSING:
+            key = self.path[0]
+            # A body without the key's text has no such field: no parse (Find reads
+            # whole histories). A key written with \u escapes is not found this way.
+            if not key.isdigit() and f'"{key}"' not in (event.body or ""):
+                return False
             found = _json_field((body or LazyBody(event.body)).doc, self.path)
         if found is _MISSING:
             return False
-        return _compare(self.operator, found, self.value, self.name == "signature")
+        return _compare(self.operator, found, self.value, self.name == "signature", self.limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +119,8 @@ def parse_term(word: str) -> Term | None:
     if not all(path):
         return None
     exact = op != "~"
-    return Term(name.lower(), exact, value.lower(), "" if op in "=~" else op, topic, path)
+    operator = "" if op in "=~" else op
+    return Term(name.lower(), exact, value.lower(), operator, topic, path, _number(value))
 
 
 def parse(text: str) -> Filter:
@@ -178,11 +185,14 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _compare(op: str, found: Any, wanted: str, signature: bool = False) -> bool:
-    """`found` (a header's text or a JSON value) against the query's lower-case `wanted`."""
+def _compare(
+    op: str, found: Any, wanted: str, signature: bool = False, limit: float | None = None
+) -> bool:
+    """`found` (a header's text or a JSON value) against the query's lower-case `wanted`
+    (`limit`: `wanted` as a number, if it is one)."""
     if op == "~":
         return wanted in _text(found).lower()
-    number, limit = _number(found), _number(wanted)
+    number = _number(found)
     if isinstance(found, str) and op in ("=", "!="):
         # Text equality as the topic filter always had it (whole value, any case).
         text = found.lower()
