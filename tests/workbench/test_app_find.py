@@ -9,7 +9,7 @@ import polars as pl
 from mailbus_workbench.find_screen import FindScreen
 from mailbus_workbench.fixtures import fixed_app
 from mailbus_workbench.model import export
-from mailbus_workbench.screens import Confirm
+from mailbus_workbench.screens import Confirm, HelpScreen
 from mailbus_workbench.share_screens import ExportScreen, HeaderPicker
 from mailbus_workbench.views.topic_share import Copied
 from mailbus_workbench.views.topics import TopicsView
@@ -42,6 +42,11 @@ async def test_find_lists_exactly_the_matches_and_jumps_to_one(tmp_path: Path) -
         await until(pilot, lambda: isinstance(app.screen, FindScreen), "the Find screen")
         screen = app.screen
         assert isinstance(screen, FindScreen)
+        await pilot.press("f1")  # the query language
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen), "Find's help")
+        assert "## Find" in app.screen.markdown and "celsius>25" in app.screen.markdown
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is screen, "back in Find")
         # A bad query: a clear error, the screen stays and nothing is listed.
         await pilot.press(*"/(/", "enter")
         await until(pilot, lambda: posted.of(FindScreen.Searched), "the search")

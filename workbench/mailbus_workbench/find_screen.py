@@ -18,6 +18,7 @@ from mailbus_workbench.model import export
 from mailbus_workbench.model.find import FindResult, Query, QueryError, kept, parse_query, search
 from mailbus_workbench.model.state import WorkbenchModel
 from mailbus_workbench.model.topics import MessageRecord
+from mailbus_workbench.screens import HelpScreen
 from mailbus_workbench.share_screens import ExportScreen
 from mailbus_workbench.widgets import format as fmt
 
@@ -25,12 +26,34 @@ PLACEHOLDER = 'celsius>25   Subject~robot   /ERROR|WARN/   "some text"'
 MAX_SHOWN = 1_000  # rows listed (the newest); s saves every match
 HINT = (
     "enter: search, then go to the message   s: save the results   escape: close   "
-    "query help: F1 in Topics"
+    "F1: the query language"
 )
+
+
+FIND_HELP = """\
+## Find
+Searches every topic's kept messages; a message matches when every word does.
+
+- `text`, `"two words"`, `'say "hi"'`: the body contains it, any case
+- `/regex/`, `/regex/i`: the body matches the regular expression (`i`: any case)
+- `Name=value`, `Name~part`, `Name!=value`: exactly, containing, not
+- `Name>n`, `Name<n`, `Name>=n`, `Name<=n`: numbers as numbers, other values as text
+
+`Name` is a header when the message has one (`Client-GID`, `Publisher-GID`, `Subject`,
+`Message-ID`, `In-Reply-To`, `signature`), else a field of the JSON body: `celsius`,
+`pose.x`, `items.0.id`; `robot/pose.x<=0.5` reads it on that topic only.
+
+Examples: `celsius>25`, `Subject~robot /ERROR|WARN/`, `sensor=t1 celsius<=21`.
+
+- **enter** in the query: search; on a result: show it in Topics
+- **s** on the results: save them as CSV, JSON Lines or Parquet
+- **escape** close
+"""
 
 
 class FindScreen(ModalScreen[MessageRecord | None]):
     BINDINGS = [
+        Binding("f1", "help", "Help"),
         Binding("escape", "close", "Close"),
         # Not ctrl+s: that is zellij's scroll mode. In the query field `s` is typed.
         Binding("s", "export", "Save results"),
@@ -144,6 +167,9 @@ class FindScreen(ModalScreen[MessageRecord | None]):
     def _chosen(self, event: DataTable.RowSelected) -> None:
         if 0 <= event.cursor_row < len(self.shown):
             self.dismiss(self.shown[event.cursor_row])
+
+    def action_help(self) -> None:
+        self.app.push_screen(HelpScreen(FIND_HELP))
 
     def action_close(self) -> None:
         self.dismiss(None)

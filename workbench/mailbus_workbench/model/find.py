@@ -2,7 +2,8 @@
 
 A query is words separated by spaces; a message matches when every word does:
 
-    text          the body contains it (any case); "two words" in quotes for a space
+    text          the body contains it (any case); "two words" in quotes for a space,
+                  'say "hi"' in single quotes around double ones
     /regex/       the body matches a Python regular expression; /regex/i ignores case
     Name=value, Name~text, Name!=value, Name>n, Name<n, Name>=n, Name<=n
                   a header, else a JSON field of the body (model/message_filter.py)
