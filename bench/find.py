@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{count} kept messages in 100 topics", file=sys.stderr)
 
     query = parse_query("celsius>25")
-    expected = len(search(records, query).records)
+    everything = len(records)  # no cap on the matches: the same work as the floor
+    expected = len(search(records, query, everything).records)
 
     def floor() -> None:
         matched = 0
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         assert matched == expected
 
     floor_s = best(floor)
-    find_s = best(lambda: search(records, query))
+    find_s = best(lambda: search(records, query, everything))
     text_s = best(lambda: search(records, parse_query("'\"celsius\": 3'")))
     regex_s = best(lambda: search(records, parse_query("'/\"celsius\": 3\\d/'")))
     print(
