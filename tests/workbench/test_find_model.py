@@ -176,6 +176,11 @@ def test_bad_paths_get_clear_errors_and_lose_nothing(tmp_path: Path) -> None:
     assert export.write_table(rows, export.MESSAGE_SCHEMA, kept, overwrite=True) == len(rows)
     assert kept.read_text().startswith("topic,number,")
     assert sorted(os.listdir(tmp_path)) == ["kept.csv"]  # no temporary file left behind
+    fresh = tmp_path / "fresh.csv"
+    export.write_table(rows, export.MESSAGE_SCHEMA, fresh)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert fresh.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's private 0600
 
 
 def test_the_suggested_path_names_the_topic_and_the_time() -> None:

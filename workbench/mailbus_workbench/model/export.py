@@ -197,12 +197,21 @@ def _write(path: Path, write: Callable[[Path], None], overwrite: bool) -> None:
     os.close(handle)
     try:
         write(Path(temporary))
+        # mkstemp makes the file private (0600): give it the mode a new file gets here,
+        # or the mode of the file it replaces.
+        os.chmod(temporary, path.stat().st_mode & 0o7777 if path.exists() else _new_file_mode())
         os.replace(temporary, path)
     except OSError as exc:
         raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
+
+
+def _new_file_mode() -> int:
+    umask = os.umask(0o022)  # reading the umask means setting it: put it back at once
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def suggest_path(name: str, when: float, suffix: str) -> str:
