@@ -20,9 +20,11 @@ from textual.widgets import Header, Input, Static, TabbedContent, TabPane, Tabs,
 
 from mailbus_workbench.commands import workbench_commands
 from mailbus_workbench.engine import EngineHost
+from mailbus_workbench.find_screen import FindScreen
 from mailbus_workbench.model import queues
 from mailbus_workbench.model.settings import Settings, load_keymap, settings_from
 from mailbus_workbench.model.state import Clock, WorkbenchModel
+from mailbus_workbench.model.topics import MessageRecord
 from mailbus_workbench.parts import WorkbenchParts
 from mailbus_workbench.screens import HelpScreen
 from mailbus_workbench.views.base import View
@@ -50,6 +52,7 @@ GLOBAL_HELP = """\
   press **escape** first; or click a tab
 - **N** (shift+n) the Participants view: every process that announces itself
 - **ctrl+p** or **:** command palette (themes, screenshot, every command)
+- **ctrl+f** find messages in every topic (text, `/regex/`, `Header=value`, `celsius>25`)
 - **F1** or **?** this help
 - **F12** save an SVG screenshot
 - **q** or **ctrl+q** quit
@@ -110,6 +113,8 @@ class WorkbenchApp(App[int]):
         # Priority: a screenshot is wanted most when help, the palette or a dialog is up.
         Binding("f12", "save_svg", "Screenshot", show=False, priority=True, id="screenshot"),
         Binding("q", "quit", "Quit", id="quit"),
+        # Priority: Find opens from a text field too (issue 15 item 2).
+        Binding("ctrl+f", "find", "Find", show=False, priority=True, id="find"),
     ]
 
     class ScreenshotSaved(Message):
@@ -169,6 +174,7 @@ class WorkbenchApp(App[int]):
         self._last_refresh: dict[str, float] = {}
         self._rate_mark = (0.0, 0)
         self.events_per_s = 0.0
+        self.find_query = ""  # the last Find query, offered again
         if engine is not None:
             engine.add_listener(self.model.feed.listener)
             self.model.participants.own_gid = engine.context.participant_gid
@@ -370,6 +376,21 @@ class WorkbenchApp(App[int]):
     def run_view_action(self, view_id: str, action: str) -> None:
         self.action_show(view_id)
         getattr(self.view(view_id), f"action_{action}")()
+
+    def action_find(self) -> None:
+        if len(self.screen_stack) > 1:  # over a dialog (or Find itself): not now
+            return
+        screen = FindScreen(self.model, self.find_query)
+
+        def found(record: MessageRecord | None) -> None:
+            self.find_query = screen.query_text
+            if record is not None:
+                self.action_show("topics")
+                view = self.view("topics")
+                assert isinstance(view, TopicsView)
+                view.jump_to(record)
+
+        self.push_screen(screen, found)
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):

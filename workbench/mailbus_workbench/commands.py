@@ -17,6 +17,11 @@ def workbench_commands(app: WorkbenchApp) -> Iterable[SystemCommand]:
             f"Show {title}", f"Switch to the {title} view", lambda v=view_id: app.action_show(v)
         )
     yield SystemCommand(
+        "Find messages",
+        "Search every topic's messages: text, /regex/, Header=value, celsius>25 (ctrl+f)",
+        app.action_find,
+    )
+    yield SystemCommand(
         "Pause / resume topics",
         "Freeze the message lists (counts go on)",
         lambda: app.run_view_action("topics", "pause"),
@@ -30,6 +35,19 @@ def workbench_commands(app: WorkbenchApp) -> Iterable[SystemCommand]:
         "Set history cap",
         "How many messages to keep per topic",
         lambda: app.run_view_action("topics", "history_cap"),
+    )
+    for action, title, help_text in (
+        ("copy_body", "Copy body", "Copy the inspected message's body to the clipboard (c)"),
+        ("copy_header", "Copy a header", "Pick a header of the inspected message to copy (C)"),
+        ("copy_raw", "Copy raw source", "Copy the inspected message's raw source (R)"),
+        ("export_message", "Export message as JSON", "Write the inspected message to a file (j)"),
+        ("export_topic", "Export topic", "The topic's kept messages as CSV, JSONL, Parquet (s)"),
+    ):
+        yield SystemCommand(title, help_text, lambda a=action: app.run_view_action("topics", a))
+    yield SystemCommand(
+        "Export service calls",
+        "The calls of the selected service as CSV, JSON Lines or Parquet (s in Services)",
+        lambda: app.run_view_action("services", "export_calls"),
     )
     yield SystemCommand(
         "Clear service traces",

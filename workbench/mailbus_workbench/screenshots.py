@@ -150,6 +150,24 @@ async def help_screen(pilot: Pilot[Any]) -> None:
     await pilot.pause()
 
 
+async def find_results(pilot: Pilot[Any]) -> None:
+    """Find (ctrl+f): every warm reading of the fixed data, listed across topics."""
+    from mailbus_workbench.find_screen import FindScreen
+
+    await pilot.pause()
+    await pilot.press("ctrl+f")
+    await pilot.pause()
+    screen = pilot.app.screen
+    assert isinstance(screen, FindScreen)
+    screen.query_one(Input).value = "celsius>22.9 sensor=t1"
+    await pilot.press("enter")
+    for _ in range(250):  # bounded: 5 s; the search runs in a worker
+        if screen.result is not None:
+            break
+        await pilot.pause(0.02)
+    await pilot.pause()
+
+
 async def history_cap(pilot: Pilot[Any]) -> None:
     await pilot.pause()
     await pilot.press("h")
@@ -268,6 +286,7 @@ SCENES: dict[str, Scene] = {
         "participants": participants_scene,
         "help": help_screen,
         "history-cap": history_cap,
+        "find": find_results,
     }.items()
 }
 # Scenes that need the sessions part (mailbus.sessions, with polars).

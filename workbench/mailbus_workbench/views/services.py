@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
+from mailbus_workbench.model import export
 from mailbus_workbench.model.services import TraceStatus
+from mailbus_workbench.share_screens import ExportScreen
 from mailbus_workbench.views.base import View
 from mailbus_workbench.widgets.divider import Divider
 from mailbus_workbench.widgets.email_pair import EmailPair
@@ -28,11 +32,14 @@ between the two receptions. The waterfall shows the last 10 seconds.
 Select a call to see the request and the response side by side.
 
 - **x** clear the traces
+- **s** save the selected call's service's calls (every call when none is selected) as
+  CSV, JSON Lines or Parquet (the file name's suffix says which)
 - **[** / **]** narrow / widen the list
 """
 
     BINDINGS = [
         Binding("x", "clear", "Clear", id="services.clear"),
+        Binding("s", "export_calls", "Save calls", show=False, id="services.export_calls"),
         Binding(
             "left_square_bracket", "resize(-4)", "Narrower", show=False, id="services.narrower"
         ),
@@ -81,3 +88,26 @@ Select a call to see the request and the response side by side.
     def action_resize(self, delta: int) -> None:
         left = self.query_one("#services-left")
         left.styles.width = max(20, min((left.size.width or 78) + delta, self.size.width - 20))
+
+    def action_export_calls(self) -> None:
+        store = self.parts.model.services
+        selected = self.query_one(TraceList).selected()
+        service = selected.service if selected is not None else None
+        now = self.parts.model.clock()
+        rows = export.call_rows(store.traces(service), now, store.timeout_s)
+        if not rows:
+            self.notify("No calls to export.", severity="warning", timeout=3)
+            return
+
+        def write(path: Path, overwrite: bool) -> str:
+            count = export.write_table(rows, export.CALL_SCHEMA, path, overwrite=overwrite)
+            return f"{count} calls"
+
+        self.app.push_screen(
+            ExportScreen(
+                f"Export the {len(rows)} calls of {service or 'every service'}",
+                export.suggest_path(service or "calls", now, ".csv"),
+                write,
+                "The format follows the suffix: .csv, .jsonl or .parquet.",
+            )
+        )

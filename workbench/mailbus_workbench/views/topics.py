@@ -15,6 +15,7 @@ from mailbus_workbench.model import message_filter
 from mailbus_workbench.model.topics import MessageRecord
 from mailbus_workbench.parts import WorkbenchParts
 from mailbus_workbench.views.base import View
+from mailbus_workbench.views.topic_share import SHARE_BINDINGS, TopicShare
 from mailbus_workbench.widgets.divider import Divider
 from mailbus_workbench.widgets.inspector import Inspector
 from mailbus_workbench.widgets.message_list import MessageList
@@ -25,7 +26,7 @@ LIVE_ROWS = 50
 FLOOD_LIST_S = 0.5
 
 
-class TopicsView(View):
+class TopicsView(TopicShare, View):
     DEFAULT_FOCUS = "#topic-tree"
     HELP = """\
 ## Topics
@@ -44,6 +45,15 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
 - **e** export the inspected message as an `.eml` file in the current directory: the
   exact bytes it arrived with (rebuilt, and said so, on the in-process transport)
 - **[** / **]** narrow / widen the tree (or drag the divider)
+- **c** copy the body, **C** copy a header (pick one), **R** copy the raw source
+- **j** export the message as JSON; **s** save the topic's kept messages (those the
+  filter lets through) as CSV, JSON Lines or Parquet (the file name's suffix says which)
+- **ctrl+f** find messages in every topic
+
+Filter and Find terms: `Name=value`, `Name~part`, `Name!=value`, `Name>n`, `Name<n`,
+`Name>=n`, `Name<=n`: a header when the message has one of that name (`Client-GID`,
+`Subject`), else a field of the JSON body (`celsius>25`, `pose.x<=0.5`,
+`robot/pose.x<=0.5` on that topic only). Numbers compare as numbers.
 """
 
     BINDINGS = [
@@ -54,6 +64,7 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
         Binding("e", "export_eml", "Export .eml", show=False, id="topics.export_eml"),
         Binding("left_square_bracket", "resize(-4)", "Narrower", show=False, id="topics.narrower"),
         Binding("right_square_bracket", "resize(4)", "Wider", show=False, id="topics.wider"),
+        *SHARE_BINDINGS,
     ]
 
     DEFAULT_CSS = """
@@ -140,6 +151,36 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
         if self.message_filter.terms:
             history = [r for r in history if self.message_filter.matches(r.event)]
         return history if model.paused else history[-LIVE_ROWS:]
+
+    def exportable(self) -> list[MessageRecord]:
+        model = self.parts.model
+        history = model.topics.history(self.topic) if self.topic else []
+        return [r for r in history if self.message_filter.matches(r.event)]
+
+    def jump_to(self, record: MessageRecord) -> bool:
+        """Show `record` in its topic (Find's jump): select the topic and the message,
+        clearing a filter that hides it and pausing if it is older than the live list."""
+        if not self.message_filter.matches(record.event) or (
+            record.event.name not in self.query_one(TopicTree).shown_topics
+        ):
+            self.query_one("#topic-filter", Input).value = ""
+            self.message_filter = message_filter.parse("")
+            tree = self.query_one(TopicTree)
+            tree.filter_text = ""
+            tree.sync(self.parts.model.topics)
+        self.query_one(TopicTree).select_topic(record.event.name)
+        self._choose(record.event.name)
+        messages = self.query_one(MessageList)
+        if not any(r.number == record.number for r in self._listed()):
+            if record not in self.parts.model.topics.history(record.event.name):
+                self.notify("That message is no longer kept.", severity="warning", timeout=3)
+                return False
+            self.action_pause()  # paused, the list holds every kept message
+        messages.show(self.topic, self._listed())
+        messages.select_number(record.number)
+        messages.focus()
+        self.inspect(record)
+        return True
 
     @on(TopicTree.TopicSelected)
     def _topic_selected(self, event: TopicTree.TopicSelected) -> None:

@@ -121,6 +121,14 @@ class MessageList(ScrollView, can_focus=True):
             fmt.preview(record.body, BODY_PREVIEW),
         ]
 
+    def select_number(self, number: int) -> bool:
+        """Put the cursor on message `number` if listed (Find's jump); False if not."""
+        at = bisect_left(self._numbers, number)
+        if at >= len(self._numbers) or self._numbers[at] != number:
+            return False
+        self.move_cursor(row=at)
+        return True
+
     def selected(self) -> MessageRecord | None:
         return self._rows[self.cursor_row] if self._rows else None
 
