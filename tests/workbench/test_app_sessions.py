@@ -12,7 +12,7 @@ from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.fixtures import fixed_app
 from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.views.sessions import AnalysisScreen, SessionsView
-from textual.widgets import DataTable, Input, Select
+from textual.widgets import DataTable, Input, Select, Switch
 from wb_helpers import Posted, until
 
 SIZE = (140, 40)
@@ -32,7 +32,10 @@ async def test_record_open_play_step_seek_and_analyze(engine: EngineHost, tmp_pa
         await until(pilot, lambda: view.recorder is not None, "the recorder")
         for i in range(5):
             engine.publish("lab/rec", f'{{"i": {i}}}')
-        await until(pilot, lambda: view.recorder.status()["written"] >= 5, "5 events written")
+        # The first Parquet write loads pyarrow's writer: 11 s seen on a loaded machine.
+        await until(
+            pilot, lambda: view.recorder.status()["written"] >= 5, "5 events written", timeout=60
+        )
         assert "recording to" in str(app.query_one("#rec-status").render())
         await pilot.press("f5")
         await until(pilot, lambda: view.recorder is None and view.last_manifest, "the stop")
@@ -46,6 +49,7 @@ async def test_record_open_play_step_seek_and_analyze(engine: EngineHost, tmp_pa
 
         before = app.model.topics.stats["lab/rec"].count
         app.query_one("#play-rate", Input).value = "50"
+        app.query_one("#play-prefix", Switch).value = False  # under the recorded names
         await pilot.press("f7")
         await until(
             pilot,
