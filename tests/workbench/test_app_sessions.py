@@ -103,6 +103,9 @@ async def test_open_refuses_what_is_not_a_session(engine: EngineHost, tmp_path: 
     posted = Posted()
     async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
         await until(pilot, lambda: posted.of(SessionsView.SessionOpened), "the open")
+        await (
+            pilot.pause()
+        )  # the tab switch settles in messages of its own; a failed open can be quicker
         assert app.active_view_id == "sessions"
         assert posted.of(SessionsView.SessionOpened)[-1].error  # type: ignore[attr-defined]
         assert app.query_one(SessionsView).session is None

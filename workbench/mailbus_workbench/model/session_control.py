@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 MAX_RATE = 1000.0
 DEFAULT_REPLAY_PREFIX = "replay/"  # replayed names never mix with live ones
+REPLAY_MARK = "⟲ "  # before a replayed message or topic in the Topics view
 
 
 def sessions_available() -> bool:
@@ -47,18 +48,21 @@ def start_recorder(directory: str, context: Context) -> Recorder:
 class OpenedSession:
     session: Session
     rows: int  # events in the session
-    timeline: Timeline
 
 
 def open_session(path: str) -> OpenedSession:
-    """Open `path` and read its timeline (SessionError, OSError on a bad session)."""
-    from mailbus.sessions.player import replay_events
+    """Open `path` (SessionError, OSError on a bad session)."""
     from mailbus.sessions.reader import open_session as open_path
 
     session = open_path(path)
-    rows = session.rows  # reads each part's footer
-    timeline = build_timeline((e.name, e.offset_ns) for e in replay_events(session))
-    return OpenedSession(session, rows, timeline)
+    return OpenedSession(session, session.rows)  # rows: reads each part's footer
+
+
+def session_timeline(session: Session) -> Timeline:
+    """The timeline of what a replay of `session` sends, with the player's offsets."""
+    from mailbus.sessions.player import replay_events
+
+    return build_timeline((e.name, e.offset_ns) for e in replay_events(session))
 
 
 @dataclass(frozen=True, slots=True)

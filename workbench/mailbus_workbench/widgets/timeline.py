@@ -91,13 +91,14 @@ class TimelineBar(Widget, can_focus=True):
         return max(self.content_region.width - LABEL_WIDTH, 1)
 
     def _seek_at(self, x: int) -> None:
+        """Seek to the offset under `x` (the mouse's column in the widget)."""
         if self.timeline is not None:
-            column = x - LABEL_WIDTH
+            column = x - self.gutter.left - LABEL_WIDTH
             self.seek(offset_at(column, self.timeline.duration_s, self.track_columns))
 
     def on_mouse_down(self, event: events.MouseDown) -> None:
-        if self.timeline is None or event.x < LABEL_WIDTH:
-            return
+        if self.timeline is None or event.x < self.gutter.left + LABEL_WIDTH:
+            return  # the names: nothing to seek to
         self.focus()
         self._dragging = True
         self.capture_mouse()

@@ -26,6 +26,7 @@ from mailbus_workbench.model.session_control import (
     ReplayOptions,
 )
 from mailbus_workbench.model.session_messages import SessionMessages, first_messages
+from mailbus_workbench.model.timeline import Timeline
 from mailbus_workbench.parts import WorkbenchParts
 from mailbus_workbench.widgets import format as fmt
 from mailbus_workbench.widgets.timeline import TimelineBar
@@ -63,6 +64,13 @@ class PlaybackPane(Vertical):
         def __init__(self, listing: SessionMessages | None, error: str) -> None:
             super().__init__()
             self.listing = listing
+            self.error = error
+
+    class _TimelineRead(Message):  # the timeline worker's result
+        def __init__(self, session: Session, timeline: Timeline | None, error: str) -> None:
+            super().__init__()
+            self.session = session
+            self.timeline = timeline
             self.error = error
 
     class _PlayerBuilt(Message):  # the building worker's result
@@ -134,8 +142,7 @@ class PlaybackPane(Vertical):
             self.player = None
         opened, path = result.opened, result.path
         self.session = opened.session if opened is not None else None
-        timeline = self.query_one(TimelineBar)
-        timeline.show(opened.timeline if opened is not None else None)
+        self.query_one(TimelineBar).show(None)
         if opened is None:
             self.show_status(Text(f"Cannot open {path}: {result.error}", style="red"))
             self.post_message(self.SessionOpened(path, 0, result.error))
@@ -150,6 +157,24 @@ class PlaybackPane(Vertical):
         )
         self.post_message(self.SessionOpened(path, opened.rows))
         self._list_messages(session)
+        self._read_timeline(session)
+
+    @work(thread=True, exclusive=True, group="session-timeline")
+    def _read_timeline(self, session: Session) -> None:
+        try:
+            timeline, error = session_control.session_timeline(session), ""
+        except Exception as exc:  # a part that cannot be read: say so, keep the session
+            timeline, error = None, str(exc)
+        self.post_message(self._TimelineRead(session, timeline, error))
+
+    @on(_TimelineRead)
+    def _timeline_read(self, result: _TimelineRead) -> None:
+        if result.session is not self.session:
+            return  # another session was opened meanwhile
+        if result.timeline is None:
+            self.show_status(Text(f"Cannot read the session's timeline: {result.error}", "red"))
+            return
+        self.query_one(TimelineBar).show(result.timeline)
 
     @work(thread=True, exclusive=True, group="session-list")
     def _list_messages(self, session: Session) -> None:
