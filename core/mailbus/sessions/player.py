@@ -103,6 +103,13 @@ def check_rate(rate: float) -> float:
     return float(rate)
 
 
+def check_prefix(prefix: str) -> str:
+    """`prefix` if every name put after it is a valid name, else InvalidNameError."""
+    if prefix:
+        check_name(prefix + "x", "replay prefix")  # leading space, CR/LF, too long: refused
+    return prefix
+
+
 def _offset_ns(seconds: float) -> int:
     return int(min(seconds, MAX_OFFSET_S) * 1e9)
 
@@ -238,9 +245,7 @@ class Player:
         self.remap = dict(remap or {})
         for old, new in self.remap.items():
             check_name(prefix + new, f"remapped name for {old!r}")
-        if prefix:
-            check_name(prefix + "x", "replay prefix")  # a prefix that names nothing: refused
-        self.prefix = prefix
+        self.prefix = check_prefix(prefix)
         self.context = context
         self.rate = rate
         self.loop = loop
