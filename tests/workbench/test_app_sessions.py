@@ -102,10 +102,9 @@ async def test_open_refuses_what_is_not_a_session(engine: EngineHost, tmp_path: 
     )
     posted = Posted()
     async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
-        await until(pilot, lambda: posted.of(SessionsView.SessionOpened), "the open")
-        await (
-            pilot.pause()
-        )  # the tab switch settles in messages of its own; a failed open can be quicker
+        # Bounds for a loaded machine (a cold polars import alone took 9 s under load 30).
+        await until(pilot, lambda: posted.of(SessionsView.SessionOpened), "the open", timeout=60)
+        await pilot.pause()  # the tab switch settles in messages of its own
         assert app.active_view_id == "sessions"
         assert posted.of(SessionsView.SessionOpened)[-1].error  # type: ignore[attr-defined]
         assert app.query_one(SessionsView).session is None
@@ -164,9 +163,11 @@ async def test_the_player_is_built_off_the_ui_thread(
     )
     posted = Posted()
     async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
-        await until(pilot, lambda: posted.of(SessionsView.SessionOpened), "the open")
+        await until(pilot, lambda: posted.of(SessionsView.SessionOpened), "the open", timeout=60)
         view = app.query_one(SessionsView)
         await pilot.press("f8")  # step: builds a paused player, then sends one email
-        await until(pilot, lambda: view.player is not None and view.player.sent == 1, "a step")
+        await until(
+            pilot, lambda: view.player is not None and view.player.sent == 1, "a step", timeout=60
+        )
         assert built_on and built_on[0] is not threading.main_thread()
         view.player.stop()
