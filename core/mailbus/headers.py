@@ -12,6 +12,10 @@ PUBLISHER_SEQUENCE_NUMBER = "Publisher-Sequence-Number"
 IN_REPLY_TO = "In-Reply-To"
 REFERENCES = "References"
 MESSAGE_ID = "Message-ID"
+# Set on replayed emails only (mailbus.sessions.player): the recorded Message-ID and the
+# recorded Source-Timestamp, so replayed traffic is told apart and keeps its own time.
+REPLAY_OF = "Replay-Of"
+REPLAY_SOURCE_TIMESTAMP = "Replay-Source-Timestamp"
 
 # Headers the Email container writes itself; callers cannot set them as extra headers.
 RESERVED = frozenset(
@@ -42,6 +46,7 @@ METADATA = frozenset(
         SERVER_GID,
         REQUEST_SEQUENCE_NUMBER,
         PUBLISHER_SEQUENCE_NUMBER,
+        REPLAY_SOURCE_TIMESTAMP,  # only the player sets it: a publisher cannot forge one
     )
 )
 
@@ -55,6 +60,7 @@ CANONICAL = {
         SERVER_GID,
         REQUEST_SEQUENCE_NUMBER,
         PUBLISHER_SEQUENCE_NUMBER,
+        REPLAY_SOURCE_TIMESTAMP,
     )
 }
 

@@ -124,6 +124,8 @@ def test_replay_and_analyze_commands(tmp_path: Path, capsys: pytest.CaptureFixtu
         (["--rate", "1e999"], "rate must be a positive finite factor"),
         (["--include", "["], "bad --include filter '['"),
         (["--exclude", "(x"], "bad --exclude filter '(x'"),
+        (["--prefix", " replay/"], "replay prefix"),
+        (["--prefix", "re\nplay/"], "replay prefix"),
     ],
 )
 def test_replay_refuses_bad_numbers_and_filters_in_one_line(

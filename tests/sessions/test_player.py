@@ -10,6 +10,7 @@ from pathlib import Path
 import mailbus
 import polars as pl
 import pytest
+from mailbus import headers as H
 from mailbus.sessions import analysis
 from mailbus.sessions.mock import ServiceMock
 from mailbus.sessions.player import REPLAY_OF, Player, ReplayEvent, parse_remap
@@ -248,3 +249,25 @@ def test_service_mock_answers_a_live_client(tmp_path: Path) -> None:
         assert (mock.by_body, mock.in_order, mock.answered) == (2, 2, 4)
         with pytest.raises(ValueError, match="no answered request"):
             ServiceMock(tmp_path / "s", ctx, "math/other")
+
+
+def test_replayed_emails_keep_their_recorded_time_under_a_prefix(tmp_path: Path) -> None:
+    """Replay-Source-Timestamp carries the recorded Source-Timestamp (Source-Timestamp is
+    the replay's own time); with a prefix every name is replayed under it."""
+    offsets = [0.0, 0.5]
+    session = write_session(tmp_path / "s", _messages(offsets, topic="lab/t"))
+    with mailbus.Context() as ctx:
+        before = time.time_ns()
+        player = Player(session, ctx, prefix="replay/")
+        emails = [player.build_email(event) for event in player.events]
+        plain = Player(session, ctx).build_email(player.events[0])
+        for bad in (" replay/", "re\nplay/"):
+            with pytest.raises(ValueError, match="replay prefix"):
+                Player(session, ctx, prefix=bad)
+        with pytest.raises(ValueError, match="Replay-Source-Timestamp"):
+            ctx.publisher("lab/t").publish("forged", headers={"Replay-Source-Timestamp": "1"})
+    assert [e.subject for e in emails] == ["replay/lab/t", "replay/lab/t"]
+    assert plain.subject == "lab/t"
+    recorded = [T + int(o * 1e9) for o in offsets]
+    assert [int(e.headers[H.REPLAY_SOURCE_TIMESTAMP]) for e in emails] == recorded
+    assert all(int(e.headers[H.SOURCE_TIMESTAMP]) >= before for e in emails)

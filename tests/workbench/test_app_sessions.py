@@ -12,7 +12,7 @@ from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.fixtures import fixed_app
 from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.views.sessions import AnalysisScreen, SessionsView
-from textual.widgets import DataTable, Input, Select
+from textual.widgets import DataTable, Input, Select, Switch
 from wb_helpers import Posted, until
 
 SIZE = (140, 40)
@@ -32,7 +32,10 @@ async def test_record_open_play_step_seek_and_analyze(engine: EngineHost, tmp_pa
         await until(pilot, lambda: view.recorder is not None, "the recorder")
         for i in range(5):
             engine.publish("lab/rec", f'{{"i": {i}}}')
-        await until(pilot, lambda: view.recorder.status()["written"] >= 5, "5 events written")
+        # The first Parquet write loads pyarrow's writer: 11 s seen on a loaded machine.
+        await until(
+            pilot, lambda: view.recorder.status()["written"] >= 5, "5 events written", timeout=60
+        )
         assert "recording to" in str(app.query_one("#rec-status").render())
         await pilot.press("f5")
         await until(pilot, lambda: view.recorder is None and view.last_manifest, "the stop")
@@ -46,6 +49,7 @@ async def test_record_open_play_step_seek_and_analyze(engine: EngineHost, tmp_pa
 
         before = app.model.topics.stats["lab/rec"].count
         app.query_one("#play-rate", Input).value = "50"
+        app.query_one("#play-prefix", Switch).value = False  # under the recorded names
         await pilot.press("f7")
         await until(
             pilot,
@@ -98,7 +102,9 @@ async def test_open_refuses_what_is_not_a_session(engine: EngineHost, tmp_path: 
     )
     posted = Posted()
     async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
-        await until(pilot, lambda: posted.of(SessionsView.SessionOpened), "the open")
+        # Bounds for a loaded machine (a cold polars import alone took 9 s under load 30).
+        await until(pilot, lambda: posted.of(SessionsView.SessionOpened), "the open", timeout=60)
+        await pilot.pause()  # the tab switch settles in messages of its own
         assert app.active_view_id == "sessions"
         assert posted.of(SessionsView.SessionOpened)[-1].error  # type: ignore[attr-defined]
         assert app.query_one(SessionsView).session is None
@@ -157,9 +163,11 @@ async def test_the_player_is_built_off_the_ui_thread(
     )
     posted = Posted()
     async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
-        await until(pilot, lambda: posted.of(SessionsView.SessionOpened), "the open")
+        await until(pilot, lambda: posted.of(SessionsView.SessionOpened), "the open", timeout=60)
         view = app.query_one(SessionsView)
         await pilot.press("f8")  # step: builds a paused player, then sends one email
-        await until(pilot, lambda: view.player is not None and view.player.sent == 1, "a step")
+        await until(
+            pilot, lambda: view.player is not None and view.player.sent == 1, "a step", timeout=60
+        )
         assert built_on and built_on[0] is not threading.main_thread()
         view.player.stop()

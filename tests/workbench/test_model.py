@@ -402,3 +402,37 @@ def test_header_rows_show_the_signature_status_when_the_event_has_one() -> None:
     rows = header_rows(event)
     assert ("Signature", "failed: body hash mismatch (the body was changed)") in rows
     assert [name for name, _ in rows].count("Signature") == 1
+
+
+def test_the_timeline_bins_rows_per_name_and_maps_columns_to_offsets() -> None:
+    """Bounded per-name density rows (the rest summed in `other`) and the column <->
+    offset mapping the timeline bar seeks with."""
+    from mailbus_workbench.model.timeline import (
+        BINS,
+        OTHER,
+        build_timeline,
+        column_of,
+        offset_at,
+        resample,
+        stepped,
+    )
+
+    second = 1_000_000_000
+    emails = [("a", i * second // 10) for i in range(41)]  # 4 s of `a` at 10 Hz
+    emails += [("b", 2 * second), ("c", 3 * second), ("d", 4 * second)]
+    timeline = build_timeline(emails, max_rows=3)
+    assert timeline.duration_s == 4.0 and timeline.total == len(emails)
+    assert [row.name for row in timeline.rows] == ["a", "b", OTHER]
+    assert [row.count for row in timeline.rows] == [41, 1, 2]
+    assert all(len(row.bins) == BINS for row in timeline.rows)
+    assert timeline.rows[0].bins[0] == 1 and timeline.rows[0].bins[-1] == 1
+    assert sum(resample(timeline.rows[0].bins, 7)) == 41  # nothing lost or counted twice
+    assert resample(timeline.rows[1].bins, 5) == [0, 0, 1, 0, 0]
+    assert column_of(0.0, 4.0, 101) == 0 and column_of(4.0, 4.0, 101) == 100
+    assert column_of(2.0, 4.0, 101) == 50 and column_of(9.0, 4.0, 101) == 100
+    assert offset_at(50, 4.0, 101) == 2.0 and offset_at(-3, 4.0, 101) == 0.0
+    assert offset_at(500, 4.0, 101) == 4.0
+    assert stepped(3.9, 4.0, 0.1) == 4.0 and stepped(0.1, 4.0, -0.1) == 0.0
+    empty = build_timeline([])
+    assert empty.duration_s == 0.0 and empty.rows == ()
+    assert column_of(1.0, 0.0, 50) == 0 and offset_at(10, 0.0, 50) == 0.0

@@ -233,6 +233,16 @@ async def sessions_scene(pilot: Pilot[Any], analyse: bool = False) -> None:
         await pilot.pause(0.02)
     else:
         raise TimeoutError("the session's messages were not listed within 10 s")
+    from mailbus_workbench.widgets.timeline import TimelineBar
+
+    timeline = app.query_one(TimelineBar)
+    for _ in range(1500):  # read in a third worker (a cold polars query): bounded, 30 s
+        if timeline.timeline is not None:
+            break
+        await pilot.pause(0.02)
+    else:
+        raise TimeoutError("the session's timeline was not read within 30 s")
+    timeline.move_cursor(1.5)  # a cursor inside the session, as after a seek
     # The suggested directory is stamped with the wall clock: use the frozen one.
     app.query_one("#rec-dir", Input).value = default_directory(app.model.clock())  # type: ignore[attr-defined]
     if analyse:

@@ -161,6 +161,7 @@ def _replay(args: argparse.Namespace) -> int:
     from mailbus.sessions.player import (
         Player,
         check_offset,
+        check_prefix,
         check_rate,
         compile_filter,
         parse_remap,
@@ -180,6 +181,7 @@ def _replay(args: argparse.Namespace) -> int:
         compile_filter(args.exclude, "--exclude")
         session = open_session(args.session, allow_empty=False, skip_bad_parts=args.skip_bad_parts)
         remap = parse_remap(args.remap)
+        check_prefix(args.prefix)
         context = _context(args)
     except (SessionError, MailbusError, ValueError, OSError) as exc:
         return _error("replay", exc)
@@ -203,6 +205,7 @@ def _replay(args: argparse.Namespace) -> int:
                     include=args.include,
                     exclude=args.exclude,
                     remap=remap,
+                    prefix=args.prefix,
                     services=not args.no_services,
                 ).start()
             while not stop.wait(0.2):
@@ -380,6 +383,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     replay.add_argument("--include", metavar="REGEX")
     replay.add_argument("--exclude", metavar="REGEX")
     replay.add_argument("--remap", action="append", default=[], metavar="OLD=NEW")
+    replay.add_argument(
+        "--prefix", default="", help="replay every name under this prefix (e.g. replay/)"
+    )
     replay.add_argument("--no-services", action="store_true", help="replay messages only")
     replay.add_argument(
         "--mock",

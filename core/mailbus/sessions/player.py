@@ -6,7 +6,10 @@ new Message-ID; In-Reply-To and References are rewritten through the same mappin
 replayed request/response threads stay linked. Sender GIDs are replaced by fresh ones,
 one per recorded GID, so that replayed traffic never poses as a live entity. Emails go
 through `context.sender.send` with headers built as the engine builds them (see
-mailbus.envelope), plus `Replay-Of` naming the recorded Message-ID.
+mailbus.envelope), plus `Replay-Of` naming the recorded Message-ID and
+`Replay-Source-Timestamp` carrying the recorded Source-Timestamp (`Source-Timestamp` is
+the time of the replay). With `prefix` every name is replayed under it (`replay/`), so
+replayed and live traffic of the same name never mix.
 
 Control (for the workbench): start, pause, resume, step (one event while paused),
 seek (to an offset in seconds), stop, and `state`/`position_s`/`sent` to display.
@@ -41,7 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-REPLAY_OF = "Replay-Of"
+REPLAY_OF = H.REPLAY_OF
 SENT_KINDS = {
     Kind.PUBLISHED: "message",
     Kind.REQUEST_SENT: "request",
@@ -57,6 +60,7 @@ _ENGINE_HEADERS = {
         H.REQUEST_SEQUENCE_NUMBER,
         H.PUBLISHER_SEQUENCE_NUMBER,
         REPLAY_OF,
+        H.REPLAY_SOURCE_TIMESTAMP,
     )
 }
 
@@ -74,6 +78,7 @@ class ReplayEvent:
     """One email to re-send, `offset_ns` after the first one of the session."""
 
     offset_ns: int
+    source_ns: int  # the recorded Source-Timestamp (the reception time if none was sent)
     what: str  # message, request or response
     name: str
     source_gid: str
@@ -109,6 +114,13 @@ def check_rate(rate: float) -> float:
     if not (math.isfinite(rate) and rate > 0):
         raise ValueError(f"rate must be a positive finite factor, got {rate!r}")
     return float(rate)
+
+
+def check_prefix(prefix: str) -> str:
+    """`prefix` if every name put after it is a valid name, else InvalidNameError."""
+    if prefix:
+        check_name(prefix + "x", "replay prefix")  # leading space, CR/LF, too long: refused
+    return prefix
 
 
 def _offset_ns(seconds: float) -> int:
@@ -189,6 +201,7 @@ def replay_events(
         events.append(
             ReplayEvent(
                 offset_ns=row["_t"] - start,
+                source_ns=row["_t"],
                 what=what,
                 name=name,
                 source_gid=row["source_gid"] or "",
@@ -235,7 +248,8 @@ class Player:
     rate: speed factor (2.0 twice as fast). loop: start again at the end. start_s /
     stop_s: the window of the session to play, in seconds from its first email.
     include/exclude: regular expressions on topic and service names. remap: new names
-    for topics or services. on_sent(player, event) is called after each email.
+    for topics or services. prefix: put before every (remapped) name, e.g. `replay/`.
+    on_sent(player, event) is called after each email.
     """
 
     def __init__(
@@ -250,6 +264,7 @@ class Player:
         include: str | None = None,
         exclude: str | None = None,
         remap: Mapping[str, str] | None = None,
+        prefix: str = "",
         services: bool = True,
         on_sent: Callable[[Player, ReplayEvent], None] | None = None,
     ) -> None:
@@ -261,7 +276,8 @@ class Player:
                 raise ValueError(f"need start_s <= stop_s, got {start_s} > {stop_s}")
         self.remap = dict(remap or {})
         for old, new in self.remap.items():
-            check_name(new, f"remapped name for {old!r}")
+            check_name(prefix + new, f"remapped name for {old!r}")
+        self.prefix = check_prefix(prefix)
         self.context = context
         self.rate = rate
         self.loop = loop
@@ -444,8 +460,9 @@ class Player:
             if event.what == "response":
                 headers[H.SERVER_GID] = self._gid(event.source_gid)
         headers[REPLAY_OF] = event.message_id
+        headers[H.REPLAY_SOURCE_TIMESTAMP] = str(event.source_ns)
         return Email(
-            subject=self.remap.get(event.name, event.name),
+            subject=self.prefix + self.remap.get(event.name, event.name),
             body=event.body,
             sender=ctx.address,
             to=ctx.recipients.to,

@@ -4,7 +4,10 @@ published or received, with their offset from the session's start and a body pre
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mailbus.sessions.reader import Session
 
 from mailbus.trace import Kind
 
@@ -29,7 +32,7 @@ class SessionMessages:
     total: int  # messages in the session
 
 
-def first_messages(session: Any, limit: int) -> SessionMessages:
+def first_messages(session: Session, limit: int) -> SessionMessages:
     """The first `limit` messages of `session` (a reader.Session) in recorded order."""
     import polars as pl
 

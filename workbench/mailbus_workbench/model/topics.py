@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 from mailbus.trace import TraceEvent
 
+from mailbus_workbench.model.session_control import is_replayed
+
 DEFAULT_HISTORY_CAP = 500
 MAX_HISTORY_CAP = 100_000
 DEFAULT_MAX_TOPICS = 5_000
@@ -30,6 +32,11 @@ class MessageRecord:
     def body(self) -> str:
         return self.event.body or ""
 
+    @property
+    def replayed(self) -> bool:
+        """Sent by a session player, not by a live participant."""
+        return is_replayed(self.event.headers)
+
 
 @dataclass(slots=True)
 class TopicStats:
@@ -40,6 +47,7 @@ class TopicStats:
     last_seen: float = 0.0
     rate: float = 0.0  # messages/s over the last full window
     bytes_rate: float = 0.0  # bytes/s over the last full window
+    replayed: int = 0  # messages sent by a session player (shown apart from live ones)
     rate_history: deque[float] = field(default_factory=lambda: deque(maxlen=RATE_HISTORY))
     _window_start: float = 0.0
     _window_count: int = 0
@@ -118,6 +126,8 @@ class TopicStore:
             self.version += 1
         now = (event.reception_timestamp_ns or event.time_ns) / 1e9
         stats.add(now, event.size)
+        if is_replayed(event.headers):
+            stats.replayed += 1
         self.total += 1
         if keep:
             self._history[name].append(MessageRecord(stats.count, event))

@@ -19,6 +19,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from mailbus_workbench.model.session_control import REPLAY_MARK
 from mailbus_workbench.model.topics import MessageRecord
 from mailbus_workbench.widgets import format as fmt
 
@@ -118,7 +119,9 @@ class MessageList(ScrollView, can_focus=True):
             str(record.number),
             fmt.clock_time(record.time_s),
             fmt.size(record.event.size),
-            fmt.preview(record.body, BODY_PREVIEW),
+            REPLAY_MARK + fmt.preview(record.body, BODY_PREVIEW)
+            if record.replayed
+            else fmt.preview(record.body, BODY_PREVIEW),
         ]
 
     def select_number(self, number: int) -> bool:

@@ -8,6 +8,7 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode as UINode
 
 from mailbus_workbench.model.fuzzy import fuzzy_filter
+from mailbus_workbench.model.session_control import REPLAY_MARK
 from mailbus_workbench.model.topics import (
     TopicStore,
     TreeNode,
@@ -58,7 +59,11 @@ class TopicTree(Tree[str]):
         for name, node in self._topic_nodes.items():
             stats = store.stats.get(name)
             if stats is not None:
-                node.set_label(self._label(self._labels[name], stats.count, stats.rate))
+                node.set_label(
+                    self._label(
+                        self._labels[name], stats.count, stats.rate, replayed=stats.replayed
+                    )
+                )
         for node, label, topics in self._groups.values():
             if node.data is not None and node.data in self._topic_nodes:
                 continue  # a topic that is also a group shows its own figures
@@ -114,10 +119,12 @@ class TopicTree(Tree[str]):
             self.move_cursor(self._path_nodes[selected])
 
     @staticmethod
-    def _label(name: str, count: int, rate: float, *, topics: int = 0) -> Text:
+    def _label(name: str, count: int, rate: float, *, topics: int = 0, replayed: int = 0) -> Text:
         label = Text(name)
         label.append(f"  {count}", style="bold")
         label.append(f"  {fmt.rate(rate)}", style="dim")
+        if replayed:  # replayed traffic is never taken for live traffic
+            label.append(f"  {REPLAY_MARK}replay", style="italic magenta")
         if topics:
             label.append(f"  {topics} topic{'s' if topics > 1 else ''}", style="dim italic")
         return label
