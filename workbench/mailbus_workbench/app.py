@@ -88,6 +88,7 @@ class WorkbenchApp(App[int]):
     WorkbenchApp.-narrow #services-left { width: 1fr; height: 1fr; }
     WorkbenchApp.-narrow #services-right { width: 1fr; height: auto; }
     WorkbenchApp.-narrow #waterfall { display: none; }
+    WorkbenchApp.-narrow #latency-histogram { display: none; }
     WorkbenchApp.-narrow #services-top Divider { display: none; }
     WorkbenchApp.-narrow #views Tab { padding: 0 0 0 1; }
     """
