@@ -9,6 +9,8 @@ Figures (last stdout line, JSON):
   loads the whole history kept into the list);
 - key_latency_max_ms: the worst of any of those keys (the pause key included), with the
   worst per key in key_latency_max_ms_by_key;
+- baseline_key_latency_*: the same keys with a fixed PUMP_LIMIT folded per refresh (the
+  app before issue 15 item 8), alternated with the app's own setting round by round;
 - rss_mb_after_1m_msgs: resident memory once a million messages went through the app.
 Baselines measured in the same run: the model alone folding the same events
 (baseline_model_msgs_per_s) and the idle repaint rate. The memory bound is stated in
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from mailbus.trace import Kind, TraceEvent
-from mailbus_workbench.app import WorkbenchApp
+from mailbus_workbench.app import PUMP_BUDGET_S, WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.model.state import WorkbenchModel
@@ -157,15 +159,19 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
         flood.start()
         await pilot.pause(1.0)  # warm up
         m0, f0, t0 = app.model.topics.total, frames, time.perf_counter()
-        latencies: list[float] = []
-        by_key: dict[str, list[float]] = {}
-        pause_latencies: list[float] = []
+        # Two modes, alternated each round of keys so that both see the same load: the
+        # app as it is (a refresh folds events for about PUMP_BUDGET_S) and the baseline
+        # (a fixed PUMP_LIMIT per refresh, as before issue 15 item 8).
+        modes = {"": PUMP_BUDGET_S, "baseline_": None}
+        latencies: dict[str, list[float]] = {m: [] for m in modes}
+        by_key: dict[str, dict[str, list[float]]] = {m: {} for m in modes}
+        pause_latencies: dict[str, list[float]] = {m: [] for m in modes}
         tick_ms.clear()
         tree = app.query_one("#topic-tree")
         tree.focus()
-        # Browsing keys (next/previous topic, switch screen and back), each timed from the
-        # key event to the state it changes; and the pause key, timed to its action.
-        # Every view in turn (keys 2..9, 0, N, then back to 1), between the topic keys.
+        # Browsing keys (next/previous topic, a switch to every view: keys 2..9, 0, N,
+        # then back to 1), each timed from the key event to the state it changes; and the
+        # pause key, timed to its action.
         switches = [str(n % 10) for n in range(2, min(len(app.VIEWS), 10) + 1)] + ["N", "1"]
         probes = [
             ("down", lambda: tree.cursor_line),
@@ -174,7 +180,9 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
             ("p", lambda: len(handled)),
         ]
         n = 0
-        while time.perf_counter() - t0 < seconds:
+        while time.perf_counter() - t0 < seconds or n % (2 * len(probes)):
+            mode = list(modes)[n // len(probes) % len(modes)]
+            app.pump_budget_s = modes[mode]
             await asyncio.sleep(0.2)
             key, state = probes[n % len(probes)]
             n += 1
@@ -196,8 +204,9 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
                 await asyncio.sleep(0.001)
             if state() != before_state:
                 took = (time.perf_counter() - before) * 1000
-                (pause_latencies if key == "p" else latencies).append(took)
-                by_key.setdefault(key, []).append(took)
+                (pause_latencies if key == "p" else latencies)[mode].append(took)
+                by_key[mode].setdefault(key, []).append(took)
+        app.pump_budget_s = PUMP_BUDGET_S
         elapsed = time.perf_counter() - t0
         out["refresh_p50_ms"] = statistics.median(tick_ms)
         out["refresh_max_ms"] = max(tick_ms)
@@ -205,13 +214,18 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
         out["input_msgs_per_s"] = (app.model.topics.total - m0) / elapsed
         out["repaints_per_s"] = (frames - f0) / elapsed
         out["published_msgs_per_s"] = flood.sent / (elapsed + 1.0)
-        out["key_presses"] = len(latencies)
-        out["key_latency_p50_ms"] = statistics.median(latencies)
-        out["key_latency_p95_ms"] = statistics.quantiles(latencies, n=20, method="inclusive")[18]
-        out["key_latency_max_ms"] = max([*latencies, *pause_latencies])
-        out["key_latency_max_ms_by_key"] = {k: round(max(v), 1) for k, v in by_key.items()}
-        out["pause_key_presses"] = len(pause_latencies)
-        out["pause_key_latency_max_ms"] = max(pause_latencies, default=None)
+        for mode in modes:
+            keys, pauses = latencies[mode], pause_latencies[mode]
+            out[f"{mode}key_presses"] = len(keys)
+            out[f"{mode}key_latency_p50_ms"] = statistics.median(keys)
+            out[f"{mode}key_latency_p95_ms"] = statistics.quantiles(keys, n=20, method="inclusive")[
+                18
+            ]
+            out[f"{mode}key_latency_max_ms"] = max([*keys, *pauses])
+            out[f"{mode}key_latency_max_ms_by_key"] = {
+                k: round(max(v), 1) for k, v in by_key[mode].items()
+            }
+            out[f"{mode}pause_key_latency_max_ms"] = max(pauses, default=None)
         flood.stop()
         app.model.set_paused(False)
 

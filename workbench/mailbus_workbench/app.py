@@ -41,6 +41,10 @@ from mailbus_workbench.widgets import format as fmt
 from mailbus_workbench.widgets.key_bar import KeyBar
 
 PUMP_LIMIT = 20_000  # events folded per refresh at most (200k/s at 10 Hz): keys stay quick
+# A refresh folds events for about this long (the limit follows the measured fold rate), so
+# a key never waits behind a long fold; a feed half full folds PUMP_LIMIT to catch up.
+PUMP_BUDGET_S = 0.010
+PUMP_FLOOR = 500  # events per refresh at least, however slow the fold
 
 GLOBAL_HELP = """\
 # Mailbus workbench
@@ -89,6 +93,8 @@ class WorkbenchApp(App[int]):
     WorkbenchApp.-narrow #services-right { width: 1fr; height: auto; }
     WorkbenchApp.-narrow #waterfall { display: none; }
     WorkbenchApp.-narrow #latency-histogram { display: none; }
+    WorkbenchApp.-narrow #services-filter { height: 1; border: none; padding: 0 1; }
+    WorkbenchApp.-narrow #service-stats { max-height: 3; }
     WorkbenchApp.-narrow #services-top Divider { display: none; }
     WorkbenchApp.-narrow #views Tab { padding: 0 0 0 1; }
     """
@@ -169,6 +175,8 @@ class WorkbenchApp(App[int]):
         self.status_text = ""
         self._last_refresh: dict[str, float] = {}
         self._rate_mark = (0.0, 0)
+        self.pump_budget_s: float | None = PUMP_BUDGET_S  # None: PUMP_LIMIT every refresh
+        self._pump_limit = PUMP_LIMIT
         self.events_per_s = 0.0
         if engine is not None:
             engine.add_listener(self.model.feed.listener)
@@ -291,7 +299,7 @@ class WorkbenchApp(App[int]):
 
     def _refresh(self) -> None:
         model = self.model
-        model.pump(PUMP_LIMIT)
+        self._pump()
         now = model.clock()
         view_id = self.active_view_id
         view = self.view(view_id)
@@ -300,6 +308,19 @@ class WorkbenchApp(App[int]):
             self._last_refresh[view_id] = wall
             view.refresh_view(now)
         self._update_status(wall)
+
+    def _pump(self) -> None:
+        """Fold queued events in, for about `pump_budget_s` (the rest waits a refresh)."""
+        model = self.model
+        budget = self.pump_budget_s
+        if budget is None or len(model.feed) > model.feed.capacity // 2:
+            model.pump(PUMP_LIMIT)
+            return
+        started = time.perf_counter()
+        taken = model.pump(self._pump_limit)
+        took = time.perf_counter() - started
+        if taken >= PUMP_FLOOR and took > 0:  # enough events to measure the fold rate
+            self._pump_limit = max(PUMP_FLOOR, min(PUMP_LIMIT, int(taken / took * budget)))
 
     def _update_connection_badge(self) -> None:
         """The header's subtitle: what is attached, and (for a transport with a server)
