@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from mailbus.trace import Kind, TraceEvent
-from mailbus_workbench.app import PUMP_BUDGET_S, WorkbenchApp
+from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
+from mailbus_workbench.model.pacing import PUMP_BUDGET_S, FoldPacer
 from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.model.state import WorkbenchModel
 from mailbus_workbench.views.topics import TopicsView
@@ -182,7 +183,7 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
         n = 0
         while time.perf_counter() - t0 < seconds or n % (2 * len(probes)):
             mode = list(modes)[n // len(probes) % len(modes)]
-            app.pump_budget_s = modes[mode]
+            app.pacer = FoldPacer(modes[mode])
             await asyncio.sleep(0.2)
             key, state = probes[n % len(probes)]
             n += 1
@@ -206,7 +207,7 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
                 took = (time.perf_counter() - before) * 1000
                 (pause_latencies if key == "p" else latencies)[mode].append(took)
                 by_key[mode].setdefault(key, []).append(took)
-        app.pump_budget_s = PUMP_BUDGET_S
+        app.pacer = FoldPacer()
         elapsed = time.perf_counter() - t0
         out["refresh_p50_ms"] = statistics.median(tick_ms)
         out["refresh_max_ms"] = max(tick_ms)

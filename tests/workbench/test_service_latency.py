@@ -7,6 +7,7 @@ import pytest
 from mailbus_workbench.fixtures import T0, request_event, response_event
 from mailbus_workbench.model import latency, trace_filter
 from mailbus_workbench.model.latency import LatencyBook, bucket_bounds, bucket_of, percentile
+from mailbus_workbench.model.pacing import PUMP_LIMIT, FoldPacer
 from mailbus_workbench.model.services import ServiceStore, TraceStatus
 from mailbus_workbench.widgets.format import elide_middle
 from mailbus_workbench.widgets.waterfall import render_waterfall
@@ -147,3 +148,24 @@ def test_waterfall_labels_are_never_cut(width: int) -> None:
         assert label == f"{long_name}#12345"  # room: the whole name
     else:  # elided in the middle, both ends and the whole call number kept
         assert label.startswith("fleet/") and "…" in label and label.endswith("close#12345")
+
+
+def test_the_pacer_folds_about_its_budget_and_catches_up_when_the_feed_fills() -> None:
+    pacer = FoldPacer(budget_s=0.010, ceiling=20_000, floor=500)
+    assert pacer.limit(backlog=1_000, capacity=200_000) == 20_000  # no rate measured yet
+    pacer.folded(10_000, 0.100)  # 100k events/s: 10 ms is 1,000 events
+    assert pacer.limit(backlog=50_000, capacity=200_000) == 1_000
+    assert pacer.limit(backlog=100_001, capacity=200_000) == 20_000  # over half full
+    pacer.folded(100, 1.0)  # too few events to measure: the limit stays
+    assert pacer.limit(0, 200_000) == 1_000
+    pacer.folded(600, 60.0)  # very slow: never under the floor
+    assert pacer.limit(0, 200_000) == 500
+    pacer.folded(20_000, 0.001)  # very fast: never over the ceiling
+    assert pacer.limit(0, 200_000) == 20_000
+    fixed = FoldPacer(budget_s=None)
+    fixed.folded(10_000, 0.100)
+    assert fixed.limit(0, 200_000) == PUMP_LIMIT
+    with pytest.raises(ValueError, match="floor"):
+        FoldPacer(floor=0)
+    with pytest.raises(ValueError, match="budget"):
+        FoldPacer(budget_s=0)

@@ -21,6 +21,7 @@ from textual.widgets import Header, Input, Static, TabbedContent, TabPane, Tabs,
 from mailbus_workbench.commands import workbench_commands
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.model import queues
+from mailbus_workbench.model.pacing import FoldPacer
 from mailbus_workbench.model.settings import Settings, load_keymap, settings_from
 from mailbus_workbench.model.state import Clock, WorkbenchModel
 from mailbus_workbench.parts import WorkbenchParts
@@ -39,12 +40,6 @@ from mailbus_workbench.views.topics import TopicsView
 from mailbus_workbench.views.waitsets import WaitSetsView
 from mailbus_workbench.widgets import format as fmt
 from mailbus_workbench.widgets.key_bar import KeyBar
-
-PUMP_LIMIT = 20_000  # events folded per refresh at most (200k/s at 10 Hz): keys stay quick
-# A refresh folds events for about this long (the limit follows the measured fold rate), so
-# a key never waits behind a long fold; a feed half full folds PUMP_LIMIT to catch up.
-PUMP_BUDGET_S = 0.010
-PUMP_FLOOR = 500  # events per refresh at least, however slow the fold
 
 GLOBAL_HELP = """\
 # Mailbus workbench
@@ -175,8 +170,7 @@ class WorkbenchApp(App[int]):
         self.status_text = ""
         self._last_refresh: dict[str, float] = {}
         self._rate_mark = (0.0, 0)
-        self.pump_budget_s: float | None = PUMP_BUDGET_S  # None: PUMP_LIMIT every refresh
-        self._pump_limit = PUMP_LIMIT
+        self.pacer = FoldPacer()  # events folded per refresh: about 10 ms worth
         self.events_per_s = 0.0
         if engine is not None:
             engine.add_listener(self.model.feed.listener)
@@ -310,17 +304,11 @@ class WorkbenchApp(App[int]):
         self._update_status(wall)
 
     def _pump(self) -> None:
-        """Fold queued events in, for about `pump_budget_s` (the rest waits a refresh)."""
+        """Fold queued events in, as many as the pacer allows (the rest waits a refresh)."""
         model = self.model
-        budget = self.pump_budget_s
-        if budget is None or len(model.feed) > model.feed.capacity // 2:
-            model.pump(PUMP_LIMIT)
-            return
         started = time.perf_counter()
-        taken = model.pump(self._pump_limit)
-        took = time.perf_counter() - started
-        if taken >= PUMP_FLOOR and took > 0:  # enough events to measure the fold rate
-            self._pump_limit = max(PUMP_FLOOR, min(PUMP_LIMIT, int(taken / took * budget)))
+        taken = model.pump(self.pacer.limit(len(model.feed), model.feed.capacity))
+        self.pacer.folded(taken, time.perf_counter() - started)
 
     def _update_connection_badge(self) -> None:
         """The header's subtitle: what is attached, and (for a transport with a server)
