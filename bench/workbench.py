@@ -183,7 +183,8 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
         # A first round, untimed, shows every view once: a view's first showing mounts
         # and lays it out for the first time, which neither mode should be charged with.
         n = -len(probes)
-        while time.perf_counter() - t0 < seconds or n % (2 * len(probes)) or n < 0:
+        rounds = 2 * len(probes)  # one round of each mode at least, and whole pairs
+        while time.perf_counter() - t0 < seconds or n % rounds or n < rounds:
             mode = "warm-up" if n < 0 else list(modes)[n // len(probes) % len(modes)]
             app.pacer = FoldPacer(modes.get(mode, PUMP_BUDGET_S))
             await asyncio.sleep(0.2)
