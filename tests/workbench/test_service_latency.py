@@ -169,3 +169,10 @@ def test_the_pacer_folds_about_its_budget_and_catches_up_when_the_feed_fills() -
         FoldPacer(floor=0)
     with pytest.raises(ValueError, match="budget"):
         FoldPacer(budget_s=0)
+
+
+def test_a_control_character_in_a_service_name_is_drawn_not_sent() -> None:
+    store = ServiceStore()
+    call(store, "evil\x1b[2Jname", 1, T0, 0.001)
+    text = render_waterfall(store.traces(), 1.0, T0 + 1, 80, 5).plain
+    assert "\x1b" not in text and "evil␛[2Jname#1" in text

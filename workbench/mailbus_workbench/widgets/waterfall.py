@@ -17,7 +17,8 @@ MIN_BAR_W = 10
 
 
 def trace_label(trace: Trace) -> str:
-    return f"{trace.service}#{trace.sequence}"
+    # A name from the wire: control characters drawn as pictures, never sent raw.
+    return f"{fmt.printable(trace.service)}#{trace.sequence}"
 
 
 def fit_label(trace: Trace, width: int) -> str:
@@ -27,7 +28,8 @@ def fit_label(trace: Trace, width: int) -> str:
     if len(label) <= width:
         return label
     number = f"#{trace.sequence}"
-    return fmt.elide_middle(trace.service, max(1, width - len(number))) + number
+    service = fmt.printable(trace.service)
+    return fmt.elide_middle(service, max(1, width - len(number))) + number
 
 
 def window_traces(
