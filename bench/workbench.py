@@ -4,9 +4,13 @@ driven at 10,000 messages/s in the same process.
 Figures (last stdout line, JSON):
 - input_msgs_per_s: messages folded into the model per second during the flood;
 - repaints_per_s: screen updates (compositor frames) per second during the flood;
-- key_latency_p95_ms: from a key press (next/previous topic, switch screen and back) to
-  the state it changes, 95th percentile (the pause key is reported apart: pausing loads
-  the whole history kept into the list);
+- key_latency_p95_ms: from a key press (next/previous topic, a switch to every view in
+  turn) to the state it changes, 95th percentile (the pause key is reported apart: pausing
+  loads the whole history kept into the list);
+- key_latency_max_ms: the worst of any of those keys (the pause key included), with the
+  worst per key in key_latency_max_ms_by_key;
+- baseline_key_latency_*: the same keys with a fixed PUMP_LIMIT folded per refresh (the
+  app before issue 15 item 8), alternated with the app's own setting round by round;
 - rss_mb_after_1m_msgs: resident memory once a million messages went through the app.
 Baselines measured in the same run: the model alone folding the same events
 (baseline_model_msgs_per_s) and the idle repaint rate. The memory bound is stated in
@@ -29,10 +33,12 @@ from typing import Any
 from mailbus.trace import Kind, TraceEvent
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
+from mailbus_workbench.model.pacing import PUMP_BUDGET_S, FoldPacer
 from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.model.state import WorkbenchModel
 from mailbus_workbench.views.topics import TopicsView
 from textual import events
+from textual.widgets import Input, TextArea
 
 TARGET_RATE = 10_000
 FLOOD_TOPICS = ("bench/pose", "bench/imu", "bench/lidar", "bench/status")
@@ -154,38 +160,57 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
         flood.start()
         await pilot.pause(1.0)  # warm up
         m0, f0, t0 = app.model.topics.total, frames, time.perf_counter()
-        latencies: list[float] = []
-        by_key: dict[str, list[float]] = {}
-        pause_latencies: list[float] = []
+        # Two modes, alternated each round of keys so that both see the same load: the
+        # app as it is (a refresh folds events for about PUMP_BUDGET_S) and the baseline
+        # (a fixed PUMP_LIMIT per refresh, as before issue 15 item 8).
+        modes = {"": PUMP_BUDGET_S, "baseline_": None}
+        latencies: dict[str, list[float]] = {m: [] for m in modes}
+        by_key: dict[str, dict[str, list[float]]] = {m: {} for m in modes}
+        pause_latencies: dict[str, list[float]] = {m: [] for m in modes}
         tick_ms.clear()
         tree = app.query_one("#topic-tree")
         tree.focus()
-        # Browsing keys (next/previous topic, switch screen and back), each timed from the
-        # key event to the state it changes; and the pause key, timed to its action.
+        # Browsing keys (next/previous topic, a switch to every view: keys 2..9, 0, N,
+        # then back to 1), each timed from the key event to the state it changes; and the
+        # pause key, timed to its action.
+        switches = [str(n % 10) for n in range(2, min(len(app.VIEWS), 10) + 1)] + ["N", "1"]
         probes = [
             ("down", lambda: tree.cursor_line),
             ("up", lambda: tree.cursor_line),
-            ("2", lambda: app.active_view_id),
-            ("1", lambda: app.active_view_id),
+            *((key, lambda: app.active_view_id) for key in switches),
             ("p", lambda: len(handled)),
         ]
-        n = 0
-        while time.perf_counter() - t0 < seconds:
+        # A first round, untimed, shows every view once: a view's first showing mounts
+        # and lays it out for the first time, which neither mode should be charged with.
+        n = -len(probes)
+        rounds = 2 * len(probes)  # one round of each mode at least, and whole pairs
+        while time.perf_counter() - t0 < seconds or n % rounds or n < rounds:
+            mode = "warm-up" if n < 0 else list(modes)[n // len(probes) % len(modes)]
+            app.pacer = FoldPacer(modes.get(mode, PUMP_BUDGET_S))
             await asyncio.sleep(0.2)
             key, state = probes[n % len(probes)]
             n += 1
             if key in ("down", "up", "p"):
                 tree.focus()
+            elif isinstance(app.focused, Input | TextArea):
+                # Digits are typed in a text field: escape first, as a user does (untimed).
+                app.post_message(events.Key("escape", None))
+                deadline = time.perf_counter() + 5.0
+                while isinstance(app.focused, Input | TextArea):
+                    if time.perf_counter() > deadline:
+                        break
+                    await asyncio.sleep(0.001)
             before_state = state()
             before = time.perf_counter()
             app.post_message(events.Key(key, key if len(key) == 1 else None))
             deadline = before + 5.0
             while state() == before_state and time.perf_counter() < deadline:
                 await asyncio.sleep(0.001)
-            if state() != before_state:
+            if state() != before_state and mode in modes:
                 took = (time.perf_counter() - before) * 1000
-                (pause_latencies if key == "p" else latencies).append(took)
-                by_key.setdefault(key, []).append(took)
+                (pause_latencies if key == "p" else latencies)[mode].append(took)
+                by_key[mode].setdefault(key, []).append(took)
+        app.pacer = FoldPacer()
         elapsed = time.perf_counter() - t0
         out["refresh_p50_ms"] = statistics.median(tick_ms)
         out["refresh_max_ms"] = max(tick_ms)
@@ -193,12 +218,18 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
         out["input_msgs_per_s"] = (app.model.topics.total - m0) / elapsed
         out["repaints_per_s"] = (frames - f0) / elapsed
         out["published_msgs_per_s"] = flood.sent / (elapsed + 1.0)
-        out["key_presses"] = len(latencies)
-        out["key_latency_p50_ms"] = statistics.median(latencies)
-        out["key_latency_p95_ms"] = statistics.quantiles(latencies, n=20)[18]
-        out["key_latency_max_ms_by_key"] = {k: round(max(v), 1) for k, v in by_key.items()}
-        out["pause_key_presses"] = len(pause_latencies)
-        out["pause_key_latency_max_ms"] = max(pause_latencies, default=None)
+        for mode in modes:
+            keys, pauses = latencies[mode], pause_latencies[mode]
+            out[f"{mode}key_presses"] = len(keys)
+            out[f"{mode}key_latency_p50_ms"] = statistics.median(keys)
+            out[f"{mode}key_latency_p95_ms"] = statistics.quantiles(keys, n=20, method="inclusive")[
+                18
+            ]
+            out[f"{mode}key_latency_max_ms"] = max([*keys, *pauses])
+            out[f"{mode}key_latency_max_ms_by_key"] = {
+                k: round(max(v), 1) for k, v in by_key[mode].items()
+            }
+            out[f"{mode}pause_key_latency_max_ms"] = max(pauses, default=None)
         flood.stop()
         app.model.set_paused(False)
 

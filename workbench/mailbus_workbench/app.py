@@ -22,6 +22,7 @@ from mailbus_workbench.commands import workbench_commands
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.find_screen import FindScreen
 from mailbus_workbench.model import queues
+from mailbus_workbench.model.pacing import FoldPacer
 from mailbus_workbench.model.settings import Settings, load_keymap, settings_from
 from mailbus_workbench.model.state import Clock, WorkbenchModel
 from mailbus_workbench.model.topics import MessageRecord
@@ -41,8 +42,6 @@ from mailbus_workbench.views.topics import TopicsView
 from mailbus_workbench.views.waitsets import WaitSetsView
 from mailbus_workbench.widgets import format as fmt
 from mailbus_workbench.widgets.key_bar import KeyBar
-
-PUMP_LIMIT = 20_000  # events folded per refresh at most (200k/s at 10 Hz): keys stay quick
 
 GLOBAL_HELP = """\
 # Mailbus workbench
@@ -91,6 +90,9 @@ class WorkbenchApp(App[int]):
     WorkbenchApp.-narrow #services-left { width: 1fr; height: 1fr; }
     WorkbenchApp.-narrow #services-right { width: 1fr; height: auto; }
     WorkbenchApp.-narrow #waterfall { display: none; }
+    WorkbenchApp.-narrow #latency-histogram { display: none; }
+    WorkbenchApp.-narrow #services-filter { height: 1; border: none; padding: 0 1; }
+    WorkbenchApp.-narrow #service-stats { max-height: 3; }
     WorkbenchApp.-narrow #services-top Divider { display: none; }
     WorkbenchApp.-narrow #views Tab { padding: 0 0 0 1; }
     """
@@ -173,6 +175,7 @@ class WorkbenchApp(App[int]):
         self.status_text = ""
         self._last_refresh: dict[str, float] = {}
         self._rate_mark = (0.0, 0)
+        self.pacer = FoldPacer()  # events folded per refresh: about 10 ms worth
         self.events_per_s = 0.0
         self.find_query = ""  # the last Find query, offered again
         if engine is not None:
@@ -296,7 +299,7 @@ class WorkbenchApp(App[int]):
 
     def _refresh(self) -> None:
         model = self.model
-        model.pump(PUMP_LIMIT)
+        self._pump()
         now = model.clock()
         view_id = self.active_view_id
         view = self.view(view_id)
@@ -305,6 +308,13 @@ class WorkbenchApp(App[int]):
             self._last_refresh[view_id] = wall
             view.refresh_view(now)
         self._update_status(wall)
+
+    def _pump(self) -> None:
+        """Fold queued events in, as many as the pacer allows (the rest waits a refresh)."""
+        model = self.model
+        started = time.perf_counter()
+        taken = model.pump(self.pacer.limit(len(model.feed), model.feed.capacity))
+        self.pacer.folded(taken, time.perf_counter() - started)
 
     def _update_connection_badge(self) -> None:
         """The header's subtitle: what is attached, and (for a transport with a server)

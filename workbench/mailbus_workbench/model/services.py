@@ -16,6 +16,8 @@ from enum import StrEnum
 from mailbus import headers as H
 from mailbus.trace import Kind, TraceEvent
 
+from mailbus_workbench.model.latency import LatencyBook
+
 DEFAULT_MAX_TRACES = 5_000
 DEFAULT_TIMEOUT_S = 2.0
 DISCARDED = Kind.DISCARDED.value
@@ -91,6 +93,7 @@ class ServiceStore:
         self._orphans: dict[str, str] = {}  # request Message-ID -> key of its orphan
         # Request Message-IDs whose response the client discarded before we saw the call.
         self._discarded: OrderedDict[str, None] = OrderedDict()
+        self.latencies = LatencyBook()  # of answered calls, per service, bounded
         self.version = 0
         self.requests = 0
         self.responses = 0
@@ -114,6 +117,7 @@ class ServiceStore:
             orphan = self._traces.pop(self._orphans.pop(key, ""), None)
             if orphan is not None:
                 paired.response, paired.server_gid = orphan.response, orphan.server_gid
+                self._answered(paired)
             self._put(paired)
         elif event.detail == "response":
             self.responses += 1
@@ -124,6 +128,7 @@ class ServiceStore:
                 if trace.response is None:
                     trace.response = event
                     trace.server_gid = server
+                    self._answered(trace)
                     self.version += 1
                     return
                 trace.duplicates += 1
@@ -151,6 +156,11 @@ class ServiceStore:
             if event.in_reply_to and event.in_reply_to not in self._orphans:
                 self._orphans[event.in_reply_to] = orphan.key
             self._put(orphan)
+
+    def _answered(self, trace: Trace) -> None:
+        latency = trace.latency_s
+        if latency is not None:
+            self.latencies.add(trace.service, latency)
 
     def _discard(self, request_id: str | None) -> None:
         if not request_id:
@@ -195,6 +205,7 @@ class ServiceStore:
         self._traces.clear()
         self._orphans.clear()
         self._discarded.clear()
+        self.latencies.clear()
         self.version += 1
 
     def __len__(self) -> int:

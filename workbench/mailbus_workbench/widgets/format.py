@@ -85,3 +85,15 @@ def json_syntax(text: str, *, dark: bool, word_wrap: bool = False) -> Syntax:
         background_color="default",
         word_wrap=word_wrap,
     )
+
+
+def elide_middle(text: str, width: int) -> str:
+    """`text` in at most `width` characters, its middle replaced by "…" if too long (the
+    start and the end of a name say most: `robot/…/pose`)."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    head = (width - 1 + 1) // 2
+    tail = width - 1 - head
+    return text[:head] + "…" + (text[-tail:] if tail else "")

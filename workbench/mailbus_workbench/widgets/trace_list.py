@@ -9,6 +9,7 @@ from textual.widgets import DataTable
 from mailbus_workbench.model.services import ServiceStore, Trace, TraceStatus
 from mailbus_workbench.widgets import format as fmt
 
+SERVICE_W = 14  # longer names are elided in the middle
 SHOWN = 100  # newest traces listed (the store holds more): each row costs a render
 STATUS_STYLE = {
     TraceStatus.ANSWERED: "green",
@@ -42,14 +43,15 @@ class TraceList(DataTable[str | Text]):
 
     def on_mount(self) -> None:
         self.add_column("time (UTC)", key="time", width=12)
-        self.add_column("service", key="service", width=14)
+        self.add_column("service", key="service", width=SERVICE_W)
         self.add_column("client", key="client", width=8)
         self.add_column("seq", key="seq", width=5)
         self.add_column("latency", key="latency", width=9)
         self.add_column("status", key="status", width=10)
 
-    def show(self, store: ServiceStore, now: float) -> None:
-        traces = store.traces()[-SHOWN:]
+    def show(self, store: ServiceStore, now: float, listed: list[Trace] | None = None) -> None:
+        """The newest SHOWN of `listed` (the filtered calls), else of the store's."""
+        traces = (store.traces() if listed is None else listed)[-SHOWN:]
         following = self.row_count == 0 or self.cursor_row >= self.row_count - 1
         # Removing rows above the cursor leaves it on the same row number, which is then
         # another call: remember the call, to put the cursor back on it.
@@ -66,7 +68,7 @@ class TraceList(DataTable[str | Text]):
                 self._status[trace.key] = status
                 self.add_row(
                     fmt.clock_time(trace.started_s),
-                    fmt.plain(trace.service),
+                    fmt.plain(fmt.elide_middle(trace.service, SERVICE_W)),
                     fmt.plain(trace.client_gid[:8]),
                     str(trace.sequence),
                     fmt.latency(trace.latency_s),
