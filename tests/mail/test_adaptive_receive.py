@@ -3,6 +3,7 @@ inbox is quiet, a burst after the quiet delivered whole and at once."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -104,3 +105,34 @@ def test_a_burst_after_a_quiet_inbox_comes_whole_through_idle(
         assert mailbus.wait_for_message(sub, 0.0) is None
         assert subscriber.counters["duplicates"] == 0
         publisher.shutdown()
+
+
+def test_the_engine_lets_an_idle_receiver_wait_longer_than_the_period() -> None:
+    # The polling manager used to call receive() every period (10 ms): 0.02 cores per
+    # idle participant for nothing. A receiver whose wake() ends any wait says so.
+    from mailbus.polling import PollingManager
+    from mailbus.trace import Tracer
+    from mailbus.transport import EmailReceiver, Inbound
+
+    class Recorder(EmailReceiver):
+        idle_wait_s = 1.0
+
+        def __init__(self) -> None:
+            self.timeouts: list[float | None] = []
+            self.woken = threading.Event()
+
+        def receive(self, timeout: float | None) -> list[Inbound]:
+            self.timeouts.append(timeout)
+            self.woken.wait(timeout)
+            return []
+
+        def wake(self) -> None:
+            self.woken.set()
+
+    receiver = Recorder()
+    manager = PollingManager(receiver, [], Tracer(), lambda _: None, period=0.01)
+    manager.start()
+    assert wait_until(lambda: len(receiver.timeouts) >= 1, 5)
+    manager.stop()
+    assert not manager.alive
+    assert receiver.timeouts[0] == 1.0

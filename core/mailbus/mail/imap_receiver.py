@@ -151,6 +151,9 @@ def _size(data: Mapping[bytes, Any]) -> int:
 
 
 class ImapReceiver(EmailReceiver):
+    # wake() ends any wait within a quarter of a second (an IDLE checks it per slice).
+    idle_wait_s = 1.0
+
     def __init__(
         self,
         settings: ImapSettings,
