@@ -243,7 +243,7 @@ def run_point(stack: MailStack, mode: str, n: int, messages: int, idle_window_s:
     point = Point(mode, n, messages=messages)
     participants = start_participants(raw, n, messages)
     try:
-        if not wait_all([p.ready for p in participants], 60 + 2 * n):
+        if not wait_all([p.ready for p in participants], 60 + 5 * n):
             raise RuntimeError(f"{mode} N={n}: participants did not get ready")
         dead = [p for p in participants if p.proc.poll() is not None]
         if dead:

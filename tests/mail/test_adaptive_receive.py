@@ -13,6 +13,7 @@ import pytest
 from conftest import OptionsFactory
 from mailbus.errors import ConfigError
 from mailbus.mail.receive_schedule import ReceiveSchedule
+from mailbus.trace import TraceEvent
 from mailstack import MailStack, User
 
 
@@ -78,7 +79,12 @@ def test_a_burst_after_a_quiet_inbox_comes_whole_through_idle(
 ) -> None:
     burst = 20
     quiet = options_for(user, polling_period_ms=10, mail={"quiet-ms": 200, "idle-recheck-s": 60})
-    with mailbus.Context(quiet) as subscriber:
+    subscriber = mailbus.Context(quiet)
+    quiet_spells: list[TraceEvent] = []
+    subscriber.tracer.add_listener(
+        lambda event: quiet_spells.append(event) if event.kind == "mail.idle" else None
+    )
+    with subscriber:
         sub = subscriber.subscription("burst", depth=burst + 10)
         receiver: Any = subscriber.transport.receiver
         assert wait_until(lambda: receiver.counters["idles"] >= 1, 15), "never went to IDLE"
@@ -87,6 +93,7 @@ def test_a_burst_after_a_quiet_inbox_comes_whole_through_idle(
         # A quiet inbox costs no polls at all (a 10 ms poll would have run many).
         assert receiver.counters["polls"] == polls_in_idle
         assert receiver.counters["idles"] == 1
+        assert len(quiet_spells) == 1  # the trace says so too
         pub = publisher.publisher("burst")
         sent = {pub.publish(f"b{i}") for i in range(burst)}
         first = mailbus.wait_for_message(sub, 10.0)  # bounded: IDLE announces in ~0.5 s
@@ -102,6 +109,7 @@ def test_a_burst_after_a_quiet_inbox_comes_whole_through_idle(
         assert len(sent) == burst
         # Nothing more: no duplicate arrives once the receiver is quiet again.
         assert wait_until(lambda: receiver.counters["idles"] >= 2, 15)
+        assert len(quiet_spells) == 2  # one event per quiet spell, not per IDLE
         assert mailbus.wait_for_message(sub, 0.0) is None
         assert subscriber.counters["duplicates"] == 0
         publisher.shutdown()

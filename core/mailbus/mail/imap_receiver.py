@@ -49,6 +49,7 @@ from mailbus.mail.errors import (
     MailLoginError,
     MailTLSError,
 )
+from mailbus.mail.fetch_items import SIZE_ITEMS, body_items, body_of, response_bytes, size_of
 from mailbus.mail.receive_schedule import ReceiveSchedule
 from mailbus.mail.tls import TlsSettings, ssl_context, warn_unverified
 from mailbus.mail.uids import (
@@ -69,6 +70,7 @@ DISCONNECTED = "mail.disconnected"
 RECONNECT_FAILED = "mail.reconnect_failed"
 UIDVALIDITY_CHANGED = "mail.uidvalidity_changed"
 OVERSIZED = "mail.oversized"
+IDLE = "mail.idle"
 DEFAULT_MAX_MESSAGE_BYTES = 10 * 1024 * 1024
 
 # What a broken or closed connection raises inside imapclient/imaplib.
@@ -120,36 +122,6 @@ class ImapSettings:
         return f"{urlsplit(self.url).scheme}://{self.host}:{self.port}"
 
 
-SIZE_ITEMS = [b"UID", b"RFC822.SIZE"]
-
-
-def body_items(max_bytes: int) -> list[bytes]:
-    return [b"UID", b"BODY.PEEK[]<0.%d>" % max_bytes]
-
-
-def response_bytes(data: list[Any]) -> int:
-    """How many bytes of FETCH response imaplib handed over (lines and literals)."""
-    total = 0
-    for item in data:
-        if isinstance(item, bytes):
-            total += len(item)
-        elif isinstance(item, tuple):
-            total += sum(len(part) for part in item if isinstance(part, bytes))
-    return total
-
-
-def body_of(data: Mapping[bytes, Any]) -> bytes | None:
-    """The body bytes of one parsed FETCH item (the key names the partial range)."""
-    for key, value in data.items():
-        if key.startswith(b"BODY[]") and isinstance(value, bytes):
-            return value
-    return None
-
-
-def _size(data: Mapping[bytes, Any]) -> int:
-    return int(data.get(b"RFC822.SIZE", 0))
-
-
 class ImapReceiver(EmailReceiver):
     # wake() ends any wait within a quarter of a second (an IDLE checks it per slice).
     idle_wait_s = 1.0
@@ -193,6 +165,7 @@ class ImapReceiver(EmailReceiver):
         self._backlog = False  # the last poll read only a chunk of what is there
         self._just_polled = False  # no wait since the last poll: IDLE may start now
         self._fetch_due = True  # fetch at the next poll even if NOOP reports nothing
+        self._quiet = False  # in IDLE since the last mail (mail.idle said so)
 
     # -- connection ----------------------------------------------------------------------
     def connect(self) -> None:
@@ -267,7 +240,7 @@ class ImapReceiver(EmailReceiver):
                 extra={
                     "first_uid": event.first_uid,
                     "uidvalidity": event.uidvalidity,
-                    "idle": self.schedule.mode if self.schedule.can_idle else "never",
+                    "idle": self.schedule.can_idle and self.schedule.mode != "never",
                     "resumed": isinstance(event, Resumed),
                 },
             )
@@ -353,7 +326,7 @@ class ImapReceiver(EmailReceiver):
         uids = self.cursor.next_range()
         sizes = self._uid_fetch(client, str(uids), SIZE_ITEMS)
         new = self.cursor.new_uids(sizes, uids)
-        wanted = [uid for uid in new if _size(sizes[uid]) <= self.max_message_bytes]
+        wanted = [uid for uid in new if size_of(sizes[uid]) <= self.max_message_bytes]
         bodies: dict[int, Any] = {}
         if wanted:
             bodies = self._uid_fetch(client, uid_set(wanted), body_items(self.max_message_bytes))
@@ -363,7 +336,7 @@ class ImapReceiver(EmailReceiver):
         out: list[Inbound] = []
         self.cursor.accept(new, uids)  # the bodies are here: move past them
         for uid in new:
-            item = self._inbound(uid, _size(sizes[uid]), bodies.get(uid))
+            item = self._inbound(uid, size_of(sizes[uid]), bodies.get(uid))
             if item is not None:
                 out.append(item)
         self._backlog = uids.last is not None
@@ -472,6 +445,7 @@ class ImapReceiver(EmailReceiver):
             self._just_polled = True
             # A backlog chunk: read the next one at once; else the schedule says when.
             self._next_poll = 0.0 if self._backlog else now + schedule.polled(now, len(items))
+            self._quiet = self._quiet and not items
             return items
         if schedule.idles(now):
             if not self._just_polled:
@@ -479,6 +453,13 @@ class ImapReceiver(EmailReceiver):
                 self._next_poll = 0.0
                 return []
             self._just_polled = False
+            if not self._quiet:
+                self._quiet = True
+                self.tracer.event(
+                    IDLE,
+                    detail=f"{self.settings.mailbox} is quiet: waiting in IDLE",
+                    extra={"mode": schedule.mode, "polls": self.counters["polls"]},
+                )
             self._idle_until = now + schedule.idle_limit_s()
             if self._start_idle(client):
                 self._end_idle(client)
