@@ -32,8 +32,9 @@ def test_auto_polls_fast_while_mail_flows_backs_off_and_idles_when_quiet() -> No
     schedule = ReceiveSchedule("auto", period_s=0.01, max_period_s=0.08, quiet_s=2.0)
     schedule.connected(100.0, can_idle=True)
     assert not schedule.idles(100.0)  # just connected: as if mail had just come
-    gaps = [schedule.polled(100.0 + i * 0.01, 0) for i in range(5)]
-    assert gaps == [0.02, 0.04, 0.08, 0.08, 0.08]  # doubles up to the cap
+    gaps = [schedule.polled(100.0 + i * 0.01, 0) for i in range(8)]
+    # Full speed for three empty polls, then the gap doubles up to the cap.
+    assert gaps == [0.01, 0.01, 0.01, 0.02, 0.04, 0.08, 0.08, 0.08]
     assert schedule.polled(100.1, 3) == 0.01  # mail: fast again
     assert schedule.idle_from() == pytest.approx(102.1)
     assert not schedule.idles(102.0)

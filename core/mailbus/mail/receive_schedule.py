@@ -2,10 +2,11 @@
 time and what the polls found, and answers).
 
 Modes (`[mail] idle`):
-- "auto" (default), adaptive: poll every `period_s` while mail flows; after each empty
-  poll the gap doubles up to `max_period_s`; after `quiet_s` without new mail, wait in
-  IMAP IDLE (when the server offers it) until the server announces mail, then poll fast
-  again. An idle inbox then costs a participant nothing but the open connection.
+- "auto" (default), adaptive: poll every `period_s` while mail flows; after
+  FULL_SPEED_POLLS empty polls, each empty poll doubles the gap, up to `max_period_s`;
+  after `quiet_s` without new mail, wait in IMAP IDLE (when the server offers it) until
+  the server announces mail, then poll fast again. An idle inbox then costs a
+  participant nothing but the open connection.
 - "always": IDLE between every two polls (polls every `period_s` at most).
 - "never": poll every `period_s` whatever the traffic (the strategy before issue 18).
 
@@ -23,6 +24,9 @@ from dataclasses import dataclass, field
 from mailbus.errors import ConfigError
 
 MODES = ("auto", "always", "never")
+# Empty polls at the full period after mail before the gap grows: a reply or the next
+# message of a sequence comes within a few periods and is seen at full speed.
+FULL_SPEED_POLLS = 3
 
 
 @dataclass(slots=True)
@@ -65,7 +69,8 @@ class ReceiveSchedule:
         self._empty_polls += 1
         if self.mode == "always":
             return self.period_s
-        return min(self.period_s * 2.0 ** min(self._empty_polls, 30), self.max_period_s)
+        grown = max(0, min(self._empty_polls - FULL_SPEED_POLLS, 30))
+        return min(self.period_s * 2.0**grown, self.max_period_s)
 
     def idles(self, now: float) -> bool:
         """Whether the wait before the next poll is an IMAP IDLE."""
