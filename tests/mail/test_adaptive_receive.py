@@ -145,3 +145,27 @@ def test_the_engine_lets_an_idle_receiver_wait_longer_than_the_period() -> None:
     manager.stop()
     assert not manager.alive
     assert receiver.timeouts[0] == 1.0
+
+
+@pytest.mark.mailstack
+def test_a_connection_lost_in_idle_is_reopened_and_mail_still_comes(
+    mail_stack: MailStack, user: User, options_for: OptionsFactory
+) -> None:
+    # The IDLE outlives receive() calls: a server that goes away under it must still
+    # end in a reconnect, and the mail that comes after in a delivery.
+    quiet = options_for(user, mail={"quiet-ms": 100, "reconnect-max-s": 0.5})
+    with mailbus.Context(quiet) as ctx:
+        sub = ctx.subscription("after", depth=10)
+        receiver: Any = ctx.transport.receiver
+        assert wait_until(lambda: receiver.counters["idles"] >= 1, 15), "never went to IDLE"
+        try:
+            mail_stack.stop_dovecot()
+            assert wait_until(lambda: receiver.counters["disconnects"] >= 1, 15)
+        finally:
+            mail_stack.start_dovecot()
+        assert wait_until(lambda: receiver.counters["connections_opened"] >= 2, 20)
+        assert wait_until(lambda: receiver.counters["idles"] >= 2, 15)  # quiet again
+        ctx.publisher("after").publish("back")
+        message = mailbus.wait_for_message(sub, 15.0)
+        assert message is not None and message.body == "back"
+        assert receiver.counters["idle_wakeups"] >= 1

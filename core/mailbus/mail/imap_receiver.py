@@ -369,14 +369,25 @@ class ImapReceiver(EmailReceiver):
     def _idle_wait(self, client: imapclient.IMAPClient, until: float) -> bool:
         """Wait in the open IDLE until `until`, `wake()` or the server's news; True
         when it announced new mail."""
+        early_empty = 0
         while not self._woken.is_set():
-            remaining = until - time.monotonic()
+            started = time.monotonic()
+            remaining = until - started
             if remaining <= 0:
                 return False
             # Short slices so that wake() is seen within a quarter of a second.
-            responses = client.idle_check(min(remaining, 0.25))
+            wait = min(remaining, 0.25)
+            responses = client.idle_check(wait)
+            if any(r and r[0] == b"BYE" for r in responses):
+                raise imaplib.IMAP4.abort(f"server said BYE in IDLE: {responses!r}")
             if any(len(r) > 1 and r[1] in (b"EXISTS", b"RECENT") for r in responses):
                 return True
+            # imapclient's idle_check swallows EOF and returns nothing at once: a closed
+            # connection looks like an empty slice that did not wait.
+            early = not responses and time.monotonic() - started < wait / 2
+            early_empty = early_empty + 1 if early else 0
+            if early_empty >= 3:
+                raise imaplib.IMAP4.abort("connection closed in IDLE")
         return False
 
     def _end_idle(self, client: imapclient.IMAPClient) -> None:
