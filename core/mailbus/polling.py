@@ -77,9 +77,10 @@ class PollingManager:
 
     def _run(self) -> None:
         delay = 0.0
+        wait = max(self._period, self._receiver.idle_wait_s)
         while not self._stop.is_set():
             try:
-                batch = self._receiver.receive(self._period)
+                batch = self._receiver.receive(wait)
             except Exception as exc:
                 # The receiver reconnects by itself; back off so that a server that is
                 # down is not hammered (or the log flooded) at the polling period.

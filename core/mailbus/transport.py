@@ -59,6 +59,11 @@ class EmailSender(abc.ABC):
 class EmailReceiver(abc.ABC):
     """Receives emails in the order the transport delivers them."""
 
+    # How long one `receive` call may wait when nothing comes, if longer than the
+    # polling period: a receiver whose `wake` always ends a wait sets it, so that an
+    # idle engine is not woken every period for nothing (issue 18).
+    idle_wait_s: float = 0.0
+
     @abc.abstractmethod
     def receive(self, timeout: float | None) -> list[Inbound]:
         """Return the emails that arrived, waiting up to `timeout` seconds (None: for

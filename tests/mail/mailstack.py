@@ -242,6 +242,8 @@ state_dir = {d}/state
 log_path = {self.dovecot_log}
 info_log_path = {self.dovecot_log}
 instance_name = mailbus-{self.imap_port}
+# One process per IMAP connection: room for every connection the account may hold.
+default_process_limit = {max(100, MAX_USERIP_CONNECTIONS + 50)}
 protocols = imap lmtp
 listen = {HOST}
 default_internal_user = {user}

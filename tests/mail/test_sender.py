@@ -199,7 +199,7 @@ def test_idle_wakes_the_receiver_and_wake_interrupts_idle(
     mail_stack: MailStack, user: User
 ) -> None:
     # A 30 s period: only IDLE can bring the message within the receive call.
-    receiver = receiver_for(mail_stack, user, period_s=30.0, idle="auto")
+    receiver = receiver_for(mail_stack, user, period_s=30.0, idle="auto", quiet_s=1.0)
     assert receiver.receive(0) == []  # first poll: nothing yet
     got: list[Any] = []
     thread = threading.Thread(target=lambda: got.extend(receiver.receive(20.0)))

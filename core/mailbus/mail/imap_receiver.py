@@ -1,15 +1,16 @@
 """The IMAP receiver: imapclient on one connection, the inbox examined read-only.
 
-Strategy (figures in docs/mail.md): every polling period send NOOP, then
-`UID FETCH first:* (UID RFC822.SIZE)`, and only when that names new UIDs a second
-`UID FETCH <new uids> (UID BODY.PEEK[]<0.limit>)` for their bodies. Two steps because
-`first:*` returns the highest message even when nothing is new: fetching bodies in the
-first step downloaded the newest mail again on every idle poll. NOOP first, because
-Dovecot reports a new EXISTS only after a command completes, so a FETCH without it
-sees new mail one period late. Where the server offers IDLE and the
-period is long (>= `idle_threshold_s`, 1 s by default), the wait between polls is an
-IDLE that ends early when the server announces mail: Dovecot delays IDLE
-notifications by about 0.5 s, so at short periods plain polling is faster.
+Strategy (figures in docs/mail.md and docs/benchmarks.md): a poll is a NOOP, one
+round trip; only when the server answers it with EXISTS (new mail), `UID FETCH
+next:* (UID RFC822.SIZE)`, then `UID FETCH <new uids> (UID BODY.PEEK[]<0.limit>)` for
+the bodies. Sizes first, because `next:*` returns the highest message even when nothing
+is new. NOOP rather than FETCH alone, because Dovecot shows new mail only after a
+command completes (a FETCH alone sees it one poll late), and NOOP and FETCH pipelined
+do not help: Dovecot delays the sync until the pipeline is done. When to poll and
+when to wait in IMAP IDLE is mailbus.mail.receive_schedule's call: by default fast
+polls while mail flows, IDLE once the inbox is quiet (Dovecot announces new mail
+about 0.5 s after delivery). An IDLE outlives `receive` calls: the engine's short
+receive timeouts do not end it.
 
 EXAMINE (read-only) leaves flags alone, so any number of participants and observers
 can read one shared inbox. Bytes go to the engine as `RawEmail(data, origin="uid:N")`:
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import imaplib
 import logging
+import math
 import random
 import ssl
 import threading
@@ -40,14 +42,16 @@ from imapclient import exceptions as imap_errors
 from imapclient.response_parser import parse_fetch_response
 
 from mailbus.backoff import Backoff
-from mailbus.errors import ConfigError, TransportError
+from mailbus.errors import TransportError
 from mailbus.mail.errors import (
     MailConnectError,
     MailConnectionLimitError,
     MailLoginError,
     MailTLSError,
 )
+from mailbus.mail.fetch_items import SIZE_ITEMS, body_items, body_of, response_bytes, size_of
 from mailbus.mail.kinds import MailKind
+from mailbus.mail.receive_schedule import ReceiveSchedule
 from mailbus.mail.tls import TlsSettings, ssl_context, warn_unverified
 from mailbus.mail.uids import (
     Resumed,
@@ -67,6 +71,7 @@ DISCONNECTED = MailKind.DISCONNECTED
 RECONNECT_FAILED = MailKind.RECONNECT_FAILED
 UIDVALIDITY_CHANGED = MailKind.UIDVALIDITY_CHANGED
 OVERSIZED = MailKind.OVERSIZED
+IDLE = MailKind.IDLE
 DEFAULT_MAX_MESSAGE_BYTES = 10 * 1024 * 1024
 
 # What a broken or closed connection raises inside imapclient/imaplib.
@@ -118,37 +123,10 @@ class ImapSettings:
         return f"{urlsplit(self.url).scheme}://{self.host}:{self.port}"
 
 
-SIZE_ITEMS = [b"UID", b"RFC822.SIZE"]
-
-
-def body_items(max_bytes: int) -> list[bytes]:
-    return [b"UID", b"BODY.PEEK[]<0.%d>" % max_bytes]
-
-
-def response_bytes(data: list[Any]) -> int:
-    """How many bytes of FETCH response imaplib handed over (lines and literals)."""
-    total = 0
-    for item in data:
-        if isinstance(item, bytes):
-            total += len(item)
-        elif isinstance(item, tuple):
-            total += sum(len(part) for part in item if isinstance(part, bytes))
-    return total
-
-
-def body_of(data: Mapping[bytes, Any]) -> bytes | None:
-    """The body bytes of one parsed FETCH item (the key names the partial range)."""
-    for key, value in data.items():
-        if key.startswith(b"BODY[]") and isinstance(value, bytes):
-            return value
-    return None
-
-
-def _size(data: Mapping[bytes, Any]) -> int:
-    return int(data.get(b"RFC822.SIZE", 0))
-
-
 class ImapReceiver(EmailReceiver):
+    # wake() ends any wait within a quarter of a second (an IDLE checks it per slice).
+    idle_wait_s = 1.0
+
     def __init__(
         self,
         settings: ImapSettings,
@@ -158,18 +136,23 @@ class ImapReceiver(EmailReceiver):
         start_uid: int | None = None,
         batch: int = 500,
         idle: str = "auto",
-        idle_threshold_s: float = 1.0,
+        max_period_s: float | None = None,
+        quiet_s: float = 2.0,
+        idle_recheck_s: float = 30.0,
         backoff: Backoff | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
-        if idle not in ("auto", "always", "never"):
-            raise ConfigError("mail.idle", f"expected auto, always or never, got {idle!r}")
+        self.schedule = ReceiveSchedule(
+            idle,
+            period_s,
+            max(period_s, 0.08) if max_period_s is None else max_period_s,
+            quiet_s,
+            idle_recheck_s,
+        )
         self.settings = settings
         self.tracer = tracer or Tracer()
         self.period_s = period_s
         self.cursor = UidCursor(start_uid, batch)
-        self.idle = idle
-        self.idle_threshold_s = idle_threshold_s
         self.backoff = backoff or Backoff(initial=0.1, maximum=10.0)
         self.max_message_bytes = max_message_bytes
         self.counters: Counter[str] = Counter()
@@ -179,7 +162,11 @@ class ImapReceiver(EmailReceiver):
         self._failures = 0
         self._retry_at = 0.0
         self._next_poll = 0.0
-        self._use_idle = False
+        self._idle_until: float | None = None  # in IDLE until then (monotonic)
+        self._backlog = False  # the last poll read only a chunk of what is there
+        self._just_polled = False  # no wait since the last poll: IDLE may start now
+        self._fetch_due = True  # fetch at the next poll even if NOOP reports nothing
+        self._quiet = False  # in IDLE since the last mail (mail.idle said so)
 
     # -- connection ----------------------------------------------------------------------
     def connect(self) -> None:
@@ -234,10 +221,9 @@ class ImapReceiver(EmailReceiver):
             raise
         self._client = client
         self._next_poll = 0.0  # poll at once after (re)connecting
-        self._use_idle = b"IDLE" in capabilities and (
-            self.idle == "always"
-            or (self.idle == "auto" and self.period_s >= self.idle_threshold_s)
-        )
+        self._idle_until = None
+        self._fetch_due = True
+        self.schedule.connected(time.monotonic(), b"IDLE" in capabilities)
         event = self.cursor.selected(int(info[b"UIDVALIDITY"]), int(info.get(b"UIDNEXT", 1)))
         self.counters["connections_opened"] += 1
         if isinstance(event, UidValidityChanged):
@@ -255,7 +241,7 @@ class ImapReceiver(EmailReceiver):
                 extra={
                     "first_uid": event.first_uid,
                     "uidvalidity": event.uidvalidity,
-                    "idle": self._use_idle,
+                    "idle": self.schedule.can_idle and self.schedule.mode != "never",
                     "resumed": isinstance(event, Resumed),
                 },
             )
@@ -269,6 +255,7 @@ class ImapReceiver(EmailReceiver):
 
     def _drop(self, exc: BaseException) -> None:
         client, self._client = self._client, None
+        self._idle_until = None
         if client is not None:
             self._shut(client)
         self.counters["disconnects"] += 1
@@ -315,35 +302,45 @@ class ImapReceiver(EmailReceiver):
         return parsed
 
     def poll(self) -> list[Inbound]:
-        """NOOP, then sizes of what is new, then bodies of what is new and not too
-        large; raises on a broken connection (the cursor moves only after the bodies
-        arrived, so a reconnect fetches them again)."""
+        """NOOP; when it reports new mail (EXISTS), or a fetch is due anyway, the sizes
+        of what is new, then the bodies of what is new and not too large. Raises on a
+        broken connection (the cursor moves only after the bodies arrived, so a
+        reconnect fetches them again)."""
         client = self._client
         if client is None:
             return []
-        _, responses = client.noop()
-        if any(r and r[0] == b"NO" for r in responses):
+        imap = client._imap
+        imap.untagged_responses.clear()
+        typ, data = imap._command_complete("NOOP", imap._command("NOOP"))
+        if typ != "OK":
+            raise imap_errors.IMAPClientError(f"NOOP failed: {data!r}")
+        if "NO" in imap.untagged_responses:
             # Dovecot answers NOOP with an untagged NO when the examined mailbox was
             # deleted (and maybe recreated) under it, and goes on showing the old one.
             self._check_uidvalidity(client)
+        self.counters["polls"] += 1
+        if not (self._fetch_due or "EXISTS" in imap.untagged_responses):
+            imap.untagged_responses.clear()  # imaplib keeps them for ever otherwise
+            self._backlog = False
+            return []  # an empty poll is one round trip
+        imap.untagged_responses.clear()
         uids = self.cursor.next_range()
         sizes = self._uid_fetch(client, str(uids), SIZE_ITEMS)
         new = self.cursor.new_uids(sizes, uids)
-        wanted = [uid for uid in new if _size(sizes[uid]) <= self.max_message_bytes]
+        wanted = [uid for uid in new if size_of(sizes[uid]) <= self.max_message_bytes]
         bodies: dict[int, Any] = {}
         if wanted:
             bodies = self._uid_fetch(client, uid_set(wanted), body_items(self.max_message_bytes))
-        # imaplib keeps untagged EXISTS/RECENT for ever; we read them through NOOP.
-        client._imap.untagged_responses.clear()
+        # Mail that came during the FETCHes is announced there: fetch at the next poll.
+        self._fetch_due = "EXISTS" in imap.untagged_responses or uids.last is not None
+        imap.untagged_responses.clear()
         out: list[Inbound] = []
         self.cursor.accept(new, uids)  # the bodies are here: move past them
         for uid in new:
-            item = self._inbound(uid, _size(sizes[uid]), bodies.get(uid))
+            item = self._inbound(uid, size_of(sizes[uid]), bodies.get(uid))
             if item is not None:
                 out.append(item)
-        if uids.last is not None:
-            self._next_poll = 0.0  # a backlog chunk: read the next one at once
-        self.counters["polls"] += 1
+        self._backlog = uids.last is not None
         return out
 
     def _check_uidvalidity(self, client: imapclient.IMAPClient) -> None:
@@ -370,30 +367,34 @@ class ImapReceiver(EmailReceiver):
         self.counters["fetched"] += 1
         return RawEmail(body, origin=f"uid:{uid}")
 
-    def _wait(self, until: float) -> bool:
-        """Wait until `until` (monotonic), `wake()`, or, in IDLE, the server's news;
-        True when the server announced new mail."""
-        client = self._client
-        remaining = until - time.monotonic()
-        if remaining <= 0:
-            return False
-        if client is None or not self._use_idle:
-            self._woken.wait(remaining)
-            return False
-        news = self._start_idle(client)
-        try:
-            while not news and not self._woken.is_set():
-                remaining = until - time.monotonic()
-                if remaining <= 0:
-                    break
-                # Short slices so that wake() is seen within a quarter of a second.
-                responses = client.idle_check(min(remaining, 0.25))
-                news = any(len(r) > 1 and r[1] in (b"EXISTS", b"RECENT") for r in responses)
-        finally:
-            client.idle_done()
-        if news:
-            self.counters["idle_wakeups"] += 1
-        return news
+    def _idle_wait(self, client: imapclient.IMAPClient, until: float) -> bool:
+        """Wait in the open IDLE until `until`, `wake()` or the server's news; True
+        when it announced new mail."""
+        early_empty = 0
+        while not self._woken.is_set():
+            started = time.monotonic()
+            remaining = until - started
+            if remaining <= 0:
+                return False
+            # Short slices so that wake() is seen within a quarter of a second.
+            wait = min(remaining, 0.25)
+            responses = client.idle_check(wait)
+            if any(r and r[0] == b"BYE" for r in responses):
+                raise imaplib.IMAP4.abort(f"server said BYE in IDLE: {responses!r}")
+            if any(len(r) > 1 and r[1] in (b"EXISTS", b"RECENT") for r in responses):
+                return True
+            # imapclient's idle_check swallows EOF and returns nothing at once: a closed
+            # connection looks like an empty slice that did not wait.
+            early = not responses and time.monotonic() - started < wait / 2
+            early_empty = early_empty + 1 if early else 0
+            if early_empty >= 3:
+                raise imaplib.IMAP4.abort("connection closed in IDLE")
+        return False
+
+    def _end_idle(self, client: imapclient.IMAPClient) -> None:
+        self._idle_until = None
+        client.idle_done()
+        client._imap.untagged_responses.clear()
 
     def _start_idle(self, client: imapclient.IMAPClient) -> bool:
         """Send IDLE and read up to the server's continuation; True if it announced new
@@ -417,31 +418,70 @@ class ImapReceiver(EmailReceiver):
     def receive(self, timeout: float | None) -> list[Inbound]:
         if self._closed:
             raise TransportError("IMAP receiver is closed")
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = math.inf if timeout is None else time.monotonic() + timeout
         while not self._woken.is_set():
             now = time.monotonic()
-            if self._client is None:
+            client = self._client
+            if client is None:
                 if now >= self._retry_at and self._reconnect():
                     continue
-                until = self._retry_at if deadline is None else min(self._retry_at, deadline)
-                self._woken.wait(max(0.0, until - now))
+                self._woken.wait(max(0.0, min(self._retry_at, deadline) - now))
             else:
                 try:
-                    # In IDLE mode poll before every IDLE: Dovecot does not announce
-                    # mail that arrived before the IDLE command.
-                    if now >= self._next_poll or self._use_idle:
-                        self._next_poll = now + self.period_s
-                        items = self.poll()
-                        if items:
-                            return items
-                    until = self._next_poll if deadline is None else min(self._next_poll, deadline)
-                    if self._wait(until):
-                        self._next_poll = 0.0  # IDLE announced mail: fetch it now
+                    items = self._step(client, now, deadline)
                 except _CONNECTION_ERRORS as exc:
                     self._drop(exc)
-            if deadline is not None and time.monotonic() >= deadline:
+                    items = []
+                if items:
+                    return items
+            if time.monotonic() >= deadline:
                 break
         self._woken.clear()
+        return []
+
+    def _step(self, client: imapclient.IMAPClient, now: float, deadline: float) -> list[Inbound]:
+        """One poll or one wait (a slice of an IDLE, or the gap until the next poll)."""
+        schedule = self.schedule
+        if self._idle_until is not None:
+            news = self._idle_wait(client, min(self._idle_until, deadline))
+            if news or time.monotonic() >= self._idle_until:
+                self._end_idle(client)
+                self._next_poll = 0.0
+                self._fetch_due = True  # the announcement (if any) was read here
+                if news:
+                    self.counters["idle_wakeups"] += 1
+                    schedule.announced(time.monotonic())
+            return []
+        if now >= self._next_poll:
+            items = self.poll()
+            self._just_polled = True
+            # A backlog chunk: read the next one at once; else the schedule says when.
+            self._next_poll = 0.0 if self._backlog else now + schedule.polled(now, len(items))
+            self._quiet = self._quiet and not items
+            return items
+        if schedule.idles(now):
+            if not self._just_polled:
+                # Dovecot does not announce mail that came before IDLE: poll first.
+                self._next_poll = 0.0
+                return []
+            self._just_polled = False
+            if not self._quiet:
+                self._quiet = True
+                self.tracer.event(
+                    IDLE,
+                    detail=f"{self.settings.mailbox} is quiet: waiting in IDLE",
+                    extra={"mode": schedule.mode, "polls": self.counters["polls"]},
+                )
+            self._idle_until = now + schedule.idle_limit_s()
+            if self._start_idle(client):
+                self._end_idle(client)
+                self._next_poll = 0.0
+                self._fetch_due = True
+                schedule.announced(now)
+            return []
+        until = min(self._next_poll, deadline, schedule.idle_from())
+        self._just_polled = False
+        self._woken.wait(max(0.0, until - now))
         return []
 
     def wake(self) -> None:
@@ -453,6 +493,8 @@ class ImapReceiver(EmailReceiver):
         client, self._client = self._client, None
         if client is not None:
             try:
+                if self._idle_until is not None:
+                    self._end_idle(client)
                 client.logout()
             except Exception:
                 self._shut(client)

@@ -14,6 +14,10 @@ class MailKind(EventKind):
         "the server renumbered the mailbox; the receiver starts over from its new UIDs | detail",
     )
     OVERSIZED = ("mail.oversized", "an email over the size limit was skipped | extra.size")
+    IDLE = (
+        "mail.idle",
+        "the receiver found the inbox quiet and waits in IMAP IDLE (once per quiet spell) | detail",
+    )
     SENT = ("mail.sent", "the SMTP server accepted an email | message_id")
     SEND_FAILED = (
         "mail.send_failed",

@@ -5,7 +5,11 @@ tls-verify, ca-file, polling-period-ms) and an optional `[mail]` table for tunin
 
     [mail]
     start-uid = 1            # read what is already in the inbox (default: new mail only)
-    idle = "auto"            # "auto" (IDLE when polling-period-ms >= 1000), "always", "never"
+    idle = "auto"            # "auto": fast polls while mail flows, IDLE when quiet;
+                             # "always" (IDLE between polls), "never" (poll every period)
+    max-period-ms = 80       # auto: the poll gap doubles up to this after empty polls
+    quiet-ms = 2000          # auto: no new mail for this long -> IMAP IDLE
+    idle-recheck-s = 30      # longest IDLE before one poll (bounds a missed announcement)
     batch = 500              # messages per FETCH while catching up on a backlog
     max-message-bytes = 10485760
     reconnect-max-s = 10     # cap of the reconnect / resend back-off
@@ -32,6 +36,9 @@ from mailbus.transport import Transport
 _MAIL_KEYS = {
     "start-uid": int,
     "idle": str,
+    "max-period-ms": float,
+    "quiet-ms": float,
+    "idle-recheck-s": float,
     "batch": int,
     "max-message-bytes": int,
     "reconnect-max-s": float,
@@ -96,6 +103,9 @@ def create_transport(options: Options, tracer: Tracer) -> Transport:
         start_uid=section.get("start-uid"),
         batch=section.get("batch", 500),
         idle=section.get("idle", "auto"),
+        max_period_s=section["max-period-ms"] / 1000.0 if "max-period-ms" in section else None,
+        quiet_s=section.get("quiet-ms", 2000.0) / 1000.0,
+        idle_recheck_s=section.get("idle-recheck-s", 30.0),
         backoff=Backoff(initial=min(0.1, cap), maximum=cap),
         max_message_bytes=section.get("max-message-bytes", DEFAULT_MAX_MESSAGE_BYTES),
     )

@@ -283,6 +283,7 @@ class QueueingReceiver(EmailReceiver):
 
     def __init__(self, inner: EmailReceiver) -> None:
         self.inner = inner
+        self.idle_wait_s = inner.idle_wait_s
 
     def receive(self, timeout: float | None) -> list[Inbound]:
         return self.inner.receive(timeout)
