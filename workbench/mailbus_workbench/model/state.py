@@ -11,6 +11,7 @@ from mailbus.trace import Kind, TraceEvent
 
 from mailbus_workbench.model.feed import STEM_ERRORS, EventFeed
 from mailbus_workbench.model.participants import ParticipantDirectory
+from mailbus_workbench.model.series import SeriesStore
 from mailbus_workbench.model.services import ServiceStore
 from mailbus_workbench.model.topics import TopicStore
 from mailbus_workbench.model.waitsets import WaitSetLike, WaitSetMonitor, WaitSetRow
@@ -49,6 +50,7 @@ class WorkbenchModel:
         )
         self.wait_sets = WaitSetMonitor(wait_sets)
         self.participants = ParticipantDirectory()
+        self.plots = SeriesStore()  # what the Plot view draws
         self.notices: deque[TraceEvent] = deque(maxlen=200)  # skipped emails, errors
         self.paused = False
         self.missed_while_paused = 0
@@ -61,6 +63,7 @@ class WorkbenchModel:
         events = self.feed.drain(limit)
         topics = self.topics
         services = self.services
+        plots = self.plots
         paused = self.paused
         received = Kind.RECEIVED.value
         discarded = Kind.DISCARDED.value
@@ -77,17 +80,20 @@ class WorkbenchModel:
                 elif detail == "message":
                     # Paused: stats go on, the message lists stay as they are.
                     topics.add(event, not paused)
+                    plots.on_message(event)  # the plot has a pause of its own
                     if paused:
                         self.missed_while_paused += 1
                         self.missed_by_topic[event.name] += 1
                 elif detail in ("request", "response"):
                     services.add(event)
+                    plots.on_call_event(event, services)
             elif kind in NOTICE_KINDS:
                 self.notices.append(event)
                 if kind == discarded:
                     services.add(event)  # the call it answered is late
         self.events_seen += len(events)
         topics.tick(now)
+        plots.tick(now)
         self.participants.expire(now)
         self.wait_sets.sample(int(now * 1e9))
         self.pumps += 1
