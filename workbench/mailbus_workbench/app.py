@@ -31,6 +31,7 @@ from mailbus_workbench.views.caller import CallerView
 from mailbus_workbench.views.log import LogView
 from mailbus_workbench.views.mailboxes import MailboxesView
 from mailbus_workbench.views.participants import ParticipantsView
+from mailbus_workbench.views.plot import PlotView
 from mailbus_workbench.views.publish import PublishView
 from mailbus_workbench.views.queues import QueuesView
 from mailbus_workbench.views.services import ServicesView
@@ -38,6 +39,7 @@ from mailbus_workbench.views.sessions import SessionsView
 from mailbus_workbench.views.topics import TopicsView
 from mailbus_workbench.views.waitsets import WaitSetsView
 from mailbus_workbench.widgets import format as fmt
+from mailbus_workbench.widgets.inspector import Inspector
 from mailbus_workbench.widgets.key_bar import KeyBar
 
 PUMP_LIMIT = 20_000  # events folded per refresh at most (200k/s at 10 Hz): keys stay quick
@@ -49,6 +51,7 @@ GLOBAL_HELP = """\
 - **1** to **9**, then **0**, switch views ({views}); in a text field, where digits are typed,
   press **escape** first; or click a tab
 - **N** (shift+n) the Participants view: every process that announces itself
+- **P** (shift+p) the Plot view: fields, rates and latencies over time
 - **ctrl+p** or **:** command palette (themes, screenshot, every command)
 - **F1** or **?** this help
 - **F12** save an SVG screenshot
@@ -73,6 +76,7 @@ VIEWS: tuple[tuple[str, str, type[View]], ...] = (
     ("sessions", "Sessions", SessionsView),
     ("log", "Log", LogView),
     ("participants", "Participants", ParticipantsView),  # past the digits: key N
+    ("plot", "Plot", PlotView),  # key P
 )
 
 
@@ -90,6 +94,7 @@ class WorkbenchApp(App[int]):
     WorkbenchApp.-narrow #waterfall { display: none; }
     WorkbenchApp.-narrow #services-top Divider { display: none; }
     WorkbenchApp.-narrow #views Tab { padding: 0 0 0 1; }
+    WorkbenchApp.-narrow #plot-left { width: 28; }
     """
     BINDINGS = [
         *(
@@ -98,6 +103,7 @@ class WorkbenchApp(App[int]):
         ),
         # Past the ten digits: N as in `ros2 node list`.
         Binding("N", "show('participants')", "Participants", show=False, id="view.participants"),
+        Binding("P", "show('plot')", "Plot", show=False, id="view.plot"),
         # In a text field digits are typed: escape leaves the field, then they switch.
         Binding("escape", "leave_field", "Leave field", show=False, id="leave"),
         Binding("f1,question_mark", "help", "Help", id="help"),
@@ -361,6 +367,13 @@ class WorkbenchApp(App[int]):
                 view.focus_default()
             else:
                 self.main_screen.set_focus(None)
+
+    def on_inspector_plot_requested(self, event: Inspector.PlotRequested) -> None:
+        """`g` in the inspector: the Plot view, with the field added."""
+        self.action_show("plot")
+        view = self.view("plot")
+        assert isinstance(view, PlotView)
+        view.add_series(event.series)
 
     def action_leave_field(self) -> None:
         """From a text field to the view's main non-text widget, so keys act again."""

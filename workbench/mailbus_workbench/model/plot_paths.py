@@ -126,6 +126,16 @@ def parse(text: str, topics: Collection[str] = ()) -> SeriesKey:
         raise PathError(str(exc)) from None
 
 
+def decode(body: str | None) -> object:
+    """The JSON document of a body, or None (not JSON, or cut at the feed's limit)."""
+    if not body:
+        return None
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):  # not JSON; nested beyond what Python reads
+        return None
+
+
 def value_at(document: object, path: tuple[Step, ...]) -> float | None:
     """The number at `path` (a boolean counts as 0 or 1), or None when there is none."""
     node = document

@@ -9,7 +9,6 @@ service), then grows with every event pumped in."""
 from __future__ import annotations
 
 import bisect
-import json
 import math
 from collections import deque
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from mailbus_workbench.model.plot_paths import (
     PathError,
     SeriesKey,
     SeriesKind,
+    decode,
     format_path,
     numeric_paths,
     value_at,
@@ -39,16 +39,6 @@ Point = tuple[float, float]  # (seconds since the epoch, value)
 
 def _seen_s(event: TraceEvent) -> float:
     return (event.reception_timestamp_ns or event.time_ns) / 1e9
-
-
-def _decode(body: str | None) -> object:
-    """The JSON document of a body, or None (not JSON, or cut at the feed's limit)."""
-    if not body:
-        return None
-    try:
-        return json.loads(body)
-    except ValueError:  # json.JSONDecodeError, and a number too deep to read
-        return None
 
 
 @dataclass(slots=True)
@@ -143,7 +133,7 @@ class SeriesStore:
                 self._rates[key.name] = series
             else:
                 for record in history:
-                    self._field(series, _decode(record.body), record.time_s)
+                    self._field(series, decode(record.body), record.time_s)
                 self._fields.setdefault(key.name, []).append(series)
         self.series[name] = series
         self.version += 1
@@ -184,7 +174,7 @@ class SeriesStore:
         if rate is not None:
             rate.count(t)
         if fields is not None:
-            document = _decode(event.body)
+            document = decode(event.body)
             for series in fields:
                 self._field(series, document, t)
 
@@ -238,7 +228,7 @@ class SeriesStore:
             return cached[1]
         found: dict[str, None] = {}
         for record in history[-COMPLETION_MESSAGES:]:
-            for path in numeric_paths(_decode(record.body)):
+            for path in numeric_paths(decode(record.body)):
                 found[topic + format_path(path)] = None
                 if len(found) >= MAX_FIELDS:
                     break

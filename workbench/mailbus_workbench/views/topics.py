@@ -41,6 +41,8 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
 - **x** clear what is shown
 - **/** filter topics
 - **h** change the history cap (messages kept per topic)
+- **g** plot a numeric field of the inspected JSON body: the one under the folded
+  tree's cursor, else one picked in a prompt (the Plot view, **P**, opens with it)
 - **[** / **]** narrow / widen the tree (or drag the divider)
 """
 
@@ -49,6 +51,7 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
         Binding("x", "clear", "Clear", id="topics.clear"),
         Binding("slash", "filter", "Filter", id="topics.filter"),
         Binding("h", "history_cap", "History cap", id="topics.cap"),
+        Binding("g", "plot_field", "Plot field", show=False, id="topics.plot"),
         Binding("left_square_bracket", "resize(-4)", "Narrower", show=False, id="topics.narrower"),
         Binding("right_square_bracket", "resize(4)", "Wider", show=False, id="topics.wider"),
     ]
@@ -192,6 +195,9 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
         self.query_one(TopicTree).sync(model.topics, force=True)
         self._show_topic(model.clock())
         self.post_message(self.Cleared())
+
+    def action_plot_field(self) -> None:
+        self.query_one(Inspector).plot_field()
 
     def action_filter(self) -> None:
         self.query_one("#topic-filter", Input).focus()
