@@ -35,6 +35,8 @@ PALETTE = (
     (232, 104, 74),
     (111, 140, 255),
 )
+CURSOR_DARK = (235, 235, 235)
+CURSOR_LIGHT = (40, 40, 40)
 
 
 def rgb(i: int) -> tuple[int, int, int]:
@@ -267,17 +269,19 @@ Messages without a number at the path are counted beside the series, not plotted
         for i, s in enumerate(series):
             points = thin(s.between(start, end), MAX_DRAWN)
             if points:
+                # No legend: the list beside names each colour, and a legend hides data.
                 plt.plot(
                     [t - end for t, _ in points],
                     [v for _, v in points],
-                    label=s.name,
                     color=rgb(i),
                     marker="braille",
                 )
         plt.xlim(-self.window_s, 0)
         plt.xlabel("seconds before " + ("the pause" if self.paused else "now"))
         if self.cursor_back_s is not None:
-            plt.vline(-self.cursor_back_s, "white")
+            plt.vline(
+                -self.cursor_back_s, CURSOR_DARK if self.app.current_theme.dark else CURSOR_LIGHT
+            )
         chart.refresh()
 
     def _list(self, series: list[Series]) -> None:
