@@ -182,7 +182,7 @@ async def test_robot_pose_x_is_plotted_during_a_replay(engine: EngineHost, tmp_p
     )
     posted = Posted()
     async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
-        await until(pilot, lambda: posted.of(SessionsView.SessionOpened), "the open")
+        await until(pilot, lambda: posted.of(SessionsView.SessionOpened), "the open", 30)
         await pilot.press("P")
         view = app.query_one(PlotView)
         assert view.add_series("robot/pose.x")
@@ -196,7 +196,7 @@ async def test_robot_pose_x_is_plotted_during_a_replay(engine: EngineHost, tmp_p
             timeout=60,
         )
         series = app.model.plots.series["robot/pose.x"]
-        await until(pilot, lambda: len(series.points) == len(recorded), "every pose plotted")
+        await until(pilot, lambda: len(series.points) == len(recorded), "every pose plotted", 30)
         assert sorted(v for _, v in series.points) == recorded
         await pilot.press("P")
         await pilot.pause()

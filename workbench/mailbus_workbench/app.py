@@ -360,6 +360,8 @@ class WorkbenchApp(App[int]):
         pane = event.pane
         if pane is None or pane.id is None or event.tabbed_content.id != "views":
             return
+        if not self.screen_stack:  # activated while the app shuts down: no screen left
+            return
         focused = self.main_screen.focused
         if focused is None or pane not in focused.ancestors:
             view = self.view(pane.id)

@@ -24,7 +24,9 @@ from mailbus_workbench.widgets.suggest import NameSuggester
 WINDOWS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 DEFAULT_WINDOW = 30.0
 CURSOR_STEPS = 50  # one cursor step is this fraction of the window
-MAX_DRAWN = 1_000  # points drawn per series (more are thinned: a terminal has few cells)
+# Points drawn per column of the chart (braille: two dots a cell); more are thinned, as
+# plotext's cost grows with the points and a terminal shows no more.
+DRAWN_PER_COLUMN = 2
 # One colour per series, the same in the list, the readout and the plot (RGB: plotext's
 # named colours are not Rich's).
 PALETTE = (
@@ -107,7 +109,8 @@ Messages without a number at the path are counted beside the series, not plotted
         Binding("right", "cursor(-1)", "Cursor on", show=False, id="plot.cursor_on"),
     ]
 
-    REFRESH_EVERY_S = 0.2
+    # A plotext drawing costs tens of ms: twice a second is enough for a sliding window.
+    REFRESH_EVERY_S = 0.5
     DEFAULT_CSS = """
     #plot-left { width: 36; }
     #plot-add { margin: 0; }
@@ -153,6 +156,7 @@ Messages without a number at the path are counted beside the series, not plotted
         self.readout: list[tuple[str, float | None]] = []  # (series, value) shown
         self.error = ""
         self._listed: list[str] = []
+        self._drawn: object = None  # what the chart shows (to skip a drawing of the same)
 
     def compose(self) -> ComposeResult:
         model = self.parts.model
@@ -264,10 +268,21 @@ Messages without a number at the path are counted beside the series, not plotted
         chart = self.query_one("#plot-chart", PlotextPlot)
         self.query_one("#plot-empty").display = not series
         chart.display = bool(series)
+        drawing = (
+            end,
+            self.window_s,
+            self.cursor_back_s,
+            [(s.name, len(s.points), s.points[-1] if s.points else None) for s in series],
+            self.app.current_theme.dark,
+        )
+        if drawing == self._drawn:
+            return  # paused and nothing new: no repaint
+        self._drawn = drawing
+        most = max(2, DRAWN_PER_COLUMN * (chart.size.width or 80))
         plt = chart.plt
         plt.clear_figure()
         for i, s in enumerate(series):
-            points = thin(s.between(start, end), MAX_DRAWN)
+            points = thin(s.between(start, end), most)
             if points:
                 # No legend: the list beside names each colour, and a legend hides data.
                 plt.plot(
