@@ -34,6 +34,7 @@ from mailbus_workbench.views.caller import CallerView
 from mailbus_workbench.views.log import LogView
 from mailbus_workbench.views.mailboxes import MailboxesView
 from mailbus_workbench.views.participants import ParticipantsView
+from mailbus_workbench.views.plot import PlotView
 from mailbus_workbench.views.publish import PublishView
 from mailbus_workbench.views.queues import QueuesView
 from mailbus_workbench.views.services import ServicesView
@@ -41,6 +42,7 @@ from mailbus_workbench.views.sessions import SessionsView
 from mailbus_workbench.views.topics import TopicsView
 from mailbus_workbench.views.waitsets import WaitSetsView
 from mailbus_workbench.widgets import format as fmt
+from mailbus_workbench.widgets.inspector import Inspector
 from mailbus_workbench.widgets.key_bar import KeyBar
 
 GLOBAL_HELP = """\
@@ -50,6 +52,7 @@ GLOBAL_HELP = """\
 - **1** to **9**, then **0**, switch views ({views}); in a text field, where digits are typed,
   press **escape** first; or click a tab
 - **N** (shift+n) the Participants view: every process that announces itself
+- **P** (shift+p) the Plot view: fields, rates and latencies over time
 - **ctrl+p** or **:** command palette (themes, screenshot, every command)
 - **ctrl+f** find messages in every topic (text, `/regex/`, `Header=value`, `celsius>25`)
 - **F1** or **?** this help
@@ -75,6 +78,7 @@ VIEWS: tuple[tuple[str, str, type[View]], ...] = (
     ("sessions", "Sessions", SessionsView),
     ("log", "Log", LogView),
     ("participants", "Participants", ParticipantsView),  # past the digits: key N
+    ("plot", "Plot", PlotView),  # key P
 )
 
 
@@ -95,6 +99,7 @@ class WorkbenchApp(App[int]):
     WorkbenchApp.-narrow #service-stats { max-height: 3; }
     WorkbenchApp.-narrow #services-top Divider { display: none; }
     WorkbenchApp.-narrow #views Tab { padding: 0 0 0 1; }
+    WorkbenchApp.-narrow #plot-left { width: 28; }
     """
     BINDINGS = [
         *(
@@ -103,6 +108,7 @@ class WorkbenchApp(App[int]):
         ),
         # Past the ten digits: N as in `ros2 node list`.
         Binding("N", "show('participants')", "Participants", show=False, id="view.participants"),
+        Binding("P", "show('plot')", "Plot", show=False, id="view.plot"),
         # In a text field digits are typed: escape leaves the field, then they switch.
         Binding("escape", "leave_field", "Leave field", show=False, id="leave"),
         Binding("f1,question_mark", "help", "Help", id="help"),
@@ -370,6 +376,8 @@ class WorkbenchApp(App[int]):
         pane = event.pane
         if pane is None or pane.id is None or event.tabbed_content.id != "views":
             return
+        if not self.screen_stack:  # activated while the app shuts down: no screen left
+            return
         focused = self.main_screen.focused
         if focused is None or pane not in focused.ancestors:
             view = self.view(pane.id)
@@ -377,6 +385,13 @@ class WorkbenchApp(App[int]):
                 view.focus_default()
             else:
                 self.main_screen.set_focus(None)
+
+    def on_inspector_plot_requested(self, event: Inspector.PlotRequested) -> None:
+        """`g` in the inspector: the Plot view, with the field added."""
+        self.action_show("plot")
+        view = self.view("plot")
+        assert isinstance(view, PlotView)
+        view.add_series(event.series)
 
     def action_leave_field(self) -> None:
         """From a text field to the view's main non-text widget, so keys act again."""

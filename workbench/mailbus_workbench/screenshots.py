@@ -114,6 +114,18 @@ async def participants_scene(pilot: Pilot[Any]) -> None:
     await pilot.pause()
 
 
+async def plot_scene(pilot: Pilot[Any]) -> None:
+    from mailbus_workbench.views.plot import PlotView
+
+    await pilot.pause()
+    await pilot.press("P")
+    view = pilot.app.query_one(PlotView)
+    for series in ("robot/pose.x", "robot/pose.y", "robot/pose.theta"):
+        view.add_series(series)
+    await pilot.press("plus", *["left"] * 10)  # a 10 s window, the cursor 2 s back
+    await pilot.pause()
+
+
 async def publish(pilot: Pilot[Any]) -> None:
     await pilot.pause()
     await pilot.press("4")
@@ -294,6 +306,7 @@ SCENES: dict[str, Scene] = {
         "analysis": analysis_scene,
         "log": log,
         "participants": participants_scene,
+        "plot": plot_scene,
         "help": help_screen,
         "history-cap": history_cap,
         "find": find_results,

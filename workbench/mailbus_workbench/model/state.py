@@ -12,6 +12,7 @@ from mailbus.trace import Kind, TraceEvent
 from mailbus_workbench.model.feed import STEM_ERRORS, EventFeed
 from mailbus_workbench.model.participants import ParticipantDirectory
 from mailbus_workbench.model.recorded_raw import REPLAY_SENT, RecordedRaw
+from mailbus_workbench.model.series import SeriesStore
 from mailbus_workbench.model.services import ServiceStore
 from mailbus_workbench.model.topics import TopicStore
 from mailbus_workbench.model.waitsets import WaitSetLike, WaitSetMonitor, WaitSetRow
@@ -51,6 +52,7 @@ class WorkbenchModel:
         self.wait_sets = WaitSetMonitor(wait_sets)
         self.participants = ParticipantDirectory()
         self.recorded_raw = RecordedRaw()  # replayed messages' recorded bytes
+        self.plots = SeriesStore()  # what the Plot view draws
         self.notices: deque[TraceEvent] = deque(maxlen=200)  # skipped emails, errors
         self.paused = False
         self.missed_while_paused = 0
@@ -63,6 +65,7 @@ class WorkbenchModel:
         events = self.feed.drain(limit)
         topics = self.topics
         services = self.services
+        plots = self.plots
         paused = self.paused
         received = Kind.RECEIVED.value
         discarded = Kind.DISCARDED.value
@@ -79,11 +82,13 @@ class WorkbenchModel:
                 elif detail == "message":
                     # Paused: stats go on, the message lists stay as they are.
                     topics.add(event, not paused)
+                    plots.on_message(event)  # the plot has a pause of its own
                     if paused:
                         self.missed_while_paused += 1
                         self.missed_by_topic[event.name] += 1
                 elif detail in ("request", "response"):
                     services.add(event)
+                    plots.on_call_event(event, services)
             elif kind == REPLAY_SENT:
                 self.recorded_raw.add(event)
             elif kind in NOTICE_KINDS:
@@ -92,6 +97,7 @@ class WorkbenchModel:
                     services.add(event)  # the call it answered is late
         self.events_seen += len(events)
         topics.tick(now)
+        plots.tick(now)
         self.participants.expire(now)
         self.wait_sets.sample(int(now * 1e9))
         self.pumps += 1

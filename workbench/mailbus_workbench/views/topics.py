@@ -44,6 +44,8 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
 - **h** change the history cap (messages kept per topic)
 - **e** export the inspected message as an `.eml` file in the current directory: the
   exact bytes it arrived with (rebuilt, and said so, on the in-process transport)
+- **g** plot a numeric field of the inspected JSON body: the one under the folded
+  tree's cursor, else one picked in a prompt (the Plot view, **P**, opens with it)
 - **[** / **]** narrow / widen the tree (or drag the divider)
 - **c** copy the body, **C** copy a header (pick one), **R** copy the raw source
 - **j** export the message as JSON; **s** save the topic's kept messages (those the
@@ -62,6 +64,7 @@ Filter and Find terms: `Name=value`, `Name~part`, `Name!=value`, `Name>n`, `Name
         Binding("slash", "filter", "Filter", id="topics.filter"),
         Binding("h", "history_cap", "History cap", id="topics.cap"),
         Binding("e", "export_eml", "Export .eml", show=False, id="topics.export_eml"),
+        Binding("g", "plot_field", "Plot field", show=False, id="topics.plot"),
         Binding("left_square_bracket", "resize(-4)", "Narrower", show=False, id="topics.narrower"),
         Binding("right_square_bracket", "resize(4)", "Wider", show=False, id="topics.wider"),
         *SHARE_BINDINGS,
@@ -237,6 +240,9 @@ Filter and Find terms: `Name=value`, `Name~part`, `Name!=value`, `Name>n`, `Name
         self.query_one(TopicTree).sync(model.topics, force=True)
         self._show_topic(model.clock())
         self.post_message(self.Cleared())
+
+    def action_plot_field(self) -> None:
+        self.query_one(Inspector).plot_field()
 
     def action_filter(self) -> None:
         self.query_one("#topic-filter", Input).focus()

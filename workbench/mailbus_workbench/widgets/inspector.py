@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
 from textual.widgets import Static, TabbedContent, TabPane, Tree
 
 from mailbus_workbench.model.inspect import (
@@ -19,8 +20,10 @@ from mailbus_workbench.model.inspect import (
     raw_note,
     raw_source,
 )
+from mailbus_workbench.model.plot_paths import Step, decode, format_path, numeric_paths, value_at
 from mailbus_workbench.model.topics import MessageRecord
 from mailbus_workbench.widgets import format as fmt
+from mailbus_workbench.widgets.field_prompt import FieldPrompt
 
 # JSON bodies longer than this many pretty lines are shown as a foldable tree (top level
 # open, enter or a click opens a branch) instead of one long listing.
@@ -35,6 +38,13 @@ class Inspector(Vertical):
     Inspector VerticalScroll { height: 1fr; }
     Inspector #inspector-body-tree { height: 1fr; display: none; }
     """
+
+    class PlotRequested(Message):
+        """Plot this series (the app shows it in the Plot view)."""
+
+        def __init__(self, series: str) -> None:
+            super().__init__()
+            self.series = series
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -116,3 +126,50 @@ class Inspector(Vertical):
             if diff.startswith("---")
             else Text(fmt.printable(diff, lines=True))
         )
+
+    # -- plotting a field ---------------------------------------------------------------
+    def plot_field(self) -> None:
+        """Plot the body's numeric field under the folded tree's cursor, else pick one of
+        the body's numeric fields in a prompt with completion."""
+        record = self.record
+        document = decode(record.body) if record is not None else None
+        if record is None or document is None:
+            self.notify("Select a message with a JSON body to plot a field.", severity="warning")
+            return
+        topic = record.event.name
+        fields = [topic + format_path(path) for path in numeric_paths(document)]
+        if not fields:
+            self.notify("This body has no numeric field to plot.", severity="warning")
+            return
+        path = self._tree_path(document) if self.folded else None
+        if path is not None and value_at(document, path) is not None:
+            self.post_message(self.PlotRequested(topic + format_path(path)))
+            return
+
+        def picked(field: str | None) -> None:
+            if field:
+                self.post_message(self.PlotRequested(field))
+
+        self.app.push_screen(FieldPrompt(fields), picked)
+
+    def _tree_path(self, document: object) -> tuple[Step, ...] | None:
+        """The path of the folded tree's cursor node in `document` (the tree is built
+        from it with Tree.add_json: children in the document's order)."""
+        node = self.query_one("#inspector-body-tree", Tree).cursor_node
+        indices = []
+        while node is not None and node.parent is not None:
+            indices.append(node.parent.children.index(node))
+            node = node.parent
+        path: list[Step] = []
+        value = document
+        for index in reversed(indices):
+            if isinstance(value, dict):
+                key = list(value)[index]
+                path.append(key)
+                value = value[key]
+            elif isinstance(value, list):
+                path.append(index)
+                value = value[index]
+            else:
+                return None
+        return tuple(path)
