@@ -5,6 +5,8 @@ What a transport does beyond the contract stays in its own area's tests."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,9 +28,17 @@ WAIT_S = 30.0  # bound of every wait; a healthy transport answers far sooner
 class Subject:
     """A transport under contract and the address its own receiver reads."""
 
-    def __init__(self, transport: Transport, address: str, *, in_order: bool = True) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        address: str,
+        inject: Callable[[bytes], None],
+        *,
+        in_order: bool = True,
+    ) -> None:
         self.transport = transport
         self.address = address
+        self.inject = inject  # puts raw bytes where the receiver reads, past the sender
         self.in_order = in_order  # whether the transport keeps the sending order
 
     def email(self, body: str, **kwargs: Any) -> Email:
@@ -51,16 +61,19 @@ def _parsed(item: Inbound) -> Email:
 
 
 def _inprocess(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Subject]:
-    yield Subject(in_process_transport(), "me@inprocess")
+    transport = in_process_transport()
+    yield Subject(transport, "me@inprocess", transport.receiver.push_raw)  # type: ignore[attr-defined]
 
 
 def _outbox(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Subject]:
     inner = in_process_transport()
     sender = OutboxSender(inner.sender, tmp_path / "outbox")
-    yield Subject(Transport(sender, inner.receiver, name="outbox"), "me@inprocess")
+    transport = Transport(sender, inner.receiver, name="outbox")
+    yield Subject(transport, "me@inprocess", inner.receiver.push_raw)  # type: ignore[attr-defined]
 
 
 def _postoffice(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Subject]:
+    from mailbus.postoffice.client import PostOfficeClient
     from mailbus.postoffice.server import ServerConfig, ServerThread
     from mailbus.postoffice.store import HashParams
     from mailbus.postoffice.transport import create_transport
@@ -77,7 +90,19 @@ def _postoffice(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Subj
     try:
         table = {"port": server.port, "box": "contract.me", "password": "pw"}
         options = options_from_mapping({"transport": "postoffice", "postoffice": table})
-        yield Subject(create_transport(options, Tracer()), "contract.me@postoffice")
+        transport = create_transport(options, Tracer())
+
+        def inject(data: bytes) -> None:
+            client = PostOfficeClient("127.0.0.1", server.port, timeout=10.0)
+            try:
+                with contextlib.suppress(Exception):  # made by an earlier injection
+                    client.create_box("junk", "pw")
+                client.check_out("junk", "pw")
+                client.send("contract.me", data)
+            finally:
+                client.close()
+
+        yield Subject(transport, "contract.me@postoffice", inject)
     finally:
         server.stop()
 
@@ -101,7 +126,8 @@ def _email(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Subject]:
     transport = create_transport(options_from_mapping(raw, {}), Tracer())
     transport.receiver.connect()  # type: ignore[attr-defined]
     # A mail server may deliver a burst in any order (docs/mail.md, "Delivery order").
-    yield Subject(transport, user.address, in_order=False)
+    inject = functools.partial(stack.deliver, user.address)
+    yield Subject(transport, user.address, inject, in_order=False)
 
 
 MAKERS: dict[str, Callable[[Path, pytest.FixtureRequest], Iterator[Subject]]] = {
@@ -162,3 +188,34 @@ def test_sending_after_close_is_a_clear_error(subject: Subject) -> None:
     subject.transport.close()
     with pytest.raises(TransportError):
         subject.transport.sender.send(subject.email("too late"))
+
+
+def test_bytes_that_are_not_an_email_are_handed_up_raw_and_the_stream_goes_on(
+    subject: Subject,
+) -> None:
+    """Garbage never raises from receive() nor arrives as a parsed Email: it comes up as
+    RawEmail (the engine counts it as malformed), and the next email still arrives."""
+    garbage = b"\xff\xfe\x00 not an email \x80\r\n\r\n\xc3("
+    subject.inject(garbage)
+    subject.transport.sender.send(subject.email("after the garbage"))
+    items: list[Inbound] = []
+
+    def good_one_arrived() -> bool:
+        items.extend(subject.transport.receiver.receive(0.2))
+        return any(isinstance(i, Email) or _is_mail(i) for i in items)
+
+    eventually(good_one_arrived, WAIT_S, "the email after the garbage")
+    parsed = [i if isinstance(i, Email) else from_bytes(i.data) for i in items if _is_mail(i)]
+    assert [e.body.rstrip("\n") for e in parsed] == ["after the garbage"]
+    others = [i for i in items if not _is_mail(i)]
+    assert all(isinstance(i, RawEmail) and b"not an email" in i.data for i in others), others
+
+
+def _is_mail(item: Inbound) -> bool:
+    if isinstance(item, Email):
+        return True
+    try:
+        from_bytes(item.data)
+    except Exception:  # any refusal: the bytes are not an email
+        return False
+    return True
