@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,6 +20,7 @@ from mailbus.sessions import analysis
 from mailbus.sessions.recorder import Recorder
 from mailbus_workbench.model.services import TraceStatus
 from mailbus_workbench.model.state import WorkbenchModel
+from waiting import eventually
 
 SCRIPT = Path(__file__).with_name("observer_participant.py")
 REPO = Path(__file__).resolve().parents[1]
@@ -51,6 +53,8 @@ def run_scenario(
         mailbus.Context(options_from_mapping(dict(options["record"]), {})) as rec,
     ):
         watch.tracer.add_listener(model.feed.listener)
+        traced = threading.Event()  # set after the model's feed has queued each event
+        watch.tracer.add_listener(lambda _event: traced.set())
         recorder = Recorder(session, context=rec)
         server = _spawn("server", json.dumps(options["server"]))
         try:
@@ -61,16 +65,18 @@ def run_scenario(
             assert out.strip() == f"answered {calls}", err
         finally:
             server.communicate(input="", timeout=60)
-        # The observers' copies may still be on their way: wait, bounded.
-        deadline = time.monotonic() + 30
-        while True:
+
+        def observed() -> bool:
             model.pump()
             counts = model.services.counts(time.time())
             seen = counts[TraceStatus.ANSWERED] if answers_expected else len(model.services)
-            if seen >= calls or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)  # polling the observer's model; bounded by the deadline
-        recorder.stop()
+            return seen >= calls
+
+        # The observers' copies may still be on their way: wait, bounded.
+        try:
+            eventually(observed, 30, f"the observer to see {calls} calls", wake=traced)
+        finally:
+            recorder.stop()
     services = analysis.service_stats([session])
     row = services.row(0, named=True) if services.height else {}
     return model, row

@@ -14,6 +14,7 @@ from mailbus.sessions import analysis
 from mailbus.sessions.recorder import Recorder
 from mailbus_workbench.model.services import TraceStatus
 from mailbus_workbench.model.state import WorkbenchModel
+from waiting import eventually
 
 
 def test_observers_see_every_response_in_process(tmp_path: Path) -> None:
@@ -40,11 +41,12 @@ def test_observers_see_every_response_in_process(tmp_path: Path) -> None:
             stop.set()
             thread.join(10)
         assert answers == [f"echo: call {n}" for n in range(calls)]
-        deadline = time.monotonic() + 10
-        while model.services.counts(time.time())[TraceStatus.ANSWERED] < calls:
-            assert time.monotonic() < deadline, model.services.counts(time.time())
+
+        def answered() -> bool:
             model.pump()
-            time.sleep(0.01)  # polling the observer's model; bounded by the deadline
+            return model.services.counts(time.time())[TraceStatus.ANSWERED] >= calls
+
+        eventually(answered, 10, f"{calls} answered calls in the observer's model")
         recorder.stop()
     row = analysis.service_stats([tmp_path / "session"]).row(0, named=True)
     assert (row["requests"], row["answered"], row["orphans"]) == (calls, calls, 0)

@@ -1,10 +1,11 @@
 import subprocess
 import sys
-import time
+import threading
 
 import mailbus
 from mailbus import Kind, Tracer
 from mailbus.trace import TraceEvent
+from waiting import eventually
 
 
 def test_tracer_is_inactive_without_listeners() -> None:
@@ -53,21 +54,26 @@ def test_demo_system_drives_every_kind_of_traffic(ctx: mailbus.Context) -> None:
     topics: set[str] = set()
     kinds: set[str] = set()
 
+    traced = threading.Event()
+
     def listen(event: TraceEvent) -> None:
         kinds.add(event.kind)
         if event.kind == Kind.PUBLISHED:
             topics.add(event.name)
+        traced.set()
 
     ctx.tracer.add_listener(listen)
     demo = DemoSystem(ctx, speed=10.0, seed=1)
     demo.start()
     expected = {"sensors/temperature", "robot/pose", "robot/log", "system/heartbeat"}
-    pause = ctx.wait_set()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not (
-        Kind.RESPONSE_MATCHED in kinds and expected <= topics
-    ):
-        pause.wait(0.05)
-    demo.stop()
+    try:
+        eventually(
+            lambda: Kind.RESPONSE_MATCHED in kinds and expected <= topics,
+            30,
+            "every kind of traffic",
+            wake=traced,
+        )
+    finally:
+        demo.stop()
     assert expected <= topics
     assert Kind.RESPONSE_MATCHED in kinds

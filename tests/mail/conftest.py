@@ -1,24 +1,16 @@
-"""Fixtures of the mail tests: one loopback Dovecot + Postfix stack for the session,
-a fresh user (so an empty inbox) per test, and options pointing at them."""
+"""Fixtures of the mail tests: the session's loopback Dovecot + Postfix stack
+(tests/conftest.py), a fresh user (so an empty inbox) per test, and options pointing at them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from mailbus.options import Options, options_from_mapping
 from mailstack import MailStack, User
 
-
-@pytest.fixture(scope="session")
-def mail_stack() -> Iterator[MailStack]:
-    stack = MailStack()
-    if not stack.has_postfix:
-        # Said loudly: without root the SMTP side is not tested against Postfix.
-        print(f"\nMAILSTACK: {stack.why_no_postfix}; SMTP goes through the LMTP relay")
-    with stack:
-        yield stack
+# `mail_stack`, the one stack of the session, is in tests/conftest.py (stem uses it too).
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from mailbus.trace import Tracer
 from mailbus.transport import RawEmail
 from mailstack import DEFERRED, REJECTED, MailStack, User, free_port
 from test_integration import Events
+from waiting import Signalled, eventually
 
 
 def email_to(*to: str, body: str = "hello", sender: str = "me@mailbus.test") -> Email:
@@ -200,15 +201,14 @@ def test_idle_wakes_the_receiver_and_wake_interrupts_idle(
 ) -> None:
     # A 30 s period: only IDLE can bring the message within the receive call.
     receiver = receiver_for(mail_stack, user, period_s=30.0, idle="auto", quiet_s=1.0)
+    receiver.counters = counters = Signalled(receiver.counters)  # wakes the wait below
     assert receiver.receive(0) == []  # first poll: nothing yet
     got: list[Any] = []
     thread = threading.Thread(target=lambda: got.extend(receiver.receive(20.0)))
     thread.start()
     # Deliver once the receiver is idling (mail that arrives between its last poll and
     # the IDLE command is only seen at the next poll, a period later).
-    deadline = time.monotonic() + 10
-    while receiver.counters["idles"] < 1 and time.monotonic() < deadline:
-        time.sleep(0.01)  # polling a counter with a deadline, not a fixed wait
+    eventually(lambda: counters["idles"] >= 1, 10, "the receiver to idle", wake=counters.changed)
     assert receiver.counters["idles"] == 1
     data = to_bytes(email_to(user.address, sender=user.address, body="via idle"))
     mail_stack.deliver(user.address, data)

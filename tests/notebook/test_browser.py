@@ -14,14 +14,15 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from playwright.sync_api import Page, sync_playwright
+from waiting import eventually
 
 CHROMIUM = "/usr/bin/chromium"
+POLL_S = 0.1  # JupyterLab and the browser are asked no more often than this
 LIVE = Path(__file__).parents[2] / "sample_sessions" / "live.ipynb"
 FLAGS = [
     "--no-sandbox",
@@ -39,16 +40,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def http_ok(url: str) -> bool:
@@ -94,7 +85,12 @@ def jupyterlab(tmp_path: Path) -> Iterator[str]:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: http_ok(f"{base}/api/status?token={token}"), 60, "JupyterLab")
+        eventually(
+            lambda: http_ok(f"{base}/api/status?token={token}"),
+            60,
+            "JupyterLab",
+            longest_pause=POLL_S,
+        )
         yield f"{base}/lab/tree/live.ipynb?token={token}"
     finally:
         server.send_signal(signal.SIGINT)  # Jupyter asks to confirm; a second one stops it
@@ -145,7 +141,12 @@ def test_the_live_notebook_shows_growing_topics_and_a_chart(
             page.set_default_timeout(60_000)
             page.goto(jupyterlab)
             page.wait_for_selector(".jp-Notebook .jp-CodeCell")
-            wait_until(lambda: kernel_idle(jupyterlab), 60, "the notebook's kernel to be idle")
+            eventually(
+                lambda: kernel_idle(jupyterlab),
+                60,
+                "the notebook's kernel to be idle",
+                longest_pause=POLL_S,
+            )
             page.locator(".jp-CodeCell .jp-InputArea-editor").first.click()
             page.keyboard.press("Shift+Enter")  # the monitor's cell alone first
             page.wait_for_selector(".mailbus-monitor tr.mailbus-topic")
@@ -155,39 +156,43 @@ def test_the_live_notebook_shows_growing_topics_and_a_chart(
                 counts = topic_counts(page)  # robot/log comes in bursts: not waited for
                 return counts if set(counts) >= expected - {"robot/log"} else None
 
-            first = wait_until(
-                demo_topics,
-                30,
-                "the demo's topics in the widget",
+            first = eventually(
+                demo_topics, 30, "the demo's topics in the widget", longest_pause=POLL_S
             )
-            wait_until(
+            eventually(
                 lambda: topic_counts(page).get("robot/pose", 0) > first["robot/pose"],
                 30,
                 "robot/pose's count to grow",
+                longest_pause=POLL_S,
             )
             points = page.locator(".mailbus-chart polyline.mailbus-series").first
-            wait_until(
+            eventually(
                 lambda: len((points.get_attribute("points") or "").split()) > 3,
                 30,
                 "a chart line",
+                longest_pause=POLL_S,
             )
             page.locator(".mailbus-monitor tr.mailbus-topic[data-topic='robot/pose']").click()
-            wait_until(
+            eventually(
                 lambda: '"x"' in page.locator(".mailbus-latest").inner_text(),
                 30,
                 "robot/pose's latest message",
+                longest_pause=POLL_S,
             )
             # Then the whole notebook (the monitor cell again, which replaces the first
             # monitor; a call, a ten-second recording, its analysis): the Altair charts
             # render through JupyterLab's own Vega renderer.
             page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
             page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-            wait_until(
+            eventually(
                 lambda: page.locator(".vega-embed canvas, .vega-embed svg").count() >= 2,
                 90,
                 "the notebook's Altair charts",
+                longest_pause=POLL_S,
             )
-            wait_until(lambda: kernel_idle(jupyterlab), 60, "the notebook to finish")
+            eventually(
+                lambda: kernel_idle(jupyterlab), 60, "the notebook to finish", longest_pause=POLL_S
+            )
             # Every code cell ran (the last ones assert on the live traffic), none failed.
             errors = page.locator("[data-mime-type='application/vnd.jupyter.stderr']")
             assert errors.count() == 0, errors.all_inner_texts()

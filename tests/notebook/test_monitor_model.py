@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import json
-import threading
 import time
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from mailbus.notebook.model import MonitorModel, json_path_value, split_field
 from mailbus.notebook.pacing import UpdatePacer
 from mailbus.sessions.reader import open_session
 from mailbus.trace import Kind, TraceEvent
+from waiting import eventually
 
 
 class FakeClock:
@@ -162,27 +162,19 @@ def test_services_pair_requests_with_responses() -> None:
     ]
 
 
-def wait_until(condition: object, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        threading.Event().wait(0.02)
-
-
 def test_monitor_on_the_demo_counts_calls_records_and_stops(tmp_path: Path) -> None:
     started = time.monotonic()
     monitor = Monitor.demo(speed=4.0, seed=3, update_hz=20.0, fields=["robot/pose.x"])
     try:
-        wait_until(lambda: len(monitor.snapshot.get("topics", [])) >= 3)
-        wait_until(lambda: monitor.services().filter(pl.col("status") == "answered").height > 0)
+        eventually(lambda: len(monitor.snapshot.get("topics", [])) >= 3)
+        eventually(lambda: monitor.services().filter(pl.col("status") == "answered").height > 0)
         result = monitor.call("demo/add", [1, 2, 3], timeout=5.0)
         assert result.ok and json.loads(result.response or "") == {"sum": 6}
         assert result.in_reply_to == result.request_id and "demo/add" in result._repr_html_()
         published = monitor.publish("notes/cell", {"hello": 1})
         assert html.escape(published.message_id) in published._repr_html_()
         with monitor.record(tmp_path / "slice") as recorder:
-            wait_until(lambda: sum(recorder.status()[k] for k in ("written", "queued")) > 20)
+            eventually(lambda: sum(recorder.status()[k] for k in ("written", "queued")) > 20)
         session = open_session(tmp_path / "slice")
         assert session.complete and session.read().height > 20
         assert monitor.frame(topic="robot/pose").height > 0
@@ -256,7 +248,7 @@ def test_a_monitor_from_an_options_file_sees_its_topics(tmp_path: Path) -> None:
         def counts() -> dict[str, int]:
             return {t["topic"]: t["count"] for t in monitor.model.snapshot()["topics"]}
 
-        wait_until(lambda: counts().get("notes/a") == 3)
+        eventually(lambda: counts().get("notes/a") == 3)
         assert monitor.frame(topic="notes/a").filter(pl.col("kind") == "email.received").height == 3
     finally:
         monitor.stop()

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from mailbus.outbox import OutboxSender, RetryPolicy
 from mailbus.trace import TraceEvent, Tracer
-from outbox_support import SmtplibSender, SmtpSink, make_email, wait_until
+from outbox_support import SmtplibSender, SmtpSink, eventually, make_email
 
 # Progress byte per trace event (the driver records which came last before a kill).
 CODES = {
@@ -213,7 +213,11 @@ def main() -> int:
         for key in ("cleanups_finished", "inflight_requeued", "uncommitted_removed", "set_aside"):
             recovery[key] += int(report[key] > 0)
         intents, committed = logged(args.log)
-        ok = wait_until(lambda c=committed: c <= set(sink.message_ids()), 10.0)
+        try:
+            eventually(lambda c=committed: c <= set(sink.message_ids()), 10.0, "delivery")
+            ok = True
+        except AssertionError:
+            ok = False
         delivered = sink.message_ids()
         problems = []
         if not report["ok"]:

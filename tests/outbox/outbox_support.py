@@ -11,14 +11,21 @@ import shutil
 import smtplib
 import socket
 import subprocess
+import sys
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 
 from mailbus.email_message import Email, to_bytes
 from mailbus.errors import TransportError
 from mailbus.transport import EmailSender
+
+# Child processes import this module without pytest's conftest: tests/ (the shared
+# bounded wait, `waiting.eventually`) goes on their path here.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from waiting import eventually
+
+__all__ = ["eventually"]  # re-exported for the child processes
 
 SMTP_SINK = shutil.which("smtp-sink") or "/usr/sbin/smtp-sink"
 _MESSAGE_ID = re.compile(rb"^Message-ID:\s*(<[^>\s]+>)", re.IGNORECASE | re.MULTILINE)
@@ -31,18 +38,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def wait_until(predicate, timeout: float, interval: float = 0.01) -> bool:  # type: ignore[no-untyped-def]
-    """Poll `predicate` until it is true or `timeout` passes."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        pause.wait(interval)
 
 
 class SmtpSink:
@@ -74,9 +69,11 @@ class SmtpSink:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
             )
-            if wait_until(self._accepting, 10.0):
+            try:
+                eventually(self._accepting, 10.0, "smtp-sink to accept connections")
                 return self
-            self.stop()
+            except AssertionError:
+                self.stop()
         raise RuntimeError("smtp-sink did not start")
 
     def _accepting(self) -> bool:

@@ -21,8 +21,9 @@ from mailbus.outbox import OutboxLockedError, OutboxSender, admin, control
 from mailbus.outbox.control import ControlError, ControlRequest, ControlTimeoutError
 from mailbus.outbox.fs_storage import FsStorage
 from mailbus.outbox.storage import Destination, Entry, Metadata, Schedule
-from outbox_support import RecordingSender, wait_until
+from outbox_support import RecordingSender
 from test_outbox_cli import mailbus
+from waiting import eventually
 
 HERE = Path(__file__).parent
 SENDER_CHILD = HERE / "outbox_control_child.py"
@@ -118,7 +119,7 @@ def test_retry_all_while_the_sender_backs_off_is_attempted_at_once(
     # Both are attempted now, not in 600 s.
     for message_id in ids.values():
         child.expect(attempt_of(message_id), f"an attempt of {message_id} now")
-    assert wait_until(
+    eventually(
         lambda: (
             {i: e.schedule.attempts for i, e in queued(outbox_dir).items()}
             == {i: n + 1 for i, n in before.items()}
@@ -133,7 +134,7 @@ def test_retry_all_while_the_sender_backs_off_is_attempted_at_once(
     assert "retried 1 entries" in done.stdout
     line = child.expect(attempt_of(ids[first]), "the delivery")
     assert line["ok"] is True
-    assert wait_until(lambda: list(queued(outbox_dir)) == [second], WAIT_S)
+    eventually(lambda: list(queued(outbox_dir)) == [second], WAIT_S)
     assert child.stop() == 0
     assert not [line for line in child.seen if line == {"attempt": ids[second], "ok": True}]
     assert os.listdir(outbox_dir / "control") == []
@@ -156,7 +157,7 @@ def test_purge_while_the_sender_runs_removes_the_entry(
     done = mailbus("queue", "retry", "--all", "--json", "--dir", str(outbox_dir))
     assert json.loads(done.stdout) == {"retried": [second]}
     child.expect(attempt_of(ids[second]), "the delivery of the other mail")
-    assert wait_until(lambda: os.listdir(outbox_dir / "data") == [], WAIT_S)
+    eventually(lambda: os.listdir(outbox_dir / "data") == [], WAIT_S)
     assert child.stop() == 0
     assert not [line for line in child.seen[mark:] if line.get("attempt") == ids[first]]
 
@@ -176,7 +177,7 @@ def test_dead_mail_is_revived_and_purged_through_the_sender(
         assert done.returncode == 0, done.stderr
         child.expect(attempt_of(message_id), "the attempt of the revived mail")
         # It failed again and is dead again (max-attempts 1), with 2 attempts recorded.
-        assert wait_until(
+        eventually(
             lambda: [e.schedule.attempts for e in storage.list_dead().entries] == [2], WAIT_S
         )
         done = mailbus("queue", "purge", "--dead", "--json", "--dir", str(outbox_dir))
@@ -199,14 +200,14 @@ def test_garbage_in_control_is_set_aside_and_the_sender_keeps_serving(
     secret.write_text('{"version": 1, "action": "purge", "select": ["all"]}')
     os.symlink(secret, directory / f"{evil_id}.request")  # never followed
     # The request with a readable id gets an answer saying why it was refused.
-    assert wait_until(lambda: (directory / f"{bad_id}.result").exists(), WAIT_S)
+    eventually(lambda: (directory / f"{bad_id}.result").exists(), WAIT_S)
     result = control.take_result(outbox_dir, bad_id)
     assert result is not None and result.done == ()
     assert result.error.startswith("request refused: bad request: unreadable request")
-    assert wait_until(lambda: (directory / f"{evil_id}.result").exists(), WAIT_S)
+    eventually(lambda: (directory / f"{evil_id}.result").exists(), WAIT_S)
     evil = control.take_result(outbox_dir, evil_id)
     assert evil is not None and "refused" in evil.error
-    assert wait_until(lambda: sorted(os.listdir(directory)) == [], WAIT_S)
+    eventually(lambda: sorted(os.listdir(directory)) == [], WAIT_S)
     aside = sorted(os.listdir(outbox_dir / "corrupt"))
     assert aside == sorted(
         [f"control.{bad_id}.taken", f"control.{evil_id}.taken", "control.junk.txt"]
@@ -307,9 +308,7 @@ def test_when_the_sender_stops_before_answering_admin_does_it_itself(
         )
         worker.start()
         control_dir = outbox_dir / "control"
-        assert wait_until(
-            lambda: control_dir.is_dir() and len(os.listdir(control_dir)) == 1, WAIT_S
-        )
+        eventually(lambda: control_dir.is_dir() and len(os.listdir(control_dir)) == 1, WAIT_S)
         assert child.stop() == 0  # releases the lock without answering
         worker.join(WAIT_S)
         assert outcome == [[one_entry.id]]
@@ -330,7 +329,7 @@ def test_in_process_sender_serves_requests_and_errors_are_answered(outbox_dir: P
             admin.run(outbox_dir, ControlRequest("retry", (entry.id, missing)))
         assert queued(outbox_dir)[entry.id].schedule.next_attempt_ns == 2**62  # untouched
         assert admin.run(outbox_dir, ControlRequest("retry", (entry.id,))) == [entry.id]
-        assert wait_until(lambda: recorder.sent, WAIT_S)
+        eventually(lambda: recorder.sent, WAIT_S)
     finally:
         sender.close()
     assert [e.message_id for e in recorder.sent] == ["<c7@x>"]
@@ -344,7 +343,7 @@ def test_a_claim_left_by_a_dead_sender_is_answered_by_the_next(outbox_dir: Path)
     (outbox_dir / "control" / f"{rid}.taken").write_bytes(b"{}")
     sender = OutboxSender(RecordingSender(), outbox_dir)
     try:
-        assert wait_until(lambda: (outbox_dir / "control" / f"{rid}.result").exists(), WAIT_S)
+        eventually(lambda: (outbox_dir / "control" / f"{rid}.result").exists(), WAIT_S)
     finally:
         sender.close()
     result = control.take_result(outbox_dir, rid)

@@ -13,7 +13,8 @@ from mailbus.outbox.fs_storage import FsStorage
 from mailbus.outbox.listing import list_outbox
 from mailbus.outbox.storage import Destination, Entry, Metadata, Schedule
 from mailbus.trace import TraceEvent, Tracer
-from outbox_support import RecordingSender, make_email, wait_until
+from outbox_support import RecordingSender, make_email
+from waiting import eventually
 
 
 def committed(storage: FsStorage, n: int) -> Entry:
@@ -76,7 +77,7 @@ def test_a_damaged_entry_is_set_aside_and_the_others_are_delivered(
     recorder = RecordingSender()
     sender = OutboxSender(recorder, outbox_dir, tracer=tracer)
     try:
-        assert wait_until(lambda: len(recorder.sent) == 2, 5.0)
+        eventually(lambda: len(recorder.sent) == 2, 5.0)
         assert sender.wait_idle(5.0)
     finally:
         sender.close()
@@ -111,7 +112,7 @@ def test_foreign_files_in_queue_are_set_aside_and_never_followed(outbox_dir: Pat
     recorder = RecordingSender()
     sender = OutboxSender(recorder, outbox_dir)
     try:
-        assert wait_until(lambda: len(recorder.sent) == 1, 5.0)
+        eventually(lambda: len(recorder.sent) == 1, 5.0)
     finally:
         sender.close()
     assert [e.message_id for e in recorder.sent] == [good.metadata.message_id]
@@ -154,7 +155,7 @@ def test_contents_lost_while_in_flight_is_set_aside_by_the_running_scheduler(
         sender.send(make_email(2, message_id="<second@x>"))
         sender.send(make_email(3, message_id="<third@x>"))
         sender.start()
-        assert wait_until(lambda: len(recorder.sent) == 2, 5.0)
+        eventually(lambda: len(recorder.sent) == 2, 5.0)
         assert sender.wait_idle(5.0)
     finally:
         sender.close()

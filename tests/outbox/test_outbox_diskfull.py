@@ -16,7 +16,8 @@ from mailbus.outbox import OutboxSender, RetryPolicy, StorageFullError
 from mailbus.outbox.fs_storage import TARGET_RE, FsStorage
 from mailbus.outbox.listing import list_outbox
 from mailbus.trace import TraceEvent, Tracer
-from outbox_support import RecordingSender, tree, wait_until
+from outbox_support import RecordingSender, tree
+from waiting import eventually
 
 
 @pytest.fixture
@@ -91,7 +92,7 @@ def test_enqueue_on_a_full_disk_fails_clearly_and_the_queue_stays_consistent(
         # Delivery frees the space: everything accepted goes out, then new mail is
         # accepted again.
         sender.start()
-        assert wait_until(lambda: len(recorder.sent) == len(accepted), 10.0)
+        eventually(lambda: len(recorder.sent) == len(accepted), 10.0)
         sender.send(Email("outbox/full", "after", to=("r@example.org",), message_id="<after@x>"))
         assert sender.wait_idle(10.0)
     finally:
@@ -143,7 +144,7 @@ def test_a_full_disk_while_delivering_loses_nothing(small_fs: Path) -> None:
         finally:
             os.close(fd)
         sender.start()
-        assert wait_until(lambda: len(recorder.sent) == 1, 10.0)
+        eventually(lambda: len(recorder.sent) == 1, 10.0)
         assert sender.wait_idle(5.0)
     finally:
         sender.close()

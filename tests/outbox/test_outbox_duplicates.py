@@ -17,7 +17,8 @@ from mailbus.inprocess import in_process_transport
 from mailbus.options import options_from_mapping
 from mailbus.outbox import OutboxSender, RetryPolicy
 from mailbus.transport import EmailReceiver, EmailSender, Inbound, RawEmail, Transport
-from outbox_support import SmtplibSender, SmtpSink, wait_until
+from outbox_support import SmtplibSender, SmtpSink
+from waiting import eventually
 
 
 def test_killed_after_the_server_accepted_the_mail_is_sent_again_with_its_message_id(
@@ -44,14 +45,14 @@ def test_killed_after_the_server_accepted_the_mail_is_sent_again_with_its_messag
     )
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
     assert child.returncode == -9, child.stderr
-    assert wait_until(lambda: sink.message_ids() == {"<twice@outbox.test>": 1}, 5.0)
+    eventually(lambda: sink.message_ids() == {"<twice@outbox.test>": 1}, 5.0)
     restarted = OutboxSender(SmtplibSender(sink.port), outbox_dir)
     try:
         assert restarted.recovery.inflight_requeued == 1
         assert restarted.wait_idle(10.0)
     finally:
         restarted.close()
-    assert wait_until(lambda: sink.message_ids() == {"<twice@outbox.test>": 2}, 5.0)
+    eventually(lambda: sink.message_ids() == {"<twice@outbox.test>": 2}, 5.0)
 
 
 class MailboxReceiver(EmailReceiver):
@@ -96,8 +97,8 @@ def test_a_subscriber_sees_a_resent_message_once(outbox_dir: Path) -> None:
         ctx.publisher("t/dup").publish("once")
         message = mailbus.wait_for_message(subscription, timeout=5.0)
         assert message is not None and message.body == "once"
-        assert wait_until(lambda: lossy.calls == 2 and outbox.wait_idle(0.01), 5.0)
-        assert wait_until(lambda: ctx.counters["duplicates"] == 1, 5.0)
+        eventually(lambda: lossy.calls == 2 and outbox.wait_idle(0.01), 5.0)
+        eventually(lambda: ctx.counters["duplicates"] == 1, 5.0)
         assert mailbus.wait_for_message(subscription, timeout=0.2) is None
 
 
@@ -113,8 +114,8 @@ def test_under_an_outbox_even_the_in_process_transport_drops_the_copy(outbox_dir
         ctx.publisher("t/dup").publish("once")
         message = mailbus.wait_for_message(subscription, timeout=5.0)
         assert message is not None and message.body == "once"
-        assert wait_until(lambda: lossy.calls == 2, 5.0)
-        assert wait_until(lambda: ctx.counters["duplicates"] == 1, 5.0)
+        eventually(lambda: lossy.calls == 2, 5.0)
+        eventually(lambda: ctx.counters["duplicates"] == 1, 5.0)
         assert mailbus.wait_for_message(subscription, timeout=0.2) is None
 
 

@@ -13,7 +13,8 @@ import pytest
 from mailbus.outbox import OutboxLockedError, OutboxSender
 from mailbus.outbox.fs_storage import FsStorage
 from mailbus.outbox.storage import Destination, Metadata
-from outbox_support import RecordingSender, SmtpSink, wait_until
+from outbox_support import RecordingSender, SmtpSink
+from waiting import eventually
 
 CHILD = Path(__file__).with_name("outbox_lock_child.py")
 
@@ -55,7 +56,7 @@ def test_two_processes_on_one_directory_never_send_a_mail_twice(
         assert proc.returncode == 0, err
         results.append(json.loads(out.strip().splitlines()[-1]))
     expected = {*prefilled, *(f"<{n}.{i}@lock.test>" for n in "ab" for i in range(20))}
-    assert wait_until(lambda: set(sink.message_ids()) == expected, 10.0)
+    eventually(lambda: set(sink.message_ids()) == expected, 10.0)
     counts = sink.message_ids()
     assert {m: c for m, c in counts.items() if c > 1} == {}  # no mail sent twice
     assert sum(r["sent"] for r in results) == 100

@@ -27,8 +27,8 @@ from outbox_support import (
     SmtpSink,
     free_port,
     make_email,
-    wait_until,
 )
+from waiting import eventually
 
 FAST = RetryPolicy(first_delay_s=0.01, max_delay_s=0.05, max_attempts=1000)
 
@@ -69,7 +69,7 @@ def test_mail_goes_through_the_outbox_to_the_smtp_server(outbox_dir: Path, sink:
         assert sender.wait_idle(10.0)
     finally:
         sender.close()
-    assert wait_until(lambda: len(sink.message_ids()) == 21, 5.0)
+    eventually(lambda: len(sink.message_ids()) == 21, 5.0)
     assert sink.message_ids() == {m: 1 for m in [*ids, "<bcc@outbox.test>"]}
     (bcc_dump,) = [d for d in sink.dumps() if b"<bcc@outbox.test>" in d]
     # The Bcc recipient got the mail (envelope) but is not in the headers.
@@ -95,7 +95,7 @@ def test_mail_waits_while_the_server_is_down_and_goes_when_it_is_back(
     sender = OutboxSender(SmtplibSender(port), outbox_dir, policy=FAST, tracer=tracer)
     try:
         sender.send(make_email(1, message_id="<late@outbox.test>"))
-        assert wait_until(lambda: events.kinds().count("outbox.rescheduled") >= 3, 10.0)
+        eventually(lambda: events.kinds().count("outbox.rescheduled") >= 3, 10.0)
 
         def waiting_with_error() -> bool:
             items = list_outbox(outbox_dir)
@@ -106,11 +106,11 @@ def test_mail_waits_while_the_server_is_down_and_goes_when_it_is_back(
                 and "SMTP send failed" in items[0].last_error
             )
 
-        assert wait_until(waiting_with_error, 10.0)
+        eventually(waiting_with_error, 10.0)
         # The server comes up on that port: the next retry delivers.
         server = start_sink_on(SmtpSink(tmp_path), port)
         try:
-            assert wait_until(lambda: "<late@outbox.test>" in server.message_ids(), 10.0)
+            eventually(lambda: "<late@outbox.test>" in server.message_ids(), 10.0)
             assert sender.wait_idle(10.0)
         finally:
             server.stop()
@@ -136,10 +136,10 @@ def test_an_smtp_outage_costs_one_back_off_not_one_attempt_per_message(
         for i, message_id in enumerate(ids):
             sender.send(make_email(i, message_id=message_id))
         # Several back-offs pass with the server down.
-        assert wait_until(lambda: events.kinds().count("outbox.rescheduled") >= 4, 10.0)
+        eventually(lambda: events.kinds().count("outbox.rescheduled") >= 4, 10.0)
         server = start_sink_on(SmtpSink(tmp_path), port)
         try:
-            assert wait_until(lambda: set(ids) <= set(server.message_ids()), 30.0)
+            eventually(lambda: set(ids) <= set(server.message_ids()), 30.0)
             assert sender.wait_idle(10.0)
             assert all(n == 1 for n in server.message_ids().values())
         finally:
@@ -159,7 +159,12 @@ def start_sink_on(server: SmtpSink, port: int) -> SmtpSink:
         stderr=subprocess.PIPE,
     )
     server.port = port
-    if not wait_until(server._accepting, 10.0) or server.proc.poll() is not None:
+    try:
+        eventually(server._accepting, 10.0, "smtp-sink to accept connections")
+        taken = server.proc.poll() is not None
+    except AssertionError:
+        taken = True
+    if taken:
         server.stop()
         pytest.skip(f"port {port} was taken meanwhile")
     return server
@@ -174,7 +179,7 @@ def test_a_permanent_rejection_goes_to_dead_letters_and_stays_for_inspection(
     sender = OutboxSender(SmtplibSender(rejecting.port), outbox_dir, policy=FAST, tracer=tracer)
     try:
         sender.send(make_email(1, message_id="<rejected@outbox.test>"))
-        assert wait_until(lambda: "outbox.dead_lettered" in events.kinds(), 10.0)
+        eventually(lambda: "outbox.dead_lettered" in events.kinds(), 10.0)
     finally:
         sender.close()
         rejecting.stop()
@@ -204,7 +209,7 @@ def test_gives_up_after_max_attempts(outbox_dir: Path) -> None:
     sender = OutboxSender(recorder, outbox_dir, policy=policy, tracer=tracer)
     try:
         sender.send(make_email(1, message_id="<giveup@outbox.test>"))
-        assert wait_until(lambda: "outbox.dead_lettered" in events.kinds(), 10.0)
+        eventually(lambda: "outbox.dead_lettered" in events.kinds(), 10.0)
     finally:
         sender.close()
     assert events.kinds().count("outbox.rescheduled") == 3
@@ -245,7 +250,7 @@ def test_send_after_close_is_an_error_and_unsent_mail_waits_for_the_next_start(
     events = Events(tracer)
     sender = OutboxSender(recorder, outbox_dir, policy=RetryPolicy(first_delay_s=60), tracer=tracer)
     sender.send(make_email(1, message_id="<later@outbox.test>"))
-    assert wait_until(lambda: "outbox.rescheduled" in events.kinds(), 5.0)
+    eventually(lambda: "outbox.rescheduled" in events.kinds(), 5.0)
     sender.close()
     with pytest.raises(TransportError, match="closed"):
         sender.send(make_email(2))
@@ -271,7 +276,7 @@ def test_context_with_an_outbox_table_publishes_through_the_outbox(outbox_dir: P
         message = mailbus.wait_for_message(subscription, timeout=5.0)
         assert message is not None and message.body == "21.5"
         assert "outbox.enqueued" in kinds
-        assert wait_until(lambda: "outbox.cleaned" in kinds, 5.0)
+        eventually(lambda: "outbox.cleaned" in kinds, 5.0)
     assert list_outbox(outbox_dir) == []
 
 

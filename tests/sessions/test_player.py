@@ -18,6 +18,7 @@ from mailbus.sessions.reader import open_session
 from mailbus.sessions.recorder import Recorder
 from mailbus.trace import TraceEvent
 from sessions_helpers import SAMPLES, T, write_session
+from waiting import eventually
 
 # Replayed emails must leave within this much of their scheduled offset. Generous: the
 # machine is shared; the player itself aims at well under a millisecond.
@@ -50,13 +51,6 @@ def _count_received(ctx: mailbus.Context) -> list[TraceEvent]:
     return seen
 
 
-def _wait(condition, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.005)  # polling a condition under a deadline
-
-
 def test_replay_reproduces_recorded_offsets_scaled_by_rate(tmp_path: Path) -> None:
     offsets = [0.0, 0.2, 0.5, 0.9, 1.2]
     session = write_session(tmp_path / "s", _messages(offsets))
@@ -66,7 +60,7 @@ def test_replay_reproduces_recorded_offsets_scaled_by_rate(tmp_path: Path) -> No
         player = Player(session, ctx, rate=2.0).start()
         assert player.wait(30)
         # The polling thread records the receptions; wait until they are all queued.
-        _wait(lambda: len(received) >= len(offsets))
+        eventually(lambda: len(received) >= len(offsets))
         recorder.stop()
     frame = (
         open_session(tmp_path / "replayed")
@@ -96,7 +90,7 @@ def test_replayed_threads_stay_linked(tmp_path: Path) -> None:
         received_events = _count_received(ctx)
         player = Player(original, ctx, rate=50.0).start()
         assert player.wait(60)
-        _wait(lambda: len(received_events) >= player.sent)
+        eventually(lambda: len(received_events) >= player.sent)
         recorder.stop()
     frame = open_session(tmp_path / "replayed").read()
     received = frame.filter(pl.col("kind") == "email.received").with_columns(
@@ -132,11 +126,11 @@ def test_pause_step_seek_resume(tmp_path: Path) -> None:
         assert player.state == "paused"
         for n in range(1, 4):
             player.step()
-            _wait(lambda n=n: len(seen) == n)
+            eventually(lambda n=n: len(seen) == n)
         player.seek(0.7)
         assert player.position_s == pytest.approx(0.7)
         player.step()
-        _wait(lambda: len(seen) == 4)
+        eventually(lambda: len(seen) == 4)
         player.resume()
         assert player.wait(10)
         assert player.state == "finished"
@@ -151,7 +145,7 @@ def test_loop_gives_new_message_ids_each_pass(tmp_path: Path) -> None:
             lambda e: sent.append(e.message_id) if e.kind == "replay.sent" else None
         )
         player = Player(session, ctx, rate=10.0, loop=True).start()
-        _wait(lambda: player.loops >= 2)
+        eventually(lambda: player.loops >= 2)
         player.stop()
         assert player.state == "stopped"
     assert len(sent) >= 6 and len(set(sent)) == len(sent)

@@ -23,13 +23,16 @@ from mailbus.sessions.reader import SessionError
 from mailbus.sessions.spark import SparkUnreachableError, check_master, check_remote
 from polars.testing import assert_frame_equal
 from sessions_helpers import SAMPLES, tiny_events, write_session
-from spark_cluster import HOST, SparkProcesses, free_port, wait_until
+from spark_cluster import HOST, SparkProcesses, free_port
+from waiting import eventually
 
 REL_TOL = 1e-12
 ANALYZE_TIMEOUT_S = 240.0
 
 
-@pytest.fixture(scope="session")
+# Module scope: the four JVMs (master, two workers, Connect server) serve this file's
+# tests only and are stopped after them, not kept idling through the rest of the run.
+@pytest.fixture(scope="module")
 def spark_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkProcesses]:
     if shutil.which("java") is None:
         pytest.fail("Java is not installed (scripts/install-system-packages installs it)")
@@ -249,7 +252,7 @@ def _cancel_a_long_job(spark: Any, running: Callable[[], bool]) -> BaseException
 
     thread = threading.Thread(target=job, daemon=True)
     thread.start()
-    wait_until(running, 60, "the job's tasks to run")
+    eventually(running, 60, "the job's tasks to run")
     cancel(spark)
     thread.join(60)
     assert not thread.is_alive(), "the cancelled job is still running"

@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from argparse import Namespace
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -21,6 +20,7 @@ from mailbus.cli import main
 from mailbus.stem import Cell, Hub, StemMessage
 from mailbus.stem import cli as stem_cli
 from mailbus.stem.cli import EchoCell
+from waiting import eventually
 
 MakeHub = Callable[..., Hub]
 
@@ -145,10 +145,7 @@ def test_serve_runs_a_hub_with_echo_and_status(
     thread = threading.Thread(target=lambda: codes.append(stem_cli._serve(args, stop)))
     thread.start()
     try:
-        deadline = time.monotonic() + 10.0
-        while not any(s.topic == "stem/srv" for s in ctx.subscriptions):
-            assert time.monotonic() < deadline, "serve never listened"
-            time.sleep(0.01)  # polling a condition with a deadline
+        eventually(lambda: any(s.topic == "stem/srv" for s in ctx.subscriptions), 10, "serve")
         client = hubs("cli")
         client.connect(ctx, "srv")
         assert client.call("srv:echo", "echo", [1], timeout=5.0).data == [1]

@@ -144,38 +144,31 @@ def maildir_nets(root: Path) -> Iterator[tuple[Callable[[int, str], str], Any]]:
 
 
 @contextlib.contextmanager
-def email_nets(root: Path) -> Iterator[tuple[Callable[[int, str], str], Any]]:
-    """Real Dovecot + Postfix (or its LMTP relay without root) on loopback, from the
-    mail tests' stack; one user per hub and network, each sending to all of its net."""
-    sys.path.insert(0, str(HERE.parent / "mail"))
-    try:
-        from mailstack import MailStack
-    finally:
-        sys.path.remove(str(HERE.parent / "mail"))
+def email_nets(root: Path, stack: Any) -> Iterator[tuple[Callable[[int, str], str], Any]]:
+    """Real Dovecot + Postfix (or its LMTP relay without root) on loopback: the session's
+    mail stack (tests/conftest.py); one user per hub and network, each sending to all of
+    its net."""
     members = {1: ("A", "B", "D"), 2: ("B", "C")}
-    with MailStack() as stack:
-        users = {
-            (n, hub): stack.add_user(f"n{n}{hub.lower()}") for n in members for hub in members[n]
-        }
+    users = {(n, hub): stack.add_user(f"n{n}{hub.lower()}") for n in members for hub in members[n]}
 
-        def net(n: int, hub: str) -> str:
-            path = root / f"n{n}{hub.lower()}.toml"
-            if not path.exists():
-                user = users[(n, hub)]
-                everyone = ", ".join(f'"{users[(n, h)].address}"' for h in members[n])
-                path.write_text(
-                    f'transport = "email"\nurl-smtp = "{stack.smtps_url}"\n'
-                    f'url-imap = "{stack.imaps_url}"\nusername = "{user.address}"\n'
-                    f'password = "{user.password}"\nca-file = "{stack.ca_file}"\n'
-                    f"polling-period-ms = 10\n[recipients]\nto = [{everyone}]\n"
-                    "[mail]\nreconnect-max-s = 0.5\nstart-uid = 1\n"
-                )
-            return f"toml:{path}"
+    def net(n: int, hub: str) -> str:
+        path = root / f"n{n}{hub.lower()}.toml"
+        if not path.exists():
+            user = users[(n, hub)]
+            everyone = ", ".join(f'"{users[(n, h)].address}"' for h in members[n])
+            path.write_text(
+                f'transport = "email"\nurl-smtp = "{stack.smtps_url}"\n'
+                f'url-imap = "{stack.imaps_url}"\nusername = "{user.address}"\n'
+                f'password = "{user.password}"\nca-file = "{stack.ca_file}"\n'
+                f"polling-period-ms = 10\n[recipients]\nto = [{everyone}]\n"
+                "[mail]\nreconnect-max-s = 0.5\nstart-uid = 1\n"
+            )
+        return f"toml:{path}"
 
-        def inject(hub: str, data: bytes) -> None:
-            stack.deliver(users[(1, hub)].address, data)
+    def inject(hub: str, data: bytes) -> None:
+        stack.deliver(users[(1, hub)].address, data)
 
-        yield net, inject
+    yield net, inject
 
 
 @pytest.fixture(
@@ -186,10 +179,11 @@ def network(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Network]:
     root = tmp_path_factory.mktemp(request.param)
-    nets = {"postoffice": postoffice_nets, "maildir": maildir_nets, "email": email_nets}[
-        request.param
-    ]
-    with nets(root) as (net, inject):
+    if request.param == "email":
+        nets = email_nets(root, request.getfixturevalue("mail_stack"))
+    else:
+        nets = {"postoffice": postoffice_nets, "maildir": maildir_nets}[request.param](root)
+    with nets as (net, inject):
         context = make_context(net(1, "A"), "A")
         procs: dict[str, subprocess.Popen[str]] = {}
         hub = Hub("A")

@@ -9,6 +9,7 @@ import pytest
 from mailbus.errors import ConfigError, InvalidNameError, ServiceTimeoutError
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.model.state import WorkbenchModel
+from waiting import eventually
 
 
 def test_publish_and_call_from_many_threads(engine: EngineHost) -> None:
@@ -74,16 +75,16 @@ def test_demo_engine_runs_and_stops() -> None:
     host = EngineHost(seed=1)
     model = WorkbenchModel(wait_sets=host.wait_sets)
     host.add_listener(model.feed.listener)
+    traced = threading.Event()  # set after the feed has queued each event
+    host.add_listener(lambda _event: traced.set())
     host.start()
     try:
-        import time
 
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and (
-            len(model.topics.stats) < 3 or len(model.services) < 1
-        ):
+        def demo_seen() -> bool:
             model.pump()
-            time.sleep(0.05)  # polling a condition with a deadline
+            return len(model.topics.stats) >= 3 and len(model.services) >= 1
+
+        eventually(demo_seen, 10, "three topics and a service", wake=traced)
         assert {"robot/pose", "sensors/temperature"} <= set(model.topics.stats)
         assert len(model.services) >= 1
         names = [r.name for r in model.wait_sets.ordered()]

@@ -13,15 +13,15 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, Route, sync_playwright
+from waiting import eventually
 
 CHROMIUM = "/usr/bin/chromium"
 PASSWORD = "viewers-pw"
@@ -68,16 +68,6 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
 def http_ok(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=1) as response:
@@ -114,7 +104,7 @@ def served(env: dict[str, str], *config: str) -> Iterator[str]:
     )
     try:
         url = f"http://127.0.0.1:{port}/"
-        wait_until(lambda: http_ok(url), 30, "mailbus serve to answer")
+        eventually(lambda: http_ok(url), 30, "mailbus serve to answer")
         yield url
     finally:
         stop(server)
@@ -158,7 +148,7 @@ class Viewer:
     def wait_for(self, pattern: str, timeout: float = 30) -> str:
         """Wait until the screen matches `pattern` (a regular expression)."""
         try:
-            wait_until(lambda: re.search(pattern, self.text()), timeout, f"{pattern!r}")
+            eventually(lambda: re.search(pattern, self.text()), timeout, f"{pattern!r}")
         except AssertionError as exc:
             raise AssertionError(f"{exc} on screen; it shows:\n{self.text()}") from None
         return self.text()
@@ -278,7 +268,7 @@ def test_two_browser_viewers_on_one_postoffice_box_name(tmp_path: Path) -> None:
             # Both stay live: each one's message count grows after the other opened.
             for viewer in (first, second):
                 count = viewer.messages_seen()
-                wait_until(
+                eventually(
                     lambda v=viewer, n=count: v.messages_seen() > n,
                     30,
                     "more messages",
@@ -294,7 +284,7 @@ def test_two_browser_viewers_on_one_postoffice_box_name(tmp_path: Path) -> None:
             # A closed tab ends its workbench, which removes its boxes: none left filling.
             first.close()
             second.close()
-            wait_until(
+            eventually(
                 lambda: not any(name in boxes(env, store) for name in names),
                 30,
                 "the viewers' boxes to go",

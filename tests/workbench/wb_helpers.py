@@ -2,22 +2,10 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 from textual.message import Message
-from textual.pilot import Pilot
+from waiting import until
 
-
-async def until(
-    pilot: Pilot[object], condition: Callable[[], object], what: str, timeout: float = 10.0
-) -> None:
-    """Let the app run until `condition()` holds; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await pilot.pause(0.02)
+__all__ = ["Posted", "until"]  # until: the Pilot twin of waiting.eventually
 
 
 class Posted:
