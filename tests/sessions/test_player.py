@@ -13,9 +13,10 @@ import pytest
 from mailbus import headers as H
 from mailbus.sessions import analysis
 from mailbus.sessions.mock import ServiceMock
-from mailbus.sessions.player import REPLAY_OF, Player, ReplayEvent, parse_remap
+from mailbus.sessions.player import REPLAY_OF, Player, ReplayEvent
 from mailbus.sessions.reader import open_session
 from mailbus.sessions.recorder import Recorder
+from mailbus.sessions.replay_options import parse_remap
 from mailbus.trace import TraceEvent
 from sessions_helpers import SAMPLES, T, write_session
 from waiting import eventually

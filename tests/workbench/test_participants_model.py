@@ -7,14 +7,13 @@ from dataclasses import replace
 
 from mailbus.presence import TOPIC, PresenceState
 from mailbus.trace import Kind
-from mailbus_workbench.fixtures import (
+from mailbus_workbench.fixture_participants import (
     GID_ARM,
     GID_GATEWAY,
-    T0,
-    FrozenClock,
     announcement_event,
     sample_announcements,
 )
+from mailbus_workbench.fixtures import T0, FrozenClock
 from mailbus_workbench.model.participants import GRACE_S, MISSED_PERIODS
 from mailbus_workbench.model.state import WorkbenchModel
 

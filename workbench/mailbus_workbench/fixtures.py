@@ -12,16 +12,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mailbus import headers as H
-from mailbus.presence import TOPIC as PARTICIPANTS_TOPIC
-from mailbus.presence import (
-    Announcement,
-    BrokerInfo,
-    EntityInfo,
-    ModuleInfo,
-    WaitEntityInfo,
-    WaitSetInfo,
-    encode,
-)
 from mailbus.trace import Kind, TraceEvent
 
 if TYPE_CHECKING:
@@ -47,22 +37,22 @@ class FrozenClock:
         self.now += seconds
 
 
-def _ns(t: float) -> int:
+def ns(t: float) -> int:
     return round(t * 1e9)
 
 
 def message_event(topic: str, body: str, t: float, n: int, gid: str = GID_PUB) -> TraceEvent:
     return TraceEvent(
         Kind.RECEIVED.value,
-        _ns(t),
+        ns(t),
         name=topic,
         source_gid=gid,
         message_id=f"<{n:032x}@localhost>",
-        source_timestamp_ns=_ns(t) - 150_000,
-        reception_timestamp_ns=_ns(t),
+        source_timestamp_ns=ns(t) - 150_000,
+        reception_timestamp_ns=ns(t),
         body=body,
         size=len(body),
-        headers={H.SOURCE_TIMESTAMP: str(_ns(t) - 150_000), H.PUBLISHER_GID: gid},
+        headers={H.SOURCE_TIMESTAMP: str(ns(t) - 150_000), H.PUBLISHER_GID: gid},
         detail="message",
     )
 
@@ -70,17 +60,17 @@ def message_event(topic: str, body: str, t: float, n: int, gid: str = GID_PUB) -
 def request_event(service: str, body: str, t: float, seq: int, mid: str) -> TraceEvent:
     return TraceEvent(
         Kind.RECEIVED.value,
-        _ns(t),
+        ns(t),
         name=service,
         source_gid=GID_CLIENT,
         sequence_number=seq,
         message_id=mid,
-        source_timestamp_ns=_ns(t),
-        reception_timestamp_ns=_ns(t),
+        source_timestamp_ns=ns(t),
+        reception_timestamp_ns=ns(t),
         body=body,
         size=len(body),
         headers={
-            H.SOURCE_TIMESTAMP: str(_ns(t)),
+            H.SOURCE_TIMESTAMP: str(ns(t)),
             H.CLIENT_GID: GID_CLIENT,
             H.REQUEST_SEQUENCE_NUMBER: str(seq),
         },
@@ -93,18 +83,18 @@ def response_event(
 ) -> TraceEvent:
     return TraceEvent(
         Kind.RECEIVED.value,
-        _ns(t),
+        ns(t),
         name=service,
         source_gid=GID_SERVER,
         sequence_number=seq,
         message_id=mid,
         in_reply_to=in_reply_to,
-        source_timestamp_ns=_ns(t),
-        reception_timestamp_ns=_ns(t),
+        source_timestamp_ns=ns(t),
+        reception_timestamp_ns=ns(t),
         body=body,
         size=len(body),
         headers={
-            H.SOURCE_TIMESTAMP: str(_ns(t)),
+            H.SOURCE_TIMESTAMP: str(ns(t)),
             H.CLIENT_GID: GID_CLIENT,
             H.REQUEST_SEQUENCE_NUMBER: str(seq),
             H.SERVER_GID: GID_SERVER,
@@ -117,7 +107,7 @@ def discarded_event(service: str, t: float, seq: int, mid: str, in_reply_to: str
     """The client's `response.discarded`: the response came after it had given up."""
     return TraceEvent(
         Kind.DISCARDED.value,
-        _ns(t),
+        ns(t),
         name=service,
         source_gid=GID_SERVER,
         sequence_number=seq,
@@ -218,7 +208,7 @@ def sample_events(seconds: float = 12.0, seed: int = 7, t0: float = T0) -> list[
     events.append(
         TraceEvent(
             Kind.SKIPPED.value,
-            _ns(t0 + 3.2),
+            ns(t0 + 3.2),
             name="Weekly news",
             message_id="<news-42@example.org>",
             detail="not a Mailbus email (no Source-Timestamp header)",
@@ -229,7 +219,7 @@ def sample_events(seconds: float = 12.0, seed: int = 7, t0: float = T0) -> list[
     events.append(
         TraceEvent(
             "stem.addressing_error",
-            _ns(t0 + 7.7),
+            ns(t0 + 7.7),
             name="arm",
             detail="no cell 'arm' on hub 'lab'",
             body='{"to": "arm", "from": "lab:planner", "type": "cmd", "cmd": "move"}',
@@ -288,7 +278,7 @@ def sample_wait_sets(t0: float = T0) -> list[FixedWaitSet]:
     return [
         FixedWaitSet(
             "demo/server",
-            FixedStats(412, 37, True, 0.2, _ns(t0 + 11.95), ("demo/add",)),
+            FixedStats(412, 37, True, 0.2, ns(t0 + 11.95), ("demo/add",)),
             [FixedEntity("server", "demo/add")],
         ),
         FixedWaitSet(
@@ -304,122 +294,6 @@ def sample_wait_sets(t0: float = T0) -> list[FixedWaitSet]:
     ]
 
 
-# -- fixed participants (announcements of three other processes) -------------------------
-GID_ARM = "a1a1a1a1b2b2b2b2c3c3c3c3d4d4d4d4"
-GID_GATEWAY = "9a9a9a9a8b8b8b8b7c7c7c7c6d6d6d6d"
-GID_PLANNER = "3e3e3e3e4f4f4f4f5a5a5a5a6b6b6b6b"
-
-
-def sample_announcements(step: int) -> list[Announcement]:
-    """The announcements of the fixed participants at their `step`-th period: counters
-    grow, so that the wait-set timelines of other processes show their states."""
-    arm_waiting = step % 3 != 1
-    return [
-        Announcement(
-            gid=GID_ARM,
-            name="robot-arm",
-            host="lab-pc-2",
-            pid=4242,
-            transport="postoffice",
-            period_s=2.0,
-            sequence=step + 1,
-            address="arm@lab.example",
-            entities=(
-                EntityInfo("publisher", "robot/pose"),
-                EntityInfo("server", "arm/move", step % 2),
-                EntityInfo("subscription", "sensors/temperature", 2),
-            ),
-            wait_sets=(
-                WaitSetInfo(
-                    "arm/control",
-                    arm_waiting,
-                    0.5 if arm_waiting else None,
-                    120 + 7 * step,
-                    3 + step // 2,
-                    ("sensors/temperature",),
-                    (
-                        WaitEntityInfo("subscription", "sensors/temperature", True),
-                        WaitEntityInfo("server", "arm/move", False),
-                        WaitEntityInfo("guard", "stop", False),
-                    ),
-                ),
-            ),
-            outbox_depth=4,
-        ),
-        Announcement(
-            gid=GID_GATEWAY,
-            name="gateway",
-            host="edge-1",
-            pid=77,
-            transport="postoffice",
-            period_s=2.0,
-            sequence=step + 1,
-            address="gateway@lab.example",
-            entities=(EntityInfo("subscription", "robot/pose"),),
-            brokers=(
-                BrokerInfo(
-                    "broker 1",
-                    (
-                        ModuleInfo("from robot/pose", "FromTopic", "running", 0, 1000),
-                        ModuleInfo("archive", "Archive", "running", 730 + step, 1000),
-                    ),
-                ),
-            ),
-        ),
-        Announcement(
-            gid=GID_PLANNER,
-            name="planner",
-            host="lab-pc-2",
-            pid=4301,
-            transport="postoffice",
-            period_s=2.0,
-            sequence=step + 1,
-            address="planner@lab.example",
-            entities=(EntityInfo("client", "arm/move", 1),),
-            wait_sets=(
-                WaitSetInfo(
-                    "planner/main",
-                    False,
-                    None,
-                    40 + step,
-                    0,
-                    ("arm/move",),
-                    (WaitEntityInfo("client", "arm/move", False),),
-                ),
-            ),
-        ),
-    ]
-
-
-def announcement_event(announcement: Announcement, t: float) -> TraceEvent:
-    """`announcement` as the workbench receives it on the participants topic."""
-    body = encode(announcement)
-    return TraceEvent(
-        Kind.RECEIVED.value,
-        _ns(t),
-        name=PARTICIPANTS_TOPIC,
-        source_gid=announcement.gid,
-        sequence_number=announcement.sequence,
-        message_id=f"<{announcement.sequence:08x}{announcement.gid[:24]}@localhost>",
-        source_timestamp_ns=_ns(t) - 150_000,
-        reception_timestamp_ns=_ns(t),
-        body=body,
-        size=len(body),
-        headers={H.SOURCE_TIMESTAMP: str(_ns(t) - 150_000), H.PUBLISHER_GID: announcement.gid},
-        detail="message",
-        extra={"from": announcement.address},
-    )
-
-
-def participant_events(seconds: float = 12.0, t0: float = T0) -> list[TraceEvent]:
-    """Announcements of the fixed participants every 2 s, each a little apart."""
-    events = []
-    for step in range(int(seconds // 2)):
-        for offset, announcement in enumerate(sample_announcements(step)):
-            events.append(announcement_event(announcement, t0 + 2 * step + 0.3 + 0.1 * offset))
-    return events
-
-
 RAW_DATE = "Fri, 15 Jan 2027 08:00:12 GMT"
 
 
@@ -428,6 +302,7 @@ def fixed_model(
 ) -> WorkbenchModel:
     """A model holding `sample_events`, with fixed wait sets, pumped at a frozen clock;
     `announcements`: with the fixed participants' announcements too."""
+    from mailbus_workbench.fixture_participants import participant_events
     from mailbus_workbench.model.state import WorkbenchModel
 
     clock = clock or FrozenClock(T0 + seconds)

@@ -158,16 +158,16 @@ def _record(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     from mailbus.errors import MailbusError
     from mailbus.sessions.mock import ServiceMock
-    from mailbus.sessions.player import (
-        Player,
+    from mailbus.sessions.player import Player
+    from mailbus.sessions.reader import SessionError, open_session
+    from mailbus.sessions.recorder import Recorder, RecorderError
+    from mailbus.sessions.replay_options import (
         check_offset,
         check_prefix,
         check_rate,
         compile_filter,
         parse_remap,
     )
-    from mailbus.sessions.reader import SessionError, open_session
-    from mailbus.sessions.recorder import Recorder, RecorderError
 
     stop = threading.Event()
     progress = Progress()

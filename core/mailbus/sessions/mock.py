@@ -9,8 +9,9 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from mailbus.names import check_name
-from mailbus.sessions.player import check_rate, replay_events
+from mailbus.sessions.player import replay_events
 from mailbus.sessions.reader import Session
+from mailbus.sessions.replay_options import check_rate
 from mailbus.waitset import wait_for_request
 
 if TYPE_CHECKING:

@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import bisect
 import logging
-import math
-import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -36,6 +34,13 @@ from mailbus.gid import new_gid
 from mailbus.names import check_name
 from mailbus.sessions.kinds import SessionKind
 from mailbus.sessions.reader import Session, open_session
+from mailbus.sessions.replay_options import (
+    check_offset,
+    check_prefix,
+    check_rate,
+    compile_filter,
+    offset_ns,
+)
 from mailbus.sessions.schema import REDACTED
 from mailbus.trace import Kind
 
@@ -92,51 +97,6 @@ class ReplayEvent:
     truncated: bool
     # The bytes the email arrived with, when the session recorded them (its raw column).
     raw: bytes | None = None
-
-
-# Offsets are held in int64 nanoseconds: a finite offset beyond this (292 years, far past
-# the end of any session) is clamped rather than overflowing the conversion.
-MAX_OFFSET_S = (2**63 - 1) / 1e9
-
-
-def check_offset(value: float, what: str) -> float:
-    """`value` seconds if it is a finite number >= 0, else ValueError naming `what`."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{what} must be a number of seconds, got {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{what} must be a finite number of seconds >= 0, got {value!r}")
-    return float(value)
-
-
-def check_rate(rate: float) -> float:
-    if isinstance(rate, bool) or not isinstance(rate, int | float):
-        raise ValueError(f"rate must be a number, got {rate!r}")
-    if not (math.isfinite(rate) and rate > 0):
-        raise ValueError(f"rate must be a positive finite factor, got {rate!r}")
-    return float(rate)
-
-
-def check_prefix(prefix: str) -> str:
-    """`prefix` if every name put after it is a valid name, else InvalidNameError."""
-    if prefix:
-        check_name(prefix + "x", "replay prefix")  # leading space, CR/LF, too long: refused
-    return prefix
-
-
-def _offset_ns(seconds: float) -> int:
-    return int(min(seconds, MAX_OFFSET_S) * 1e9)
-
-
-def compile_filter(pattern: str | None, what: str) -> re.Pattern[str] | None:
-    """The compiled name filter, or ValueError saying which one is malformed."""
-    if not pattern:
-        return None
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"bad {what} filter {pattern!r}: {exc}") from None
-    except RecursionError:
-        raise ValueError(f"bad {what} filter: too deeply nested") from None
 
 
 def _header_map(value: object) -> dict[str, str]:
@@ -283,7 +243,7 @@ class Player:
         self.loop = loop
         self.on_sent = on_sent
         events = replay_events(session, include=include, exclude=exclude, services=services)
-        lo, hi = _offset_ns(start_s), None if stop_s is None else _offset_ns(stop_s)
+        lo, hi = offset_ns(start_s), None if stop_s is None else offset_ns(stop_s)
         self.events = [e for e in events if e.offset_ns >= lo and (hi is None or e.offset_ns <= hi)]
         self._offsets = [e.offset_ns for e in self.events]
         self._window_start = lo
@@ -359,7 +319,7 @@ class Player:
     def seek(self, offset_s: float) -> None:
         """Continue from the first email at or after `offset_s` seconds (a finite number
         >= 0, else ValueError; past the end: the end)."""
-        target = _offset_ns(check_offset(offset_s, "seek offset"))
+        target = offset_ns(check_offset(offset_s, "seek offset"))
         with self._cond:
             self._index = bisect.bisect_left(self._offsets, target)
             self._reanchor()
@@ -503,14 +463,3 @@ class Player:
             )
         if self.on_sent is not None:
             self.on_sent(self, event)
-
-
-def parse_remap(items: Sequence[str]) -> dict[str, str]:
-    """`OLD=NEW` pairs from the command line."""
-    remap: dict[str, str] = {}
-    for item in items:
-        old, sep, new = item.partition("=")
-        if not sep or not old or not new:
-            raise ValueError(f"--remap expects OLD=NEW, got {item!r}")
-        remap[old] = check_name(new, "topic")
-    return remap
