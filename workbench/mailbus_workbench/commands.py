@@ -3,15 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from textual.app import SystemCommand
 
-if TYPE_CHECKING:
-    from mailbus_workbench.app import WorkbenchApp
+from mailbus_workbench.model.settings import Settings
 
 
-def workbench_commands(app: WorkbenchApp) -> Iterable[SystemCommand]:
+class CommandHost(Protocol):
+    """What the palette's commands ask of the app (the app imports this module, so the
+    module names no app: no import cycle)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def view_titles(self) -> list[tuple[str, str]]: ...
+    def action_show(self, view_id: str) -> None: ...
+    def run_view_action(self, view_id: str, action: str) -> None: ...
+    def action_find(self) -> None: ...
+    def action_help(self) -> None: ...
+    def action_save_svg(self) -> None: ...
+    def load_keymap(self) -> None: ...
+
+
+def workbench_commands(app: CommandHost) -> Iterable[SystemCommand]:
     for view_id, title in app.view_titles():
         yield SystemCommand(
             f"Show {title}", f"Switch to the {title} view", lambda v=view_id: app.action_show(v)
