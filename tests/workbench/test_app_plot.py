@@ -77,7 +77,8 @@ async def test_pause_zoom_and_cursor_readout() -> None:
         await pilot.pause()
         await pilot.press("P")
         view = app.query_one(PlotView)
-        assert view.add_series("robot/pose.x") and view.add_series("sensors/temperature.celsius")
+        # The workbench replays under replay/ by default: apart from live robot/pose.
+        assert view.add_series("replay/robot/pose.x") and view.add_series("sensors/temperature.celsius")
         await pilot.pause()
         latest = dict(view.readout)
         assert latest["robot/pose.x"] == pose_x(model, END)
@@ -185,7 +186,8 @@ async def test_robot_pose_x_is_plotted_during_a_replay(engine: EngineHost, tmp_p
         await until(pilot, lambda: posted.of(SessionsView.SessionOpened), "the open", 30)
         await pilot.press("P")
         view = app.query_one(PlotView)
-        assert view.add_series("robot/pose.x")
+        # The workbench replays under replay/ by default: apart from live robot/pose.
+        assert view.add_series("replay/robot/pose.x")
         app.query_one("#play-rate", Input).value = "20"
         await pilot.press("9", "f7")
         player = app.query_one(SessionsView)
@@ -195,10 +197,10 @@ async def test_robot_pose_x_is_plotted_during_a_replay(engine: EngineHost, tmp_p
             "the replay to finish",
             timeout=60,
         )
-        series = app.model.plots.series["robot/pose.x"]
+        series = app.model.plots.series["replay/robot/pose.x"]
         await until(pilot, lambda: len(series.points) == len(recorded), "every pose plotted", 30)
         assert sorted(v for _, v in series.points) == recorded
         await pilot.press("P")
         await pilot.pause()
-        assert dict(view.readout)["robot/pose.x"] == series.points[-1][1]
+        assert dict(view.readout)["replay/robot/pose.x"] == series.points[-1][1]
         assert app.query_one("#plot-chart").display
