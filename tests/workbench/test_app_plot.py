@@ -77,8 +77,7 @@ async def test_pause_zoom_and_cursor_readout() -> None:
         await pilot.pause()
         await pilot.press("P")
         view = app.query_one(PlotView)
-        # The workbench replays under replay/ by default: apart from live robot/pose.
-        assert view.add_series("replay/robot/pose.x") and view.add_series("sensors/temperature.celsius")
+        assert view.add_series("robot/pose.x") and view.add_series("sensors/temperature.celsius")
         await pilot.pause()
         latest = dict(view.readout)
         assert latest["robot/pose.x"] == pose_x(model, END)
