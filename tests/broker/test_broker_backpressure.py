@@ -15,7 +15,7 @@ from mailbus.broker import (
     Overflow,
     PublishTimeoutError,
 )
-from mailbus.broker.events import DROPPED, MODULE_FAILED, MODULE_REMOVED, REFUSED
+from mailbus.broker.kinds import BrokerKind
 from mailbus.trace import TraceEvent
 
 
@@ -80,7 +80,7 @@ def test_blocking_timeout_names_the_sink_and_counts_it(
     # The other sink got it all the same.
     assert wait_until(lambda: roomy.contents == [b"in receive", b"queued", b"no room"])
     assert broker.snapshot().module("sink").refused == 1
-    refused = kinds(events, REFUSED)
+    refused = kinds(events, BrokerKind.REFUSED)
     assert [(e.name, e.extra["source"]) for e in refused] == [("sink", "source")]
     assert sink.gate is not None
     sink.gate.set()
@@ -109,7 +109,7 @@ def test_drop_policies_count_and_trace_every_drop(
     assert wait_until(lambda: len(sink.messages) == 3)
     assert broker.wait_idle(5)
     assert sink.contents == kept
-    dropped = kinds(events, DROPPED)
+    dropped = kinds(events, BrokerKind.DROPPED)
     assert len(dropped) == 2
     assert all(reason in e.detail and e.name == "sink" for e in dropped)
 
@@ -259,8 +259,8 @@ def test_a_worker_killed_by_a_base_exception_is_failed_and_never_overfilled(
     stats = broker.snapshot().module("sink")
     assert stats.queue_depth == 0 and stats.delivered == 0
     assert (stats.failed, stats.dropped, stats.refused) == (1, 55, 0)
-    assert len(kinds(events, DROPPED)) == 55
-    failed = kinds(events, MODULE_FAILED)
+    assert len(kinds(events, BrokerKind.DROPPED)) == 55
+    failed = kinds(events, BrokerKind.MODULE_FAILED)
     assert [(e.name, e.extra["phase"], e.extra["error"]) for e in failed] == [
         ("sink", "receive", "SystemExit"),
         ("sink", "worker", "SystemExit"),
@@ -274,7 +274,7 @@ def test_a_worker_killed_by_a_base_exception_is_failed_and_never_overfilled(
     broker.remove_module(sink)
     final = broker.final_stats("sink")
     assert final is not None and final.state == "failed" and final.dropped == 55
-    assert [e.name for e in kinds(events, MODULE_REMOVED)] == ["sink"]
+    assert [e.name for e in kinds(events, BrokerKind.MODULE_REMOVED)] == ["sink"]
     assert broker.publish(source, m("no links left")) == 0
 
 
@@ -311,8 +311,11 @@ def test_a_base_exception_in_start_fails_the_module(
     broker.add_module("quitter", Quitter(), capacity=2)
     with pytest.raises(ModuleStartError, match="no start"):
         broker.start_module("quitter")
-    assert wait_until(lambda: len(kinds(events, MODULE_FAILED)) == 2)
-    assert [e.extra["phase"] for e in kinds(events, MODULE_FAILED)] == ["start", "worker"]
+    assert wait_until(lambda: len(kinds(events, BrokerKind.MODULE_FAILED)) == 2)
+    assert [e.extra["phase"] for e in kinds(events, BrokerKind.MODULE_FAILED)] == [
+        "start",
+        "worker",
+    ]
     assert broker.snapshot().module("quitter").state == "failed"
 
 

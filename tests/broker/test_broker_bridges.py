@@ -20,7 +20,7 @@ from mailbus.broker.bridges import (
     email_to_message,
     message_to_email,
 )
-from mailbus.broker.events import MODULE_FAILED
+from mailbus.broker.kinds import BrokerKind
 from mailbus.email_message import MAX_PLAIN_HEADER_LENGTH, Email
 from mailbus.trace import TraceEvent
 
@@ -151,7 +151,7 @@ def test_to_topic_with_binary_content_in_text_mode_fails_loudly(
     bbroker.publish(source, BrokerMessage(b"fine"))
     assert wait_until(lambda: bbroker.snapshot().module("out").delivered == 1)
     assert bbroker.snapshot().module("out").failed == 1
-    failed = kinds(events, MODULE_FAILED)
+    failed = kinds(events, BrokerKind.MODULE_FAILED)
     assert failed[0].name == "out" and "not UTF-8" in failed[0].detail
     message = mailbus.wait_for_message(watcher, 5.0)
     assert message is not None and message.body == "fine"
@@ -254,8 +254,8 @@ def test_from_topic_is_a_source_only(
     bbroker.add_module("in", FromTopic(bbroker, {"topic": "x"}))
     bbroker.add_link("source", "in")
     bbroker.publish(source, BrokerMessage(b"misrouted"))
-    assert wait_until(lambda: len(kinds(events, MODULE_FAILED)) == 1)
-    assert "is a source" in kinds(events, MODULE_FAILED)[0].detail
+    assert wait_until(lambda: len(kinds(events, BrokerKind.MODULE_FAILED)) == 1)
+    assert "is a source" in kinds(events, BrokerKind.MODULE_FAILED)[0].detail
     assert bbroker.snapshot().module("in").failed == 1
 
 
@@ -311,8 +311,8 @@ def test_properties_too_long_for_a_header_fail_loudly_in_text_mode(
     bbroker.add_link(source, "text")
     bbroker.add_link(source, "wire")
     bbroker.publish(source, BrokerMessage(b"payload", {"blob": "x" * 2000}))
-    assert wait_until(lambda: len(kinds(events, MODULE_FAILED)) == 1)
-    assert "use the 'wire' encoding" in kinds(events, MODULE_FAILED)[0].detail
+    assert wait_until(lambda: len(kinds(events, BrokerKind.MODULE_FAILED)) == 1)
+    assert "use the 'wire' encoding" in kinds(events, BrokerKind.MODULE_FAILED)[0].detail
     assert bbroker.snapshot().module("text").failed == 1
     # The wire encoding carries it in the body: it arrives whole.
     arrived = mailbus.wait_for_message(watcher, 5.0)

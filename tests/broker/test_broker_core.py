@@ -17,7 +17,7 @@ from mailbus.broker import (
     ModuleStartError,
     UnknownModuleError,
 )
-from mailbus.broker.events import DELIVERED, MODULE_FAILED, MODULE_REMOVED, PUBLISHED
+from mailbus.broker.kinds import BrokerKind
 from mailbus.errors import InvalidNameError
 from mailbus.trace import TraceEvent
 
@@ -273,7 +273,7 @@ def test_remove_without_drain_counts_and_traces_the_rest(
     dropped = [e for e in kinds(events, "broker.dropped") if e.name == "sink"]
     assert len(dropped) == 3
     assert all("removed before delivery" in e.detail for e in dropped)
-    removed = [e for e in kinds(events, MODULE_REMOVED) if e.name == "sink"]
+    removed = [e for e in kinds(events, BrokerKind.MODULE_REMOVED) if e.name == "sink"]
     assert removed[-1].extra["dropped"] == 3
 
 
@@ -321,7 +321,7 @@ def test_failing_receive_is_reported_and_the_worker_goes_on(
     assert sink.contents == [b"a", b"b"]
     stats = broker.snapshot().module("sink")
     assert (stats.delivered, stats.failed) == (2, 1)
-    failed = kinds(events, MODULE_FAILED)
+    failed = kinds(events, BrokerKind.MODULE_FAILED)
     assert len(failed) == 1
     assert failed[0].name == "sink"
     assert failed[0].extra == {"phase": "receive", "source": "source", "error": "RuntimeError"}
@@ -363,7 +363,7 @@ def test_start_that_raises(broker: Broker, events: list[TraceEvent]) -> None:
     broker.add_module("broken", Broken())
     with pytest.raises(ModuleStartError, match="no device"):
         broker.start_module("broken")
-    assert kinds(events, MODULE_FAILED)[0].extra["phase"] == "start"
+    assert kinds(events, BrokerKind.MODULE_FAILED)[0].extra["phase"] == "start"
 
 
 def test_destroy_that_raises_is_reported(broker: Broker, events: list[TraceEvent]) -> None:
@@ -373,7 +373,7 @@ def test_destroy_that_raises_is_reported(broker: Broker, events: list[TraceEvent
 
     broker.add_module("leaky", Leaky())
     broker.remove_module("leaky")
-    assert [e.extra["phase"] for e in kinds(events, MODULE_FAILED)] == ["destroy"]
+    assert [e.extra["phase"] for e in kinds(events, BrokerKind.MODULE_FAILED)] == ["destroy"]
 
 
 def test_reference_counting_and_destroy_with_modules_attached(
@@ -413,10 +413,10 @@ def test_trace_events_of_a_delivery(broker: Broker, events: list[TraceEvent]) ->
     broker.add_module("sink", sink)
     broker.add_link(source, sink)
     broker.publish(source, BrokerMessage(b"12345"))
-    assert wait_until(lambda: len(kinds(events, DELIVERED)) == 1)
-    published = kinds(events, PUBLISHED)[0]
+    assert wait_until(lambda: len(kinds(events, BrokerKind.DELIVERED)) == 1)
+    published = kinds(events, BrokerKind.PUBLISHED)[0]
     assert (published.name, published.size, published.extra["sinks"]) == ("source", 5, ["sink"])
-    delivered = kinds(events, DELIVERED)[0]
+    delivered = kinds(events, BrokerKind.DELIVERED)[0]
     assert (delivered.name, delivered.extra["source"]) == ("sink", "source")
     added = [e.name for e in kinds(events, "broker.module_added")]
     assert added == ["source", "sink"]
@@ -521,8 +521,13 @@ def test_trace_messages_off_keeps_only_life_cycle_drops_and_failures() -> None:
         quiet.remove_module("sink")
         quiet.remove_module("source")
     got = {e.kind for e in seen}
-    assert PUBLISHED not in got and DELIVERED not in got
-    assert {"broker.module_added", "broker.link_added", MODULE_FAILED, MODULE_REMOVED} <= got
+    assert BrokerKind.PUBLISHED not in got and BrokerKind.DELIVERED not in got
+    assert {
+        "broker.module_added",
+        "broker.link_added",
+        BrokerKind.MODULE_FAILED,
+        BrokerKind.MODULE_REMOVED,
+    } <= got
 
 
 def test_links_toggling_under_publishers_never_duplicate_or_reorder(broker: Broker) -> None:

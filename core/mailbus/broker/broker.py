@@ -24,7 +24,6 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from mailbus.broker import events
 from mailbus.broker.delivery import overflow
 from mailbus.broker.errors import (
     BrokerClosedError,
@@ -34,6 +33,7 @@ from mailbus.broker.errors import (
     PublishTimeoutError,
     UnknownModuleError,
 )
+from mailbus.broker.kinds import BrokerKind
 from mailbus.broker.links import WILDCARD, LinkTable
 from mailbus.broker.message import BrokerMessage
 from mailbus.broker.module import check_module
@@ -129,7 +129,7 @@ class Broker:
             # the owner; say so, then stop them cleanly rather than leak their threads.
             log.warning("broker destroyed with modules still attached: %s", ", ".join(names))
         self._trace(
-            events.DESTROYED, "", detail=", ".join(names), extra={"modules_attached": names}
+            BrokerKind.DESTROYED, "", detail=", ".join(names), extra={"modules_attached": names}
         )
         for name in names:
             try:
@@ -192,7 +192,9 @@ class Broker:
             self._by_id[id(module)] = record
             self._links.route(self._by_name)  # every source's routes
             thread.start()
-        self._trace(events.MODULE_ADDED, name, extra={"kind": record.kind, "capacity": capacity})
+        self._trace(
+            BrokerKind.MODULE_ADDED, name, extra={"kind": record.kind, "capacity": capacity}
+        )
         return name
 
     def start_module(self, module: object, timeout: float | None = DEFAULT_STOP_TIMEOUT) -> None:
@@ -259,7 +261,7 @@ class Broker:
         record.poke()
         for source_name, sink_name in gone:
             self._trace(
-                events.LINK_REMOVED, sink_name, extra={"source": source_name, "sink": sink_name}
+                BrokerKind.LINK_REMOVED, sink_name, extra={"source": source_name, "sink": sink_name}
             )
         if failed:  # its worker ended (or is ending: destroy); only the record is left
             if not record.done.wait(timeout):
@@ -292,7 +294,7 @@ class Broker:
             self._links.add(source_name, sink_name, backpressure)
             self._links.route(self._by_name)  # every source's routes
         self._trace(
-            events.LINK_ADDED,
+            BrokerKind.LINK_ADDED,
             sink_name,
             extra={
                 "source": source_name,
@@ -309,7 +311,7 @@ class Broker:
             self._links.remove(source_name, sink_name)
             self._links.route(self._by_name)  # every source's routes
         self._trace(
-            events.LINK_REMOVED, sink_name, extra={"source": source_name, "sink": sink_name}
+            BrokerKind.LINK_REMOVED, sink_name, extra={"source": source_name, "sink": sink_name}
         )
 
     def _link_end(self, ref: object) -> str:
@@ -347,7 +349,7 @@ class Broker:
         tracer = self._message_tracer
         if tracer is not None and tracer.active:
             tracer.event(
-                events.PUBLISHED,
+                BrokerKind.PUBLISHED,
                 name=record.name,
                 size=len(message.content),
                 extra={"sinks": [sink.name for sink, _ in routes]},
@@ -380,7 +382,7 @@ class Broker:
             record.space.notify_all()
         record.done.set()
         self._trace(
-            events.MODULE_REMOVED,
+            BrokerKind.MODULE_REMOVED,
             record.name,
             extra={
                 "delivered": record.delivered,
@@ -406,7 +408,7 @@ class Broker:
             else "",
         )
         self._trace(
-            events.MODULE_FAILED,
+            BrokerKind.MODULE_FAILED,
             record.name,
             detail=f"worker ended: {type(exc).__name__}: {exc}",
             extra={"phase": "worker", "source": "", "error": type(exc).__name__},
@@ -431,7 +433,7 @@ class Broker:
         if self._failure_logs <= 20:
             log.error("module %r: %s() raised", record.name, phase, exc_info=exc)
         self._trace(
-            events.MODULE_FAILED,
+            BrokerKind.MODULE_FAILED,
             record.name,
             detail=f"{type(exc).__name__}: {exc}",
             extra={"phase": phase, "source": source, "error": type(exc).__name__},

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from mailbus.broker.events import DROPPED, REFUSED
+from mailbus.broker.kinds import BrokerKind
 from mailbus.broker.policy import Backpressure, Overflow
 from mailbus.broker.record import Item, ModuleRecord
 from mailbus.broker.snapshot import ModuleState
@@ -72,7 +72,7 @@ def overflow(sink: ModuleRecord, backpressure: Backpressure, item: Item, trace: 
             with sink.stats_lock:
                 sink.refused += 1
             trace(
-                REFUSED,
+                BrokerKind.REFUSED,
                 sink.name,
                 detail=f"no room within {backpressure.timeout:g} s",
                 extra={"source": item[0], "capacity": sink.capacity},
@@ -91,7 +91,7 @@ def drop(sink: ModuleRecord, item: Item, reason: str, trace: Trace) -> None:
     if first:
         log.warning("broker module %r: %s (further drops are counted)", sink.name, reason)
     trace(
-        DROPPED,
+        BrokerKind.DROPPED,
         sink.name,
         detail=reason,
         size=len(item[1].content),

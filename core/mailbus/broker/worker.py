@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from mailbus.broker.delivery import drop
 from mailbus.broker.errors import BrokerError, UnknownModuleError
-from mailbus.broker.events import DELIVERED, MODULE_STARTED
+from mailbus.broker.kinds import BrokerKind
 from mailbus.broker.message import BrokerMessage
 from mailbus.broker.record import ModuleRecord
 from mailbus.broker.snapshot import ModuleState
@@ -76,7 +76,7 @@ def run_worker(record: ModuleRecord, hooks: WorkerHooks) -> None:
                         record.delivered += 1
                         if tracer is not None and tracer.active:
                             tracer.event(
-                                DELIVERED,
+                                BrokerKind.DELIVERED,
                                 name=record.name,
                                 size=len(message.content),
                                 extra={"source": source},
@@ -123,7 +123,7 @@ def run_start(record: ModuleRecord, call: Future[None], hooks: WorkerHooks) -> N
             raise
     else:
         record.started = True
-        hooks.trace(MODULE_STARTED, record.name)
+        hooks.trace(BrokerKind.MODULE_STARTED, record.name)
     finally:
         if error is None:
             call.set_result(None)
