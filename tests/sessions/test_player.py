@@ -3,6 +3,7 @@ filter and remapping; service mocking answering a live client."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ import mailbus
 import polars as pl
 import pytest
 from mailbus import headers as H
+from mailbus.presence import TOPIC as PARTICIPANTS_TOPIC
 from mailbus.sessions import analysis
 from mailbus.sessions.mock import ServiceMock
 from mailbus.sessions.player import REPLAY_OF, Player, ReplayEvent
@@ -266,3 +268,16 @@ def test_replayed_emails_keep_their_recorded_time_under_a_prefix(tmp_path: Path)
     recorded = [T + int(o * 1e9) for o in offsets]
     assert [int(e.headers[H.REPLAY_SOURCE_TIMESTAMP]) for e in emails] == recorded
     assert all(int(e.headers[H.SOURCE_TIMESTAMP]) >= before for e in emails)
+
+
+def test_participants_announcements_are_not_replayed(tmp_path: Path) -> None:
+    # A replayed announcement would list a recorded (gone) process as alive.
+    announcement = dataclasses.replace(
+        _messages([0.05], PARTICIPANTS_TOPIC)[0], message_id="<announce@t>"
+    )
+    events = [*_messages([0.0, 0.1], "t"), announcement]
+    session = write_session(tmp_path / "s", events)
+    with mailbus.Context() as ctx:
+        player = Player(session, ctx)
+        assert [e.name for e in player.events] == ["t", "t"]
+        assert Player(session, ctx, include="participants").events == []

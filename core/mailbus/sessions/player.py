@@ -32,6 +32,7 @@ from mailbus import headers as H
 from mailbus.email_message import Email, new_message_id
 from mailbus.gid import new_gid
 from mailbus.names import check_name
+from mailbus.presence import TOPIC as PARTICIPANTS_TOPIC
 from mailbus.sessions.kinds import SessionKind
 from mailbus.sessions.reader import Session, open_session
 from mailbus.sessions.replay_options import (
@@ -116,7 +117,9 @@ def replay_events(
 ) -> list[ReplayEvent]:
     """What a replay sends, in order: each email once, taken from the sender's event
     (message.published, request.sent, response.sent) or, when only the receiving side
-    was recorded, from its email.received event."""
+    was recorded, from its email.received event. Participants' announcements are not
+    replayed: they speak for the recorded processes, which are gone, and a viewer would
+    list them as alive."""
     include_re = compile_filter(include, "include")
     exclude_re = compile_filter(exclude, "exclude")
     if not isinstance(session, Session):
@@ -144,6 +147,8 @@ def replay_events(
     start: int | None = None
     for row in frame.iter_rows(named=True):
         name = row["name"]
+        if name == PARTICIPANTS_TOPIC:
+            continue
         if include_re is not None and not include_re.search(name):
             continue
         if exclude_re is not None and exclude_re.search(name):
