@@ -52,6 +52,10 @@ async def test_services_pair_requests_and_show_both_emails() -> None:
         assert pair.shown is chosen
         assert "In-Reply-To: " + chosen.request.message_id in pair.texts["response"]
         assert "Request-Sequence-Number: 1" in pair.texts["request"]
+        # In-process calls carry no bytes: the pane says its source is rebuilt.
+        for side in ("request", "response"):
+            shown = str(app.query_one(f"#pair-{side}-text", Static).render())
+            assert shown.startswith("Rebuilt from the message"), shown[:80]
         waterfall = str(app.query_one(Waterfall).render())
         assert "demo/add#" in waterfall
         await pilot.press("x")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from mailbus.trace import TraceEvent
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Static
 
-from mailbus_workbench.model.inspect import raw_source
+from mailbus_workbench.model.inspect import raw_note, raw_source
 from mailbus_workbench.model.services import Trace
 from mailbus_workbench.widgets import format as fmt
 
@@ -47,15 +48,23 @@ class EmailPair(Horizontal):
             return
         if trace.request is not None:
             self.texts["request"] = raw_source(trace.request, date)
-            left.update(Text(fmt.printable(self.texts["request"], lines=True)))
+            left.update(_with_note(trace.request, self.texts["request"]))
         else:
             left.update(Text("(request not seen: orphaned response)", style="magenta"))
         if trace.response is not None:
             self.texts["response"] = raw_source(trace.response, date)
-            right.update(Text(fmt.printable(self.texts["response"], lines=True)))
+            right.update(_with_note(trace.response, self.texts["response"]))
         else:
             right.update(Text("(no response yet)", style="yellow"))
         self.query_one("#pair-response", VerticalScroll).border_title = (
             f"response  {fmt.latency(trace.latency_s)}"
             + ("  (duplicate)" if trace.duplicate else "")
         )
+
+
+def _with_note(event: TraceEvent, raw: str) -> Text:
+    """The source under a line saying whether it is the bytes that arrived or a rebuild."""
+    shown = Text()
+    shown.append(raw_note(event) + "\n\n", style="dim italic")
+    shown.append(fmt.printable(raw, lines=True))  # bytes from the wire: never markup
+    return shown
