@@ -40,8 +40,9 @@ async def test_series_are_added_by_typing_with_completion_and_removed() -> None:
         await pilot.press("P")
         await until(pilot, lambda: app.active_view_id == "plot", "the Plot view")
         view = app.query_one(PlotView)
-        await pilot.press("a", *"robot/pose.th")
         box = app.query_one("#plot-add", Input)
+        assert app.focused is box  # nothing plotted: what is typed goes to the box
+        await pilot.press(*"robot/pose.th")
         await until(pilot, lambda: box._suggestion == "robot/pose.theta", "the completion")
         await pilot.press("right", "enter")
         await until(pilot, lambda: posted.of(PlotView.SeriesAdded), "the series")

@@ -90,7 +90,7 @@ A new series starts with what the workbench still holds (the kept messages and c
 Each series keeps its newest {POINTS_PER_SERIES} points; at most {MAX_SERIES} series.
 Messages without a number at the path are counted beside the series, not plotted.
 
-- **a** add a series (the box)
+- **a** add a series (the box; it has the keys while nothing is plotted)
 - **x** or **delete** remove the selected series
 - **p** pause / resume the plot (the series keep filling)
 - **+** / **-** zoom the time window in / out ({WINDOWS[0]:g} s to {WINDOWS[-1]:g} s)
@@ -196,6 +196,8 @@ Messages without a number at the path are counted beside the series, not plotted
         self.redraw()
         series = self.query_one("#plot-series", OptionList)
         series.highlighted = series.option_count - 1
+        if self.query_one("#plot-add", Input).has_focus:
+            series.focus()  # the view's keys work again (the box took them while empty)
         return True
 
     def _error(self, text: str) -> None:
@@ -206,10 +208,16 @@ Messages without a number at the path are counted beside the series, not plotted
     def _submitted(self, event: Input.Submitted) -> None:
         if self.add_series(event.value):
             event.input.value = ""
-            self.query_one("#plot-series").focus()
 
     def action_add(self) -> None:
         self.query_one("#plot-add", Input).focus()
+
+    def focus_default(self) -> None:
+        # Nothing plotted yet: the keys go to the box, so the first thing typed is a series.
+        if len(self.parts.model.plots):
+            super().focus_default()
+        else:
+            self.action_add()
 
     def action_remove(self) -> None:
         listed = self.query_one("#plot-series", OptionList)
