@@ -42,6 +42,10 @@ async def test_series_are_added_by_typing_with_completion_and_removed() -> None:
         view = app.query_one(PlotView)
         box = app.query_one("#plot-add", Input)
         assert app.focused is box  # nothing plotted: what is typed goes to the box
+        await pilot.press("escape", "1")  # leaving the box gives the view keys back
+        await until(pilot, lambda: app.active_view_id == "topics", "the Topics view")
+        await pilot.press("P")
+        await until(pilot, lambda: app.focused is box, "the box again")
         await pilot.press(*"robot/pose.th")
         await until(pilot, lambda: box._suggestion == "robot/pose.theta", "the completion")
         await pilot.press("right", "enter")
