@@ -297,7 +297,11 @@ class ImapReceiver(EmailReceiver):
             responses = client.idle_check(wait)
             if any(r and r[0] == b"BYE" for r in responses):
                 raise imaplib.IMAP4.abort(f"server said BYE in IDLE: {responses!r}")
-            if any(len(r) > 1 and r[1] in (b"EXISTS", b"RECENT") for r in responses):
+            # EXISTS/RECENT: the examined mailbox; STATUS: another one (NOTIFY, routed mode).
+            if any(
+                (len(r) > 1 and r[1] in (b"EXISTS", b"RECENT")) or r[:1] == (b"STATUS",)
+                for r in responses
+            ):
                 return True
             # imapclient's idle_check swallows EOF and returns nothing at once: a closed
             # connection looks like an empty slice that did not wait.
@@ -328,7 +332,7 @@ class ImapReceiver(EmailReceiver):
                 return news
             if imap.tagged_commands.get(tag):
                 raise imap_errors.IMAPClientError(f"IDLE refused: {line!r}")
-            if line.endswith((b" EXISTS", b" RECENT")):
+            if line.endswith((b" EXISTS", b" RECENT")) or line.startswith(b"* STATUS "):
                 news = True
 
     def receive(self, timeout: float | None) -> list[Inbound]:

@@ -1,0 +1,190 @@
+"""The routed mode (issue 18 item 2) on the real stack: Dovecot's Pigeonhole Sieve files
+Mailbus mail into per-topic folders, and a participant reads only its own folders."""
+
+from __future__ import annotations
+
+import ssl
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import imapclient
+import mailbus
+import pytest
+from conftest import OptionsFactory
+from mailbus.errors import ConfigError
+from mailbus.mail.sieve_install import MailSieveError, SieveSettings, install_script
+from mailbus.mail.sieve_script import Routes, folder_name, sieve_script
+from mailbus.mail.tls import TlsSettings
+from mailbus.trace import TraceEvent
+from mailstack import MailStack, User
+
+TOPIC, OTHER, UNROUTED, SERVICE = "robot/pose", "robot/camera", "chat", "add"
+ROUTED = {"routing": "sieve", "routed-topics": [TOPIC, OTHER], "routed-services": [SERVICE]}
+
+
+def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)  # polling a condition, bounded by the deadline
+    return True
+
+
+def mailbox_counts(stack: MailStack, user: User) -> dict[str, int]:
+    """How many emails each folder of `user` holds, read with a plain IMAP client."""
+    context = ssl.create_default_context(cafile=stack.ca_file)
+    with imapclient.IMAPClient("127.0.0.1", stack.imaps_port, ssl_context=context) as client:
+        client.login(user.address, user.password)
+        return {
+            name: int(client.folder_status(name, [b"MESSAGES"])[b"MESSAGES"])
+            for _, _, name in client.list_folders()
+        }
+
+
+@pytest.mark.mailstack
+def test_topics_go_to_their_folders_and_a_subscriber_reads_only_its_own(
+    mail_stack: MailStack, user: User, options_for: OptionsFactory
+) -> None:
+    routed = {**ROUTED, "url-sieve": mail_stack.sieve_url}
+    fetched: list[TraceEvent] = []
+    subscriber = mailbus.Context(options_for(user, mail=routed))
+    subscriber.tracer.add_listener(
+        lambda e: fetched.append(e) if e.kind == "mail.folder_fetched" else None
+    )
+    with subscriber, mailbus.Context(options_for(user, mail=ROUTED)) as other:
+        sub = subscriber.subscription(TOPIC, depth=20)
+        chat = subscriber.subscription(UNROUTED, depth=20)
+        client = subscriber.client(SERVICE)
+        server = other.server(SERVICE)
+        receiver: Any = subscriber.transport.receiver
+        pose, camera = folder_name("mailbus", "t", TOPIC), folder_name("mailbus", "t", OTHER)
+        responses = folder_name("mailbus", "r", SERVICE)
+        # Its own folders, and INBOX for the topic the script does not route.
+        assert wait_until(lambda: receiver.folders == sorted([pose, responses, "INBOX"]), 10)
+        big = "x" * 20_000  # the other topic's bodies: large, and never fetched here
+        for i in range(3):
+            other.publisher(OTHER).publish(f"{big}{i}")
+            other.publisher(TOPIC).publish(f"pose {i}")
+        other.publisher(UNROUTED).publish("hello")
+        foreign = b"From: a@b.test\r\nSubject: " + TOPIC.encode() + b"\r\n\r\nhi\r\n"
+        mail_stack.deliver(user.address, foreign)
+        got = [mailbus.wait_for_message(sub, 15.0) for _ in range(3)]
+        assert sorted(m.body for m in got if m is not None) == ["pose 0", "pose 1", "pose 2"]
+        message = mailbus.wait_for_message(chat, 15.0)
+        assert message is not None and message.body == "hello"  # read from INBOX
+
+        # Request/response in the routed mode: the server reads the service's folder,
+        # the client its responses' folder.
+        def serve() -> None:
+            request = mailbus.wait_for_request(server, 15.0)
+            if request is not None:
+                server.send_response(request, request.body.upper())
+
+        thread = threading.Thread(target=serve)
+        thread.start()
+        response = client.call("ping", timeout=15)
+        thread.join(15)
+        assert response.body == "PING"
+
+        counts = mailbox_counts(mail_stack, user)
+        assert counts[pose] == 3 and counts[camera] == 3
+        assert counts[folder_name("mailbus", "s", SERVICE)] == 1 and counts[responses] == 1
+        # The foreign email (with a routed Subject) and the unrouted topic stay in INBOX.
+        assert counts["INBOX"] == 2
+        folders = {e.extra["folder"] for e in fetched}
+        assert camera not in folders and pose in folders and responses in folders
+        assert receiver.counters["body_bytes_fetched"] < 20_000  # no body of the other topic
+        assert sum(e.extra["bodies"] for e in fetched if e.extra["folder"] == pose) == 3
+        assert subscriber.counters["duplicates"] == 0
+
+
+@pytest.mark.mailstack
+def test_a_quiet_routed_receiver_idles_and_notify_wakes_it_for_its_folder(
+    mail_stack: MailStack, user: User, options_for: OptionsFactory
+) -> None:
+    install_script(
+        SieveSettings(mail_stack.sieve_url, user.address, user.password, tls(mail_stack)),
+        sieve_script(Routes((TOPIC,))),
+    )
+    quiet = {"routing": "sieve", "routed-topics": [TOPIC], "quiet-ms": 100, "idle-recheck-s": 60}
+    with mailbus.Context(options_for(user, mail=quiet)) as ctx:
+        sub = ctx.subscription(TOPIC, depth=10)
+        receiver: Any = ctx.transport.receiver
+        assert wait_until(lambda: receiver.counters["idles"] >= 1, 15), "never went to IDLE"
+        polls = receiver.counters["polls"]
+        with mailbus.Context(options_for(user)) as publisher:
+            publisher.publisher(TOPIC).publish("after the quiet")
+            message = mailbus.wait_for_message(sub, 10.0)  # the IDLE lasts up to 60 s
+        assert message is not None and message.body == "after the quiet"
+        assert receiver.counters["idle_wakeups"] >= 1  # NOTIFY announced it
+        assert receiver.counters["polls"] - polls <= 3  # no polling while quiet
+
+
+def tls(stack: MailStack) -> TlsSettings:
+    return TlsSettings(ca_file=stack.ca_file)
+
+
+@pytest.mark.mailstack
+def test_the_script_installs_once_and_never_replaces_the_users_own(
+    mail_stack: MailStack, user: User
+) -> None:
+    settings = SieveSettings(mail_stack.sieve_url, user.address, user.password, tls(mail_stack))
+    script = sieve_script(Routes((TOPIC,)))
+    assert install_script(settings, script) is True
+    assert install_script(settings, script) is False  # identical: left alone
+    assert install_script(settings, sieve_script(Routes((TOPIC, OTHER)))) is True
+    with pytest.raises(MailSieveError, match="username and password"):
+        install_script(SieveSettings(settings.url, user.address, "wrong", settings.tls), script)
+    with pytest.raises(MailSieveError, match="certificate verify failed"):
+        install_script(SieveSettings(settings.url, user.address, user.password), script)
+    # The user's own active script is never switched off.
+    own = mail_stack.add_user()
+    mine = SieveSettings(mail_stack.sieve_url, own.address, own.password, tls(mail_stack))
+    from sievelib.managesieve import Client
+
+    raw = Client("127.0.0.1", mail_stack.sieve_port)
+    with warnings.catch_warnings():  # plain text on loopback, for this setup step only
+        warnings.simplefilter("ignore")
+        raw.connect(own.address, own.password, starttls=False)
+    assert raw.putscript("vacation", "keep;\n") and raw.setactive("vacation")
+    raw.logout()
+    with pytest.raises(MailSieveError, match="include :personal"):
+        install_script(mine, script)
+
+
+@pytest.mark.parametrize(
+    ("mail", "key"),
+    [
+        ({"routing": "sieve", "routed-topics": ["bad\nname"]}, "mail.routed-topics"),
+        ({"routing": "sieve", "routed-services": ["é" * 80]}, "mail.routed-services"),
+        ({"routing": "sieve", "routed-topics": [3]}, "mail.routed-topics"),
+        ({"routing": "sieve", "folder-prefix": "Mail.bus"}, "mail.folder-prefix"),
+        ({"routing": "folders"}, "mail.routing"),
+        ({"routed-topics": ["a"]}, "mail.routed-topics"),
+        ({"routing": "sieve", "mailbox": "Other"}, "mail.mailbox"),
+        ({"routing": "sieve", "url-sieve": "imap://x"}, "mail.url-sieve"),
+    ],
+)
+def test_bad_routed_settings_are_refused_before_connecting(mail: dict[str, Any], key: str) -> None:
+    from mailbus.mail.transport import create_transport
+    from mailbus.options import options_from_mapping
+    from mailbus.trace import Tracer
+
+    options = options_from_mapping(
+        {
+            "transport": "email",
+            "url-smtp": "smtps://127.0.0.1:1",
+            "url-imap": "imaps://127.0.0.1:1",  # nothing listens: it must not get that far
+            "username": "u@mailbus.test",
+            "password": "p",
+            "mail": mail,
+        },
+        {},
+    )
+    with pytest.raises(ConfigError) as info:
+        create_transport(options, Tracer())
+    assert info.value.key == key
