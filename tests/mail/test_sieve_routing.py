@@ -188,3 +188,36 @@ def test_bad_routed_settings_are_refused_before_connecting(mail: dict[str, Any],
     with pytest.raises(ConfigError) as info:
         create_transport(options, Tracer())
     assert info.value.key == key
+
+
+@pytest.mark.mailstack
+def test_mail_sieve_prints_the_script_and_installs_it(
+    mail_stack: MailStack, user: User, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mailbus.cli import main
+
+    config = tmp_path / "routed.toml"
+    config.write_text(
+        f"""transport = "email"
+url-smtp = "{mail_stack.smtps_url}"
+url-imap = "{mail_stack.imaps_url}"
+username = "{user.address}"
+ca-file = "{mail_stack.ca_file}"
+
+[mail]
+routing = "sieve"
+routed-topics = ["robot/pose"]
+url-sieve = "{mail_stack.sieve_url}"
+"""
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MAILBUS_PASSWORD", user.password)
+        assert main(["--config", str(config), "mail-sieve"]) == 0
+        assert capsys.readouterr().out == sieve_script(Routes((TOPIC,)))
+        assert main(["--config", str(config), "mail-sieve", "--install"]) == 0
+        assert capsys.readouterr().out.endswith(": installed\n")
+        assert main(["--config", str(config), "mail-sieve", "--install"]) == 0
+        assert capsys.readouterr().out.endswith(": already installed\n")
+        config.write_text(config.read_text().replace('routing = "sieve"\n', ""))
+        assert main(["--config", str(config), "mail-sieve"]) == 2  # refused, with a reason
+        assert "mail.routed-topics" in capsys.readouterr().err
