@@ -221,3 +221,30 @@ url-sieve = "{mail_stack.sieve_url}"
         config.write_text(config.read_text().replace('routing = "sieve"\n', ""))
         assert main(["--config", str(config), "mail-sieve"]) == 2  # refused, with a reason
         assert "mail.routed-topics" in capsys.readouterr().err
+
+
+@pytest.mark.mailstack
+def test_a_routed_receiver_reconnects_and_resumes_each_folder(
+    mail_stack: MailStack, user: User, options_for: OptionsFactory
+) -> None:
+    routed = {**ROUTED, "url-sieve": mail_stack.sieve_url, "reconnect-max-s": 0.5}
+    with mailbus.Context(options_for(user, mail=routed)) as ctx:
+        pose, camera = ctx.subscription(TOPIC, depth=10), ctx.subscription(OTHER, depth=10)
+        receiver: Any = ctx.transport.receiver
+        assert wait_until(lambda: len(receiver.folders) == 2, 10)
+        ctx.publisher(TOPIC).publish("before")
+        message = mailbus.wait_for_message(pose, 15.0)
+        assert message is not None and message.body == "before"
+        try:
+            mail_stack.stop_dovecot()
+            assert wait_until(lambda: receiver.counters["disconnects"] >= 1, 15)
+        finally:
+            mail_stack.start_dovecot()
+        assert wait_until(lambda: receiver.counters["connections_opened"] >= 2, 20)
+        ctx.publisher(OTHER).publish("after")
+        ctx.publisher(TOPIC).publish("after")
+        for sub in (pose, camera):
+            message = mailbus.wait_for_message(sub, 15.0)
+            assert message is not None and message.body == "after"
+        assert mailbus.wait_for_message(pose, 0.5) is None  # "before" not again
+        assert ctx.counters["duplicates"] == 0
