@@ -124,6 +124,26 @@ def test_a_quiet_routed_receiver_idles_and_notify_wakes_it_for_its_folder(
         assert receiver.counters["polls"] - polls <= 3  # no polling while quiet
 
 
+@pytest.mark.mailstack
+def test_one_message_after_another_in_one_folder_keeps_coming(
+    mail_stack: MailStack, user: User, options_for: OptionsFactory
+) -> None:
+    # Each new mail must show in the next poll, also in the folder read last (a folder
+    # left selected showed its old UIDNEXT to LIST-STATUS for ever).
+    routed = {"routing": "sieve", "routed-topics": [TOPIC], "url-sieve": mail_stack.sieve_url}
+    with (
+        mailbus.Context(options_for(user, mail=routed)) as ctx,
+        mailbus.Context(options_for(user)) as publisher,
+    ):
+        sub = ctx.subscription(TOPIC, depth=10)
+        receiver: Any = ctx.transport.receiver
+        assert wait_until(lambda: len(receiver.folders) == 1, 10)
+        for i in range(3):
+            publisher.publisher(TOPIC).publish(f"n{i}")
+            message = mailbus.wait_for_message(sub, 10.0)
+            assert message is not None and message.body == f"n{i}"
+
+
 def tls(stack: MailStack) -> TlsSettings:
     return TlsSettings(ca_file=stack.ca_file)
 

@@ -72,7 +72,6 @@ class RoutedImapReceiver(ImapReceiver):
         self.routes = routes
         self._cursors: dict[str, UidCursor] = {}  # the folders read, by name
         self._status: dict[str, dict[bytes, int]] = {}  # the last LIST-STATUS
-        self._selected: str | None = None
         self._notified: frozenset[str] | None = None  # folders NOTIFY is set on
         self._wanted: frozenset[str] = frozenset()
         self._changed = True  # `_wanted` differs from `_cursors`
@@ -112,7 +111,6 @@ class RoutedImapReceiver(ImapReceiver):
             self._has_list_status = b"LIST-STATUS" in capabilities
             self._has_notify = b"NOTIFY" in capabilities
             self._client = client
-            self._selected = None
             self._notified = None
             self._changed = True
             self._refresh_status(client, self._cursors)
@@ -216,7 +214,6 @@ class RoutedImapReceiver(ImapReceiver):
             names = " ".join(f'"{f}"' for f in sorted(folders))
             args = (
                 "SET",
-                "(selected (MessageNew MessageExpunge))",
                 f"(mailboxes ({names}) (MessageNew MessageExpunge))",
             )
         typ, data = imap._command_complete("NOTIFY", imap._command("NOTIFY", *args))
@@ -260,21 +257,25 @@ class RoutedImapReceiver(ImapReceiver):
     def _fetch_folder(
         self, client: imapclient.IMAPClient, folder: str, cursor: UidCursor
     ) -> tuple[list[Inbound], bool]:
-        status = self._status.get(folder, {})
-        if self._selected != folder or status.get(b"UIDVALIDITY") != cursor.uidvalidity:
-            self._selected = None
-            info = client.select_folder(folder, readonly=True)
-            self._selected = folder
-            event = cursor.selected(int(info[b"UIDVALIDITY"]), int(info.get(b"UIDNEXT", 1)))
-            if isinstance(event, UidValidityChanged):
-                self.counters["uidvalidity_changed"] += 1
-                self.tracer.event(
-                    MailKind.UIDVALIDITY_CHANGED,
-                    detail=f"{folder} was recreated; reading it again from UID 1",
-                    extra={"old": event.old, "new": event.new, "folder": folder},
-                )
-        else:
-            cursor.selected(cursor.uidvalidity or 0, status.get(b"UIDNEXT", 1))
+        # EXAMINE, fetch, UNSELECT: Dovecot's STATUS of the selected mailbox is the
+        # state it last synced, so a folder left selected would never look new again.
+        info = client.select_folder(folder, readonly=True)
+        try:
+            return self._fetch_selected(client, folder, cursor, info)
+        finally:
+            client.unselect_folder()
+
+    def _fetch_selected(
+        self, client: imapclient.IMAPClient, folder: str, cursor: UidCursor, info: Any
+    ) -> tuple[list[Inbound], bool]:
+        event = cursor.selected(int(info[b"UIDVALIDITY"]), int(info.get(b"UIDNEXT", 1)))
+        if isinstance(event, UidValidityChanged):
+            self.counters["uidvalidity_changed"] += 1
+            self.tracer.event(
+                MailKind.UIDVALIDITY_CHANGED,
+                detail=f"{folder} was recreated; reading it again from UID 1",
+                extra={"old": event.old, "new": event.new, "folder": folder},
+            )
         before = self.counters["body_bytes_fetched"]
         uids = cursor.next_range()
         sizes = self._uid_fetch(client, str(uids), SIZE_ITEMS)
