@@ -238,6 +238,8 @@ url-sieve = "{mail_stack.sieve_url}"
         assert capsys.readouterr().out.endswith(": installed\n")
         assert main(["--config", str(config), "mail-sieve", "--install"]) == 0
         assert capsys.readouterr().out.endswith(": already installed\n")
+        assert main(["--config", str(config), "mail-check"]) == 0
+        assert "routed mode: 1 topics, 0 services routed" in capsys.readouterr().out
         config.write_text(config.read_text().replace('routing = "sieve"\n', ""))
         assert main(["--config", str(config), "mail-sieve"]) == 2  # refused, with a reason
         assert "mail.routed-topics" in capsys.readouterr().err

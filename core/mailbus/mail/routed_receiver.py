@@ -193,6 +193,8 @@ class RoutedImapReceiver(ImapReceiver):
                         created.add(folder)
             if created:
                 self._refresh_status(client, new)
+        # A new dict, not changes to the old one: `folders` reads it from other threads.
+        cursors = {f: c for f, c in self._cursors.items() if f in wanted}
         for folder in new:
             status = self._status.get(folder)
             if status is None or b"UIDVALIDITY" not in status:
@@ -201,9 +203,8 @@ class RoutedImapReceiver(ImapReceiver):
             start = 1 if folder in created else status.get(b"UIDNEXT", 1)
             cursor = UidCursor(start, self.cursor.batch)
             cursor.selected(status[b"UIDVALIDITY"], status.get(b"UIDNEXT", 1))
-            self._cursors[folder] = cursor
-        for folder in self._cursors.keys() - wanted:
-            del self._cursors[folder]
+            cursors[folder] = cursor
+        self._cursors = cursors
         if self._has_notify and self._notified != wanted:
             self._set_notify(client, wanted)
 
