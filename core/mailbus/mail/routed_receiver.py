@@ -15,8 +15,9 @@ serves every folder:
   after delivery, as plain IDLE), so an idle participant costs nothing but its
   connection. Without NOTIFY it polls at `max_period_s` when quiet.
 - UIDs and UIDVALIDITY are per folder: each folder has its own UidCursor. A folder
-  followed later is read from its UIDNEXT then (from UID 1 if the receiver created it),
-  within a poll of the `follow` call (which ends an IDLE at once).
+  followed later is read from its UIDNEXT then (from UID 1 if the receiver created it);
+  `follow` ends an IDLE and returns once the folder is read (at most FOLLOW_WAIT_S),
+  so mail sent after `ctx.subscription(...)` returned is delivered.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ from mailbus.trace import Tracer
 from mailbus.transport import Inbound, RawEmail
 
 INBOX = "INBOX"
+# The longest `follow` (so a new subscription) waits for its folders to be read.
+FOLLOW_WAIT_S = 2.0
 # imaplib checks each command against its table; NOTIFY (RFC 5465) is not in it.
 imaplib.Commands.setdefault("NOTIFY", ("AUTH", "SELECTED"))
 
@@ -75,7 +78,9 @@ class RoutedImapReceiver(ImapReceiver):
         self._notified: frozenset[str] | None = None  # folders NOTIFY is set on
         self._wanted: frozenset[str] = frozenset()
         self._changed = True  # `_wanted` differs from `_cursors`
-        self._follow_lock = threading.Lock()
+        self._follow_lock = threading.Condition()
+        self._asked = self._applied = 0  # follow() calls, and how many are read now
+        self._receiving: int | None = None  # the thread in receive()
         self._has_notify = self._has_list_status = False
 
     # -- what to read --------------------------------------------------------------------
@@ -91,12 +96,26 @@ class RoutedImapReceiver(ImapReceiver):
     def follow(
         self, topics: frozenset[str], services: frozenset[str], clients: frozenset[str]
     ) -> None:
+        """Read these folders from now on. Returns once the receiving thread reads
+        them (at most FOLLOW_WAIT_S; at once on that thread itself), so mail sent after
+        `ctx.subscription(...)` returned is in a folder being read."""
         wanted = self.folders_for(topics, services, clients)
         with self._follow_lock:
             if wanted == self._wanted:
                 return
             self._wanted, self._changed = wanted, True
+            self._asked += 1
+            asked = self._asked
         self._woken.set()  # end an IDLE: read the new folders now
+        adds = wanted - self._cursors.keys()  # dropping a folder needs no wait
+        if not adds or self._receiving == threading.get_ident() or self._client is None:
+            return
+        with self._follow_lock:
+            self._follow_lock.wait_for(lambda: self._applied >= asked, FOLLOW_WAIT_S)
+
+    def receive(self, timeout: float | None) -> list[Inbound]:
+        self._receiving = threading.get_ident()
+        return super().receive(timeout)
 
     @property
     def folders(self) -> list[str]:
@@ -180,7 +199,7 @@ class RoutedImapReceiver(ImapReceiver):
     def _apply_follow(self, client: imapclient.IMAPClient) -> None:
         """Start reading new folders (created if missing), stop reading old ones."""
         with self._follow_lock:
-            wanted, self._changed = self._wanted, False
+            wanted, self._changed, asked = self._wanted, False, self._asked
         new = sorted(wanted - self._cursors.keys())
         created: set[str] = set()
         if new:
@@ -207,6 +226,9 @@ class RoutedImapReceiver(ImapReceiver):
         self._cursors = cursors
         if self._has_notify and self._notified != wanted:
             self._set_notify(client, wanted)
+        with self._follow_lock:
+            self._applied = asked
+            self._follow_lock.notify_all()
 
     def _set_notify(self, client: imapclient.IMAPClient, folders: frozenset[str]) -> None:
         imap = client._imap
