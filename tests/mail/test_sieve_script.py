@@ -136,3 +136,36 @@ def test_any_valid_names_read_back_exactly_into_distinct_safe_folders(topics: li
     folders = [folder for _, _, folder in rules]
     assert len(set(folders)) == len(folders)  # injective
     assert all(re.fullmatch(r"mailbus-t-[a-z0-9_-]+", f) for f in folders)
+
+
+def test_the_routed_receiver_reads_each_routed_names_folder_and_inbox_for_the_rest() -> None:
+    from mailbus.mail.imap_receiver import ImapSettings
+    from mailbus.mail.routed_receiver import RoutedImapReceiver
+
+    receiver = RoutedImapReceiver(
+        ImapSettings("imaps://127.0.0.1:1", "u@x.test", "p"),
+        routes=Routes(topics=("a",), services=("add",)),
+    )
+    both = receiver.folders_for(frozenset({"a"}), frozenset({"add"}), frozenset({"add"}))
+    assert both == {"mailbus-t-a", "mailbus-s-add", "mailbus-r-add"}
+    # A name the script does not route stays in INBOX: read it there.
+    assert receiver.folders_for(frozenset({"a", "b"}), frozenset(), frozenset({"other"})) == {
+        "mailbus-t-a",
+        "INBOX",
+    }
+    assert receiver.folders_for(frozenset(), frozenset(), frozenset()) == frozenset()
+
+
+def test_status_answers_are_read_by_mailbox_later_ones_winning() -> None:
+    from mailbus.mail.routed_receiver import folder_status
+
+    lines = [
+        b"mailbus-t-a (UIDNEXT 4 UIDVALIDITY 77)",
+        b'"INBOX" (UIDNEXT 9 UIDVALIDITY 5)',
+        b"mailbus-t-a (MESSAGES 4 UIDNEXT 5)",  # a NOTIFY announcement, later
+        b"garbage",
+    ]
+    assert folder_status(lines) == {
+        "mailbus-t-a": {b"UIDNEXT": 5, b"UIDVALIDITY": 77, b"MESSAGES": 4},
+        "INBOX": {b"UIDNEXT": 9, b"UIDVALIDITY": 5},
+    }
