@@ -33,9 +33,10 @@ import imapclient
 from imapclient import exceptions as imap_errors
 from imapclient.response_parser import parse_response
 
+from mailbus.mail.errors import MailConnectError
 from mailbus.mail.fetch_items import SIZE_ITEMS, body_items, size_of
 from mailbus.mail.imap_receiver import ImapReceiver, ImapSettings
-from mailbus.mail.imap_session import open_session
+from mailbus.mail.imap_session import CONNECTION_ERRORS, open_session
 from mailbus.mail.kinds import MailKind
 from mailbus.mail.sieve_script import RESPONSE, SERVICE, TOPIC, Routes
 from mailbus.mail.uids import UidCursor, UidValidityChanged, uid_set
@@ -133,6 +134,12 @@ class RoutedImapReceiver(ImapReceiver):
             self._notified = None
             self._changed = True
             self._refresh_status(client, self._cursors)
+        except CONNECTION_ERRORS as exc:
+            self._client = None
+            self._shut(client)
+            raise MailConnectError(
+                f"connection to {self.settings.server} failed: {exc!r}"
+            ) from None
         except BaseException:
             self._client = None
             self._shut(client)
@@ -172,8 +179,8 @@ class RoutedImapReceiver(ImapReceiver):
 
     def _refresh_status(self, client: imapclient.IMAPClient, folders: Iterable[str]) -> None:
         """UIDNEXT and UIDVALIDITY of `folders` (those that exist): one round trip.
-        Exact names, not `<prefix>-*`: Dovecot's cost grows with the folders listed
-        (13 ms for 100, 0.6 ms for 3; docs/mail.md)."""
+        Exact names, not `<prefix>-*`: Dovecot's cost grows with the folders a LIST
+        matches (19.5 ms for 100 against 4.2 ms naming 3; bench.email_routed)."""
         names = sorted(set(folders))
         self._status = {}
         if not names:
