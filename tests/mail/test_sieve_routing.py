@@ -19,7 +19,7 @@ from mailbus.mail.sieve_install import MailSieveError, SieveSettings, install_sc
 from mailbus.mail.sieve_script import Routes, folder_name, sieve_script
 from mailbus.mail.tls import TlsSettings
 from mailbus.trace import TraceEvent
-from mailstack import MailStack, User
+from mailstack import MailStack, User, free_port
 
 TOPIC, OTHER, UNROUTED, SERVICE = "robot/pose", "robot/camera", "chat", "add"
 ROUTED = {"routing": "sieve", "routed-topics": [TOPIC, OTHER], "routed-services": [SERVICE]}
@@ -162,6 +162,9 @@ def test_the_script_installs_once_and_never_replaces_the_users_own(
         install_script(SieveSettings(settings.url, user.address, "wrong", settings.tls), script)
     with pytest.raises(MailSieveError, match="certificate verify failed"):
         install_script(SieveSettings(settings.url, user.address, user.password), script)
+    closed = f"sieve://127.0.0.1:{free_port()}"  # nothing listens there
+    with pytest.raises(MailSieveError, match="Connection to server failed|cannot reach"):
+        install_script(SieveSettings(closed, user.address, user.password, settings.tls), script)
     # The user's own active script is never switched off.
     own = mail_stack.add_user()
     mine = SieveSettings(mail_stack.sieve_url, own.address, own.password, tls(mail_stack))
