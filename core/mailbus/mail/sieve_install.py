@@ -24,6 +24,7 @@ from mailbus.options import check_url
 from mailbus.trace import Tracer
 
 DEFAULT_PORT = 4190
+CONNECT_TIMEOUT_S = 30.0
 
 
 class MailSieveError(TransportError):
@@ -73,6 +74,12 @@ class _VerifyingClient(managesieve.Client):  # type: ignore[misc]
 def install_script(settings: SieveSettings, script: str, tracer: Tracer | None = None) -> bool:
     """Store `script` as Mailbus's and make it active; True if anything changed."""
     s = settings
+    try:
+        # sievelib connects without a timeout: a host that drops packets would hang
+        # it for minutes. Reach the port first, with one.
+        socket.create_connection((s.host, s.port), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise MailSieveError(f"cannot reach ManageSieve at {s.server}: {exc}") from None
     client = _VerifyingClient(s)
     try:
         try:
