@@ -109,20 +109,30 @@ def test_a_quiet_routed_receiver_idles_and_notify_wakes_it_for_its_folder(
 ) -> None:
     install_script(
         SieveSettings(mail_stack.sieve_url, user.address, user.password, tls(mail_stack)),
-        sieve_script(Routes((TOPIC,))),
+        sieve_script(Routes((TOPIC, OTHER))),
     )
-    quiet = {"routing": "sieve", "routed-topics": [TOPIC], "quiet-ms": 100, "idle-recheck-s": 60}
-    with mailbus.Context(options_for(user, mail=quiet)) as ctx:
+    quiet = {"routing": "sieve", "routed-topics": [TOPIC, OTHER]}
+    quiet |= {"quiet-ms": 100, "idle-recheck-s": 60}
+    with (
+        mailbus.Context(options_for(user, mail=quiet)) as ctx,
+        mailbus.Context(options_for(user)) as publisher,
+    ):
         sub = ctx.subscription(TOPIC, depth=10)
         receiver: Any = ctx.transport.receiver
         assert wait_until(lambda: receiver.counters["idles"] >= 1, 15), "never went to IDLE"
         polls = receiver.counters["polls"]
-        with mailbus.Context(options_for(user)) as publisher:
-            publisher.publisher(TOPIC).publish("after the quiet")
-            message = mailbus.wait_for_message(sub, 10.0)  # the IDLE lasts up to 60 s
+        publisher.publisher(TOPIC).publish("after the quiet")
+        message = mailbus.wait_for_message(sub, 10.0)  # the IDLE lasts up to 60 s
         assert message is not None and message.body == "after the quiet"
         assert receiver.counters["idle_wakeups"] >= 1  # NOTIFY announced it
         assert receiver.counters["polls"] - polls <= 3  # no polling while quiet
+        # A subscription made during an IDLE: its folder is read when it returns.
+        assert wait_until(lambda: receiver.counters["idles"] >= 2, 15)
+        later = ctx.subscription(OTHER, depth=10)
+        assert folder_name("mailbus", "t", OTHER) in receiver.folders
+        publisher.publisher(OTHER).publish("to the new folder")
+        message = mailbus.wait_for_message(later, 10.0)
+        assert message is not None and message.body == "to the new folder"
 
 
 @pytest.mark.mailstack
