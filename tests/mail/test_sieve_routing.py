@@ -18,7 +18,7 @@ from mailbus.errors import ConfigError
 from mailbus.mail.sieve_install import MailSieveError, SieveSettings, install_script
 from mailbus.mail.sieve_script import Routes, folder_name, sieve_script
 from mailbus.mail.tls import TlsSettings
-from mailbus.trace import TraceEvent
+from mailbus.trace import Kind, TraceEvent
 from mailstack import MailStack, User, free_port
 
 TOPIC, OTHER, UNROUTED, SERVICE = "robot/pose", "robot/camera", "chat", "add"
@@ -178,6 +178,25 @@ def test_names_with_quotes_backslashes_stars_and_accents_are_filed_by_the_real_s
     assert counts == {folder_name("mailbus", "t", name): 1 for name in names}
 
 
+@pytest.mark.mailstack
+def test_an_observer_with_routed_read_all_sees_every_folder(
+    mail_stack: MailStack, user: User, options_for: OptionsFactory
+) -> None:
+    # The workbench or a recorder subscribes to nothing and still sees every email.
+    routed = {**ROUTED, "url-sieve": mail_stack.sieve_url}
+    seen: list[str] = []
+    watcher = mailbus.Context(options_for(user, mail={**routed, "routed-read": "all"}))
+    watcher.tracer.add_listener(
+        lambda e: seen.append(e.name or "") if e.kind == Kind.RECEIVED else None
+    )
+    with watcher, mailbus.Context(options_for(user, mail=routed)) as other:
+        receiver: Any = watcher.transport.receiver
+        for topic in (TOPIC, OTHER, UNROUTED):
+            other.publisher(topic).publish("seen")
+        assert wait_until(lambda: sorted(seen) == sorted([TOPIC, OTHER, UNROUTED]), 15), seen
+        assert len(receiver.folders) == 5  # 2 topics, a service's 2 folders, INBOX
+
+
 def tls(stack: MailStack) -> TlsSettings:
     return TlsSettings(ca_file=stack.ca_file)
 
@@ -224,6 +243,8 @@ def test_the_script_installs_once_and_never_replaces_the_users_own(
         ({"routed-topics": ["a"]}, "mail.routed-topics"),
         ({"routing": "sieve", "mailbox": "Other"}, "mail.mailbox"),
         ({"routing": "sieve", "url-sieve": "imap://x"}, "mail.url-sieve"),
+        ({"routing": "sieve", "routed-read": "some"}, "mail.routed-read"),
+        ({"routed-read": "all"}, "mail.routed-read"),
     ],
 )
 def test_bad_routed_settings_are_refused_before_connecting(mail: dict[str, Any], key: str) -> None:

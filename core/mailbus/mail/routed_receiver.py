@@ -70,14 +70,23 @@ def folder_status(lines: list[Any]) -> dict[str, dict[bytes, int]]:
 
 class RoutedImapReceiver(ImapReceiver):
     def __init__(
-        self, settings: ImapSettings, tracer: Tracer | None = None, *, routes: Routes, **kw: Any
+        self,
+        settings: ImapSettings,
+        tracer: Tracer | None = None,
+        *,
+        routes: Routes,
+        read_all: bool = False,
+        **kw: Any,
     ) -> None:
+        """`read_all`: read every routed folder and INBOX whatever the context receives
+        (an observer: the workbench, a recorder)."""
         super().__init__(settings, tracer, **kw)
         self.routes = routes
+        self.read_all = read_all
         self._cursors: dict[str, UidCursor] = {}  # the folders read, by name
         self._status: dict[str, dict[bytes, int]] = {}  # the last LIST-STATUS
         self._notified: frozenset[str] | None = None  # folders NOTIFY is set on
-        self._wanted: frozenset[str] = frozenset()
+        self._wanted = frozenset([*routes.folders(), INBOX] if read_all else [])
         self._changed = True  # `_wanted` differs from `_cursors`
         self._follow_lock = threading.Condition()
         self._asked = self._applied = 0  # follow() calls, and how many are read now
@@ -100,6 +109,8 @@ class RoutedImapReceiver(ImapReceiver):
         """Read these folders from now on. Returns once the receiving thread reads
         them (at most FOLLOW_WAIT_S; at once on that thread itself), so mail sent after
         `ctx.subscription(...)` returned is in a folder being read."""
+        if self.read_all:
+            return
         wanted = self.folders_for(topics, services, clients)
         with self._follow_lock:
             if wanted == self._wanted:

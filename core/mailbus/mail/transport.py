@@ -21,6 +21,7 @@ tls-verify, ca-file, polling-period-ms) and an optional `[mail]` table for tunin
     routed-services = ["add"]
     folder-prefix = "mailbus"
     url-sieve = "sieve://mail.example.org:4190"  # install the script over ManageSieve
+    routed-read = "own"      # "all": every routed folder and INBOX (an observer)
 
 Both servers are contacted before it returns: a wrong password, an unreachable server
 or a certificate that does not verify is an error at init, not a log line.
@@ -60,6 +61,7 @@ _MAIL_KEYS = {
     "routed-services": list,
     "folder-prefix": str,
     "url-sieve": str,
+    "routed-read": str,
 }
 ROUTING_MODES = ("inbox", "sieve")
 
@@ -93,7 +95,7 @@ def _check_routing(section: dict[str, Any]) -> None:
     routing = section.get("routing", "inbox")
     if routing not in ROUTING_MODES:
         raise ConfigError("mail.routing", f"expected inbox or sieve, got {routing!r}")
-    routed_keys = ("routed-topics", "routed-services", "folder-prefix", "url-sieve")
+    routed_keys = ("routed-topics", "routed-services", "folder-prefix", "url-sieve", "routed-read")
     if routing == "inbox":
         for key in routed_keys:
             if key in section:
@@ -104,6 +106,10 @@ def _check_routing(section: dict[str, Any]) -> None:
             raise ConfigError(f"mail.{key}", 'only with routing = "inbox" (the shared inbox)')
     if "url-sieve" in section:
         check_url("mail.url-sieve", section["url-sieve"], ("sieve",))
+    if section.get("routed-read", "own") not in ("own", "all"):
+        raise ConfigError(
+            "mail.routed-read", f"expected own or all, got {section['routed-read']!r}"
+        )
     routes_of(section)  # refuses a name that cannot be routed, at start
 
 
@@ -157,7 +163,8 @@ def create_transport(options: Options, tracer: Tracer) -> Transport:
     routes = routes_of(section) if section.get("routing") == "sieve" else None
     receiver_class: Any = ImapReceiver
     if routes is not None:
-        receiver_class = partial(RoutedImapReceiver, routes=routes)
+        read_all = section.get("routed-read") == "all"
+        receiver_class = partial(RoutedImapReceiver, routes=routes, read_all=read_all)
     receiver = receiver_class(
         imap,
         tracer,
