@@ -197,6 +197,45 @@ def test_an_observer_with_routed_read_all_sees_every_folder(
         assert len(receiver.folders) == 5  # 2 topics, a service's 2 folders, INBOX
 
 
+@pytest.mark.mailstack
+def test_without_list_status_and_notify_the_routed_receiver_polls_each_folder(
+    mail_stack: MailStack, user: User, options_for: OptionsFactory
+) -> None:
+    from mailbus.mail.imap_receiver import ImapSettings
+    from mailbus.mail.routed_receiver import RoutedImapReceiver
+
+    class OlderServer(RoutedImapReceiver):
+        """As against a server that offers neither extension."""
+
+        def connect(self) -> None:
+            super().connect()
+            self._has_list_status = self._has_notify = False
+            self.schedule.can_idle = False
+
+    install_script(
+        SieveSettings(mail_stack.sieve_url, user.address, user.password, tls(mail_stack)),
+        sieve_script(Routes((TOPIC, OTHER))),
+    )
+    settings = ImapSettings(mail_stack.imaps_url, user.address, user.password, tls(mail_stack))
+    receiver = OlderServer(settings, routes=Routes((TOPIC, OTHER)), quiet_s=0.0)
+    receiver.follow(frozenset({TOPIC, OTHER}), frozenset(), frozenset())
+    receiver.connect()
+    try:
+        with mailbus.Context(options_for(user)) as publisher:
+            publisher.publisher(OTHER).publish("one")
+            publisher.publisher(TOPIC).publish("two")
+            got: list[Any] = []
+            deadline = time.monotonic() + 15
+            while len(got) < 2 and time.monotonic() < deadline:
+                got += receiver.receive(0.5)
+        origins = sorted(item.origin.split("/")[0] for item in got)
+        assert origins == sorted(folder_name("mailbus", "t", t) for t in (TOPIC, OTHER))
+        assert receiver.counters["idles"] == 0  # no IDLE without NOTIFY
+        assert receiver.counters["status_polls"] >= receiver.counters["polls"]
+    finally:
+        receiver.close()
+
+
 def tls(stack: MailStack) -> TlsSettings:
     return TlsSettings(ca_file=stack.ca_file)
 
