@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "mailbus.broker.cli",
     "mailbus.postoffice.cli",
     "mailbus.mail.check",
+    "mailbus.mail.sieve_cli",
     "mailbus.stem.cli",
     "mailbus.sessions.cli",
     "mailbus.signing.cli",

@@ -88,6 +88,7 @@ class Context:
         self.address = self.options.address
         self._transport = transport
         self._lock = threading.Lock()
+        self._follow_lock = threading.Lock()
         self._state = ContextState.NEW
         self._polling: PollingManager | None = None
         self._gate: SignatureGate | None = None
@@ -265,9 +266,23 @@ class Context:
     # -- the entity host (mailbus.host): what entities may ask of their context -------
     def register(self, entity: object) -> None:
         self._registry_of(entity).add(entity)  # type: ignore[arg-type]
+        self._tell_receiver()
 
     def unregister(self, entity: object) -> None:
         self._registry_of(entity).discard(entity)  # type: ignore[arg-type]
+        self._tell_receiver()
+
+    def _tell_receiver(self) -> None:
+        """Tell the receiver what this context receives (EmailReceiver.follow)."""
+        transport = self._transport
+        if transport is None:
+            return
+        with self._follow_lock:  # the last snapshot taken is the last one told
+            transport.receiver.follow(
+                frozenset(self.subscription_handler.subscriptions.keys()),
+                frozenset(self.service_handler.servers.keys()),
+                frozenset(c.service for c in self._clients),
+            )
 
     def _registry_of(
         self, entity: object

@@ -80,6 +80,13 @@ class EmailReceiver(abc.ABC):
         one does, saving a thread hand-off); the default declines."""
         return False
 
+    def follow(  # noqa: B027 - optional hook
+        self, topics: frozenset[str], services: frozenset[str], clients: frozenset[str]
+    ) -> None:
+        """What the context now receives: the topics it subscribes to, the services it
+        serves and those it calls. A receiver that can read only that (the routed
+        email mode) uses it; the default reads everything and ignores it."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the transport's resources."""
 

@@ -23,6 +23,7 @@ LITERAL = re.compile(rf'"((?:{AREA_PREFIXES})\.[a-z_]+)"')
 # Dotted strings that are option keys or file names, not event kinds.
 NOT_KINDS = {
     "mail.idle",
+    "mail.routing",
     "outbox.dir",
     "outbox.factor",
     "outbox.jitter",

@@ -108,6 +108,7 @@ class MailStack:
         self.imaps_port = free_port()
         self.smtp_port = free_port()
         self.smtps_port = free_port()
+        self.sieve_port = free_port()
         self.ca = trustme.CA()
         self.dovecot_dir = self.root / "dovecot"
         self.postfix_dir = self.root / "postfix"
@@ -124,6 +125,11 @@ class MailStack:
     @property
     def imaps_url(self) -> str:
         return f"imaps://{HOST}:{self.imaps_port}"
+
+    @property
+    def sieve_url(self) -> str:
+        """ManageSieve (RFC 5804) with STARTTLS, as Dovecot's Pigeonhole serves it."""
+        return f"sieve://{HOST}:{self.sieve_port}"
 
     @property
     def smtp_url(self) -> str:
@@ -224,14 +230,14 @@ class MailStack:
     # -- Dovecot ------------------------------------------------------------------------
     def _write_dovecot_config(self) -> None:
         d = self.dovecot_dir
-        for sub in ("", "run", "state", "mail"):
+        for sub in ("", "run", "state", "mail", "home"):
             (d / sub).mkdir(parents=True, exist_ok=True)
             (d / sub).chmod(0o755)
         # One passwd-file per user (path with %n): a new user is a new file, so
         # Dovecot never answers from a copy of the file read before the user existed.
         self.users_dir = d / "users"
         self.users_dir.mkdir(exist_ok=True)
-        self._chown(d, d / "run", d / "state", d / "mail", self.users_dir)
+        self._chown(d, d / "run", d / "state", d / "mail", d / "home", self.users_dir)
         for log in (self.dovecot_log,):
             log.touch()
             self._chown(log)
@@ -244,7 +250,7 @@ info_log_path = {self.dovecot_log}
 instance_name = mailbus-{self.imap_port}
 # One process per IMAP connection: room for every connection the account may hold.
 default_process_limit = {max(100, MAX_USERIP_CONNECTIONS + 50)}
-protocols = imap lmtp
+protocols = imap lmtp sieve
 listen = {HOST}
 default_internal_user = {user}
 default_internal_group = {self.run_group}
@@ -264,7 +270,9 @@ passdb {{
 }}
 userdb {{
   driver = static
-  args = home={d}/mail/%u
+  # Home apart from the maildir: Sieve keeps its scripts there, and in the maildir
+  # root `.dovecot.sieve` would read as a folder.
+  args = home={d}/home/%u
 }}
 service imap-login {{
   chroot =
@@ -276,6 +284,13 @@ service imap-login {{
     address = {HOST}
     port = {self.imaps_port}
     ssl = yes
+  }}
+}}
+service managesieve-login {{
+  chroot =
+  inet_listener sieve {{
+    address = {HOST}
+    port = {self.sieve_port}
   }}
 }}
 service lmtp {{
@@ -303,6 +318,12 @@ service stats {{
 }}
 protocol lmtp {{
   postmaster_address = postmaster@{DOMAIN}
+  # Pigeonhole Sieve on delivery (both the Postfix path and the relay deliver over
+  # LMTP): the routed mode files Mailbus mail into per-topic folders with it.
+  mail_plugins = $mail_plugins sieve
+}}
+plugin {{
+  sieve = file:~/sieve;active=~/.dovecot.sieve
 }}
 protocol imap {{
   # Set explicitly (Dovecot's default is 10): tests go past it on purpose.
@@ -329,7 +350,7 @@ protocol imap {{
         )
         deadline = time.monotonic() + timeout
         ready = all(
-            wait_for_port(p, deadline) for p in (self.imap_port, self.imaps_port)
+            wait_for_port(p, deadline) for p in (self.imap_port, self.imaps_port, self.sieve_port)
         ) and self._wait_for_path(self.lmtp_socket, deadline)
         if not ready or self._dovecot.poll() is not None:
             raise MailStackError(

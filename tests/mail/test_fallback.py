@@ -90,3 +90,15 @@ def test_relay_refuses_oversized_email_like_postfix(relay_stack: MailStack) -> N
 
 def test_relay_one_refused_recipient_does_not_block_the_others(relay_stack: MailStack) -> None:
     check_one_refused_recipient_does_not_block_the_others(relay_stack, relay_stack.add_user())
+
+
+def test_routed_mode_through_the_relay(relay_stack: MailStack) -> None:
+    # The relay delivers over LMTP too, so Sieve files the mail into its folder.
+    user = relay_stack.add_user()
+    routed = {"routing": "sieve", "routed-topics": ["t"], "url-sieve": relay_stack.sieve_url}
+    with mailbus.Context(make_options(relay_stack, user, mail=routed)) as ctx:
+        sub = ctx.subscription("t")
+        receiver: Any = ctx.transport.receiver
+        ctx.publisher("t").publish("filed")
+        assert take(sub, 1) == ["filed"]
+        assert receiver.folders == ["mailbus-t-t"]

@@ -19,6 +19,7 @@ def _run(args: argparse.Namespace) -> int:
     from mailbus.context import Context
     from mailbus.errors import MailbusError
     from mailbus.mail.imap_receiver import ImapReceiver
+    from mailbus.mail.routed_receiver import RoutedImapReceiver
     from mailbus.options import load_options
     from mailbus.waitset import wait_for_message
 
@@ -31,10 +32,17 @@ def _run(args: argparse.Namespace) -> int:
             receiver = ctx.transport.receiver
             assert isinstance(receiver, ImapReceiver)
             print(f"SMTP {options.url_smtp}: login as {options.username} OK")
-            print(
-                f"IMAP {options.url_imap}: login OK, mailbox {receiver.settings.mailbox}, "
-                f"next UID {receiver.cursor.next_uid}"
-            )
+            if isinstance(receiver, RoutedImapReceiver):
+                routes = receiver.routes
+                print(
+                    f"IMAP {options.url_imap}: login OK, routed mode: "
+                    f"{len(routes.topics)} topics, {len(routes.services)} services routed"
+                )
+            else:
+                print(
+                    f"IMAP {options.url_imap}: login OK, mailbox {receiver.settings.mailbox}, "
+                    f"next UID {receiver.cursor.next_uid}"
+                )
             if not args.round_trip:
                 return 0
             topic = f"mailbus-check-{uuid.uuid4().hex[:8]}"

@@ -28,31 +28,35 @@ import imaplib
 import logging
 import math
 import random
-import ssl
 import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import imapclient
 from imapclient import exceptions as imap_errors
-from imapclient.response_parser import parse_fetch_response
 
 from mailbus.backoff import Backoff
 from mailbus.errors import TransportError
-from mailbus.mail.errors import (
-    MailConnectError,
-    MailConnectionLimitError,
-    MailLoginError,
-    MailTLSError,
+from mailbus.mail.errors import MailConnectError
+from mailbus.mail.fetch_items import (  # re-exported: the tests import them from here
+    SIZE_ITEMS,
+    body_items,
+    body_of,
+    response_bytes,
+    size_of,
 )
-from mailbus.mail.fetch_items import SIZE_ITEMS, body_items, body_of, response_bytes, size_of
+from mailbus.mail.imap_session import (  # re-exported: ImapSettings is public here
+    CONNECTION_ERRORS,
+    ImapSettings,
+    connection_limit_refusal,
+    open_session,
+    shut,
+    uid_fetch,
+)
 from mailbus.mail.kinds import MailKind
 from mailbus.mail.receive_schedule import ReceiveSchedule
-from mailbus.mail.tls import TlsSettings, ssl_context, warn_unverified
 from mailbus.mail.uids import (
     Resumed,
     Started,
@@ -60,9 +64,18 @@ from mailbus.mail.uids import (
     UidValidityChanged,
     uid_set,
 )
-from mailbus.options import check_url
 from mailbus.trace import Tracer
 from mailbus.transport import EmailReceiver, Inbound, RawEmail
+
+__all__ = [
+    "SIZE_ITEMS",
+    "ImapReceiver",
+    "ImapSettings",
+    "body_items",
+    "body_of",
+    "connection_limit_refusal",
+    "response_bytes",
+]
 
 log = logging.getLogger(__name__)
 
@@ -73,54 +86,7 @@ UIDVALIDITY_CHANGED = MailKind.UIDVALIDITY_CHANGED
 OVERSIZED = MailKind.OVERSIZED
 IDLE = MailKind.IDLE
 DEFAULT_MAX_MESSAGE_BYTES = 10 * 1024 * 1024
-
-# What a broken or closed connection raises inside imapclient/imaplib.
-_CONNECTION_ERRORS = (OSError, imaplib.IMAP4.error, imap_errors.IMAPClientError, EOFError)
-
-
-# RFC 5530 response codes a server gives when the password was right but the account
-# has too many connections; Dovecot also names its setting in the text.
-_LIMIT_CODES = ("[LIMIT]", "[UNAVAILABLE]", "Maximum number of connections")
-
-
-def connection_limit_refusal(text: str) -> str | None:
-    """The server's own words when a LOGIN refusal is a connection limit, else None."""
-    cleaned = text.removeprefix("b'").removeprefix('b"').rstrip("'\"")
-    return cleaned if any(code in cleaned for code in _LIMIT_CODES) else None
-
-
-@dataclass(frozen=True, slots=True)
-class ImapSettings:
-    url: str
-    username: str
-    password: str = field(repr=False)
-    tls: TlsSettings = field(default_factory=TlsSettings)
-    mailbox: str = "INBOX"
-    timeout_s: float = 30.0
-
-    def __post_init__(self) -> None:
-        check_url("url-imap", self.url, ("imap", "imaps"))  # messages show it redacted
-        parts = urlsplit(self.url)
-        if parts.path.strip("/"):
-            # imap://host/Folder names the mailbox, as in RFC 5092.
-            object.__setattr__(self, "mailbox", parts.path.strip("/"))
-
-    @property
-    def host(self) -> str:
-        return urlsplit(self.url).hostname or ""
-
-    @property
-    def port(self) -> int:
-        parts = urlsplit(self.url)
-        return parts.port or (993 if parts.scheme == "imaps" else 143)
-
-    @property
-    def implicit_tls(self) -> bool:
-        return self.url.startswith("imaps://")
-
-    @property
-    def server(self) -> str:
-        return f"{urlsplit(self.url).scheme}://{self.host}:{self.port}"
+_CONNECTION_ERRORS = CONNECTION_ERRORS
 
 
 class ImapReceiver(EmailReceiver):
@@ -172,48 +138,15 @@ class ImapReceiver(EmailReceiver):
     def connect(self) -> None:
         """Open, authenticate and EXAMINE; raise a clear error on failure."""
         s = self.settings
+        client = open_session(s, self.tracer)
         try:
-            context = ssl_context(s.tls)
-            client = imapclient.IMAPClient(
-                s.host, s.port, ssl=s.implicit_tls, ssl_context=context, timeout=s.timeout_s
-            )
-        except ssl.SSLError as exc:
-            raise MailTLSError(f"TLS with {s.server} failed: {exc}") from None
-        except OSError as exc:
-            raise MailConnectError(f"cannot reach IMAP server {s.server}: {exc}") from None
-        except (imaplib.IMAP4.error, imap_errors.IMAPClientError) as exc:
-            raise MailConnectError(f"{s.server} does not speak IMAP: {exc}") from None
-        try:
-            if not s.implicit_tls:
-                if b"STARTTLS" not in client.capabilities():
-                    raise MailTLSError(f"{s.server} offers no STARTTLS; use imaps://")
-                try:
-                    client.starttls(context)
-                except ssl.SSLError as exc:
-                    raise MailTLSError(f"STARTTLS with {s.server} failed: {exc}") from None
-            warn_unverified(s.tls, s.server, self.tracer)
-            try:
-                client.login(s.username, s.password)
-            except imap_errors.LoginError as exc:
-                limit = connection_limit_refusal(str(exc))
-                if limit is not None:
-                    raise MailConnectionLimitError(
-                        f"IMAP server {s.server} refused another connection for "
-                        f"{s.username!r}: {limit}. Each participant holds one IMAP "
-                        "connection; run fewer participants on this account, or raise the "
-                        "server's limit (Dovecot: mail_max_userip_connections)"
-                    ) from None
-                raise MailLoginError(
-                    f"IMAP login to {s.server} as {s.username!r} was refused: "
-                    "check username and password (MAILBUS_PASSWORD)"
-                ) from None
             try:
                 info = client.select_folder(s.mailbox, readonly=True)
             except imap_errors.IMAPClientError as exc:
                 raise TransportError(f"cannot examine {s.mailbox!r} on {s.server}: {exc}") from None
             capabilities = client.capabilities()
         except _CONNECTION_ERRORS as exc:
-            # The server went away or spoke garbage during TLS, login or EXAMINE.
+            # The server went away or spoke garbage during EXAMINE.
             self._shut(client)
             raise MailConnectError(f"connection to {s.server} failed: {exc!r}") from None
         except BaseException:
@@ -248,10 +181,7 @@ class ImapReceiver(EmailReceiver):
 
     @staticmethod
     def _shut(client: imapclient.IMAPClient) -> None:
-        try:
-            client.shutdown()
-        except Exception:  # the connection is going away anyway
-            log.debug("IMAP shutdown failed", exc_info=True)
+        shut(client)
 
     def _drop(self, exc: BaseException) -> None:
         client, self._client = self._client, None
@@ -285,21 +215,7 @@ class ImapReceiver(EmailReceiver):
     def _uid_fetch(
         self, client: imapclient.IMAPClient, uids: str, items: list[bytes]
     ) -> dict[int, Any]:
-        # imapclient 4.0-4.1 FETCH raises ValueError on an open range ('n:*') after the
-        # server answered (it filters results with int()); issue the same command and
-        # parse with its own parser instead.
-        imap = client._imap
-        tag = imap._command("UID", "FETCH", uids, b"(" + b" ".join(items) + b")")
-        typ, data = imap._command_complete("FETCH", tag)
-        if typ != "OK":
-            raise imap_errors.IMAPClientError(f"UID FETCH failed: {data!r}")
-        typ, data = imap._untagged_response(typ, data, "FETCH")
-        size = response_bytes(data)
-        self.counters["bytes_fetched"] += size
-        if items is not SIZE_ITEMS:
-            self.counters["body_bytes_fetched"] += size
-        parsed: dict[int, Any] = dict(parse_fetch_response(data, False, True))
-        return parsed
+        return uid_fetch(client, uids, items, self.counters)
 
     def poll(self) -> list[Inbound]:
         """NOOP; when it reports new mail (EXISTS), or a fetch is due anyway, the sizes
@@ -381,7 +297,11 @@ class ImapReceiver(EmailReceiver):
             responses = client.idle_check(wait)
             if any(r and r[0] == b"BYE" for r in responses):
                 raise imaplib.IMAP4.abort(f"server said BYE in IDLE: {responses!r}")
-            if any(len(r) > 1 and r[1] in (b"EXISTS", b"RECENT") for r in responses):
+            # EXISTS/RECENT: the examined mailbox; STATUS: another one (NOTIFY, routed mode).
+            if any(
+                (len(r) > 1 and r[1] in (b"EXISTS", b"RECENT")) or r[:1] == (b"STATUS",)
+                for r in responses
+            ):
                 return True
             # imapclient's idle_check swallows EOF and returns nothing at once: a closed
             # connection looks like an empty slice that did not wait.
@@ -412,7 +332,7 @@ class ImapReceiver(EmailReceiver):
                 return news
             if imap.tagged_commands.get(tag):
                 raise imap_errors.IMAPClientError(f"IDLE refused: {line!r}")
-            if line.endswith((b" EXISTS", b" RECENT")):
+            if line.endswith((b" EXISTS", b" RECENT")) or line.startswith(b"* STATUS "):
                 news = True
 
     def receive(self, timeout: float | None) -> list[Inbound]:

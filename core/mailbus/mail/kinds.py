@@ -18,6 +18,15 @@ class MailKind(EventKind):
         "mail.idle",
         "the receiver found the inbox quiet and waits in IMAP IDLE (once per quiet spell) | detail",
     )
+    FOLDER_FETCHED = (
+        "mail.folder_fetched",
+        "the routed receiver fetched new bodies from one folder | extra.folder, extra.bodies, "
+        "extra.bytes",
+    )
+    SIEVE_INSTALLED = (
+        "mail.sieve_installed",
+        "the routed mode's Sieve script was stored and made active over ManageSieve | detail",
+    )
     SENT = ("mail.sent", "the SMTP server accepted an email | message_id")
     SEND_FAILED = (
         "mail.send_failed",

@@ -14,6 +14,14 @@ tls-verify, ca-file, polling-period-ms) and an optional `[mail]` table for tunin
     max-message-bytes = 10485760
     reconnect-max-s = 10     # cap of the reconnect / resend back-off
     mailbox = "INBOX"
+    # Routed mode (docs/mail.md): the server's Sieve files Mailbus mail into one folder
+    # per topic / service; a participant reads only the folders of what it receives.
+    routing = "sieve"        # default "inbox": every participant reads the shared inbox
+    routed-topics = ["robot/pose"]
+    routed-services = ["add"]
+    folder-prefix = "mailbus"
+    url-sieve = "sieve://mail.example.org:4190"  # install the script over ManageSieve
+    routed-read = "own"      # "all": every routed folder and INBOX (an observer)
 
 Both servers are contacted before it returns: a wrong password, an unreachable server
 or a certificate that does not verify is an error at init, not a log line.
@@ -22,14 +30,19 @@ or a certificate that does not verify is an error at init, not a log line.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from mailbus.backoff import Backoff
-from mailbus.errors import ConfigError
+from mailbus.errors import ConfigError, InvalidNameError
 from mailbus.mail.imap_receiver import DEFAULT_MAX_MESSAGE_BYTES, ImapReceiver, ImapSettings
+from mailbus.mail.kinds import MailKind
+from mailbus.mail.routed_receiver import RoutedImapReceiver
+from mailbus.mail.sieve_install import SieveSettings, install_script
+from mailbus.mail.sieve_script import DEFAULT_PREFIX, Routes, check_prefix, sieve_script
 from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
 from mailbus.mail.tls import TlsSettings
-from mailbus.options import Options
+from mailbus.options import Options, check_url
 from mailbus.trace import Tracer
 from mailbus.transport import Transport
 
@@ -43,7 +56,14 @@ _MAIL_KEYS = {
     "max-message-bytes": int,
     "reconnect-max-s": float,
     "mailbox": str,
+    "routing": str,
+    "routed-topics": list,
+    "routed-services": list,
+    "folder-prefix": str,
+    "url-sieve": str,
+    "routed-read": str,
 }
+ROUTING_MODES = ("inbox", "sieve")
 
 
 def mail_section(options: Options) -> dict[str, Any]:
@@ -64,7 +84,50 @@ def mail_section(options: Options) -> dict[str, Any]:
             raise ConfigError(f"mail.{key}", "must be >= 1")
     if "reconnect-max-s" in out and not 0.1 <= out["reconnect-max-s"] <= 3600:
         raise ConfigError("mail.reconnect-max-s", "must be between 0.1 and 3600")
+    _check_routing(out)
     return out
+
+
+def _check_routing(section: dict[str, Any]) -> None:
+    for key in ("routed-topics", "routed-services"):
+        if not all(isinstance(name, str) for name in section.get(key, [])):
+            raise ConfigError(f"mail.{key}", "expected a list of names (strings)")
+    routing = section.get("routing", "inbox")
+    if routing not in ROUTING_MODES:
+        raise ConfigError("mail.routing", f"expected inbox or sieve, got {routing!r}")
+    routed_keys = ("routed-topics", "routed-services", "folder-prefix", "url-sieve", "routed-read")
+    if routing == "inbox":
+        for key in routed_keys:
+            if key in section:
+                raise ConfigError(f"mail.{key}", 'only with routing = "sieve"')
+        return
+    for key in ("mailbox", "start-uid"):
+        if key in section:
+            raise ConfigError(f"mail.{key}", 'only with routing = "inbox" (the shared inbox)')
+    if "url-sieve" in section:
+        check_url("mail.url-sieve", section["url-sieve"], ("sieve",))
+    if section.get("routed-read", "own") not in ("own", "all"):
+        raise ConfigError(
+            "mail.routed-read", f"expected own or all, got {section['routed-read']!r}"
+        )
+    routes_of(section)  # refuses a name that cannot be routed, at start
+
+
+def routes_of(section: Mapping[str, Any]) -> Routes:
+    """The names routed to their own folders; a name that cannot be is a ConfigError."""
+    prefix = section.get("folder-prefix", DEFAULT_PREFIX)
+    try:
+        check_prefix(prefix)
+    except InvalidNameError as exc:
+        raise ConfigError("mail.folder-prefix", str(exc)) from None
+    for key in ("routed-topics", "routed-services"):
+        try:
+            Routes(**{key.removeprefix("routed-"): tuple(section.get(key, ()))}, prefix=prefix)
+        except InvalidNameError as exc:
+            raise ConfigError(f"mail.{key}", str(exc)) from None
+    return Routes(
+        tuple(section.get("routed-topics", ())), tuple(section.get("routed-services", ())), prefix
+    )
 
 
 def create_transport(options: Options, tracer: Tracer) -> Transport:
@@ -90,14 +153,20 @@ def create_transport(options: Options, tracer: Tracer) -> Transport:
         tracer,
         backoff=Backoff(initial=min(0.2, cap), maximum=cap),
     )
-    receiver = ImapReceiver(
-        ImapSettings(
-            options.url_imap,
-            options.username,
-            options.password,
-            tls,
-            mailbox=section.get("mailbox", "INBOX"),
-        ),
+    imap = ImapSettings(
+        options.url_imap,
+        options.username,
+        options.password,
+        tls,
+        mailbox=section.get("mailbox", "INBOX"),
+    )
+    routes = routes_of(section) if section.get("routing") == "sieve" else None
+    receiver_class: Any = ImapReceiver
+    if routes is not None:
+        read_all = section.get("routed-read") == "all"
+        receiver_class = partial(RoutedImapReceiver, routes=routes, read_all=read_all)
+    receiver = receiver_class(
+        imap,
         tracer,
         period_s=options.polling_period_ms / 1000.0,
         start_uid=section.get("start-uid"),
@@ -110,6 +179,10 @@ def create_transport(options: Options, tracer: Tracer) -> Transport:
         max_message_bytes=section.get("max-message-bytes", DEFAULT_MAX_MESSAGE_BYTES),
     )
     try:
+        if routes is not None and "url-sieve" in section:
+            sieve = SieveSettings(section["url-sieve"], options.username, options.password, tls)
+            if install_script(sieve, sieve_script(routes), tracer):
+                tracer.event(MailKind.SIEVE_INSTALLED, detail=f"{sieve.server}: {routes.folders()}")
         receiver.connect()
         sender.check_login()
     except BaseException:
