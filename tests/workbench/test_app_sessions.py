@@ -104,8 +104,8 @@ async def test_open_refuses_what_is_not_a_session(engine: EngineHost, tmp_path: 
     async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
         # Bounds for a loaded machine (a cold polars import alone took 9 s under load 30).
         await until(pilot, lambda: posted.of(SessionsView.SessionOpened), "the open", timeout=60)
-        await pilot.pause()  # the tab switch settles in messages of its own
-        assert app.active_view_id == "sessions"
+        # The tab switch settles in messages of its own: waited for, not one pause.
+        await until(pilot, lambda: app.active_view_id == "sessions", "the Sessions view")
         assert posted.of(SessionsView.SessionOpened)[-1].error  # type: ignore[attr-defined]
         assert app.query_one(SessionsView).session is None
         app.query_one("#rec-dir", Input).value = str(tmp_path / "junk")
@@ -164,6 +164,7 @@ async def test_the_player_is_built_off_the_ui_thread(
     posted = Posted()
     async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
         await until(pilot, lambda: posted.of(SessionsView.SessionOpened), "the open", timeout=60)
+        await until(pilot, lambda: app.active_view_id == "sessions", "the Sessions view")
         view = app.query_one(SessionsView)
         await pilot.press("f8")  # step: builds a paused player, then sends one email
         await until(
