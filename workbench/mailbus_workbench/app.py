@@ -7,10 +7,11 @@ import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Final
 
 from mailbus.broker import Broker
 from mailbus.errors import ConfigError, MailbusError
-from textual import events, work
+from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
@@ -131,9 +132,11 @@ class WorkbenchApp(App[int]):
             self.path = path
 
     class EngineFailed(Message):
+        """The engine could not start (the starting worker's result); it is not retried."""
+
         def __init__(self, error: str) -> None:
             super().__init__()
-            self.error = error
+            self.error: Final = error
 
     # Below this width the layout narrows (an 80x24 terminal is first-class): shorter tab
     # titles so that every tab shows, narrower side panes, the waterfall left out.
@@ -283,12 +286,14 @@ class WorkbenchApp(App[int]):
         try:
             self.engine.start(retry=True)
         except (MailbusError, OSError) as exc:
-            self.call_from_thread(self._engine_failed, str(exc))
+            self.post_message(self.EngineFailed(str(exc)))
 
-    def _engine_failed(self, error: str) -> None:
-        self.engine_error = error
-        self.notify(f"Cannot start the engine: {error}", severity="error", timeout=30, markup=False)
-        self.post_message(self.EngineFailed(error))
+    @on(EngineFailed)
+    def _engine_failed(self, failed: EngineFailed) -> None:
+        self.engine_error = failed.error
+        self.notify(
+            f"Cannot start the engine: {failed.error}", severity="error", timeout=30, markup=False
+        )
 
     def on_unmount(self) -> None:
         if self.engine is not None:

@@ -4,6 +4,7 @@ Topics view; s (on the results) saves them to a file."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Final
 
 from rich.text import Text
 from textual import on, work
@@ -73,9 +74,18 @@ class FindScreen(ModalScreen[MessageRecord | None]):
 
         def __init__(self, query: str, found: int, error: str = "") -> None:
             super().__init__()
-            self.query = query
-            self.found = found
-            self.error = error
+            self.query: Final = query
+            self.found: Final = found
+            self.error: Final = error
+
+    class Matched(Message):
+        """The search worker's result: what `query` matched. Shown unless a newer search
+        began meanwhile (then `Searched` is posted for the newer one only)."""
+
+        def __init__(self, query: str, result: FindResult) -> None:
+            super().__init__()
+            self.query: Final = query
+            self.result: Final = result
 
     def __init__(self, model: WorkbenchModel, query: str = "") -> None:
         super().__init__()
@@ -134,9 +144,11 @@ class FindScreen(ModalScreen[MessageRecord | None]):
     def _search(self, text: str, query: Query, records: list[MessageRecord]) -> None:
         """Matching reads bodies (JSON parsing): off the UI thread, so keys stay quick."""
         result = search(records, query)
-        self.app.call_from_thread(self._show, text, result)
+        self.post_message(self.Matched(text, result))
 
-    def _show(self, text: str, result: FindResult) -> None:
+    @on(Matched)
+    def _show(self, found: Matched) -> None:
+        text, result = found.query, found.result
         if text != self.query_text or not self.is_attached:  # newer search, or closed
             return
         status = self.query_one("#find-status", Static)

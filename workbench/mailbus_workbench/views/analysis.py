@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any
+from typing import Any, Final
 
 from rich.text import Text
 from textual import on, work
@@ -57,19 +57,29 @@ class AnalysisScreen(Screen[None]):
     """
 
     class Done(Message):
+        """The run ended: its tables, or why it did not finish (`error`, "cancelled")."""
+
         def __init__(self, tables: dict[str, Any], error: str) -> None:
             super().__init__()
-            self.tables = tables
-            self.error = error
+            self.tables: Final = tables
+            self.error: Final = error
 
     class Progress(Message):
         """A table is being computed (`table` empty: all done)."""
 
         def __init__(self, table: str, done: int, total: int) -> None:
             super().__init__()
-            self.table = table
-            self.done = done
-            self.total = total
+            self.table: Final = table
+            self.done: Final = done
+            self.total: Final = total
+
+    class SparkProgress(Message):
+        """Spark's tasks of the running analysis: `done` of `total` finished."""
+
+        def __init__(self, done: int, total: int) -> None:
+            super().__init__()
+            self.done: Final = done
+            self.total: Final = total
 
     def __init__(self, path: str) -> None:
         super().__init__()
@@ -147,7 +157,7 @@ class AnalysisScreen(Screen[None]):
         def progress(table: str, done: int, total: int) -> None:
             if self._cancel.is_set():  # polars stops between tables
                 raise Cancelled
-            self.app.call_from_thread(self._progress, table, done, total)
+            self.post_message(self.Progress(table, done, total))
 
         stop_watching = None
         try:
@@ -166,9 +176,8 @@ class AnalysisScreen(Screen[None]):
             self._spark = None
         if self._cancel.is_set():
             tables, error = {}, "cancelled"
-        if self.is_attached:
-            self.app.call_from_thread(self._done, tables, error)
-        else:  # closed while the run went on: nothing left to show it on
+        # A closed screen takes no messages: nothing left to show the result on.
+        if not (self.is_attached and self.post_message(self.Done(tables, error))):
             self.tables, self.error, self.running = tables, error, False
 
     def _watch_spark(self, spark: Any) -> Any:
@@ -176,7 +185,7 @@ class AnalysisScreen(Screen[None]):
         from mailbus.sessions.spark import is_connect, on_connect_progress
 
         def show(done: int, total: int) -> None:
-            self.app.call_from_thread(self._spark_progress, done, total)
+            self.post_message(self.SparkProgress(done, total))
 
         if is_connect(spark):
             return on_connect_progress(spark, show)
@@ -193,21 +202,27 @@ class AnalysisScreen(Screen[None]):
             except Exception:  # the session is stopping; the run reports why
                 return
             if counts is not None and counts[1]:
-                self.app.call_from_thread(self._spark_progress, *counts)
+                self.post_message(self.SparkProgress(*counts))
 
-    def _spark_progress(self, done: int, total: int) -> None:
+    @on(SparkProgress)
+    def _spark_progress(self, progress: SparkProgress) -> None:
         if self.running and self.is_attached:
-            self.query_one("#analysis-spark", Static).update(f"Spark tasks {done}/{total}")
+            self.query_one("#analysis-spark", Static).update(
+                f"Spark tasks {progress.done}/{progress.total}"
+            )
 
-    def _progress(self, table: str, done: int, total: int) -> None:
+    @on(Progress)
+    def _progress(self, progress: Progress) -> None:
         if not self.is_attached:  # closed while the run went on
             return
+        done, total = progress.done, progress.total
         self.query_one("#analysis-progress", ProgressBar).update(total=total, progress=done)
         if done < total and not self._cancel.is_set():
-            self.query_one("#analysis-status", Static).update(f"computing {table} …")
-        self.post_message(self.Progress(table, done, total))
+            self.query_one("#analysis-status", Static).update(f"computing {progress.table} …")
 
-    def _done(self, tables: dict[str, Any], error: str) -> None:
+    @on(Done)
+    def _done(self, result: Done) -> None:
+        tables, error = result.tables, result.error
         self.running = False
         if not self.is_attached:  # closed while the run went on
             return
@@ -231,7 +246,6 @@ class AnalysisScreen(Screen[None]):
                 table.add_column(column, key=column)
             for row in frame.head(TABLE_ROWS).iter_rows():
                 table.add_row(*(_cell(v) for v in row))
-        self.post_message(self.Done(tables, error))
 
     def action_close(self) -> None:
         self.action_cancel()

@@ -3,6 +3,8 @@ response with its latency, and a history of calls that can be sent again."""
 
 from __future__ import annotations
 
+from typing import Final
+
 from mailbus.errors import ConfigError, MailbusError, ServiceTimeoutError
 from mailbus.names import check_name
 from rich.markup import escape
@@ -59,9 +61,11 @@ history: select a call there and press **r** to send the same request again.
     """
 
     class Finished(Message):
+        """A call ended: answered, timed out or failed (the calling worker's result)."""
+
         def __init__(self, record: CallRecord) -> None:
             super().__init__()
-            self.record = record
+            self.record: Final = record
 
     def __init__(self, parts: WorkbenchParts, *, id: str | None = None) -> None:
         super().__init__(parts, id=id)
@@ -177,7 +181,11 @@ history: select a call there and press **r** to send the same request again.
             )
         except MailbusError as exc:
             record = CallRecord(number, service, body, timeout, False, str(exc), None)
-        self.app.call_from_thread(self._finished, record)
+        self.post_message(self.Finished(record))
+
+    @on(Finished)
+    def _call_finished(self, finished: Finished) -> None:
+        self._finished(finished.record)
 
     def _finished(self, record: CallRecord) -> None:
         table = self._add(record)
@@ -192,7 +200,6 @@ history: select a call there and press **r** to send the same request again.
                 save_call_history(path, self.history)
             except OSError as exc:
                 self.notify(f"cannot save the call history: {exc}", severity="warning")
-        self.post_message(self.Finished(record))
 
     def _add(self, record: CallRecord) -> DataTable[object]:
         self.history.append(record)

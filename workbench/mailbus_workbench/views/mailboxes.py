@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from mailbus.postoffice.paths import default_store
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from mailbus_workbench.parts import WorkbenchParts
@@ -60,6 +61,36 @@ checked out is not removed: stop it first, or empty the box).
     #letter-title { height: 1; padding: 0 1; background: $boost; }
     #letter-table { height: 1fr; }
     """
+
+    class MailboxesListed(Message):
+        """The store was read (the listing worker's result): its boxes and the letters of
+        the box selected when the read began (`error`: why nothing could be read)."""
+
+        def __init__(
+            self,
+            store: Path,
+            boxes: list[Any],
+            error: str,
+            selected: str | None,
+            letters: list[Any],
+        ) -> None:
+            super().__init__()
+            self.store: Final = store
+            self.boxes: Final = boxes
+            self.error: Final = error
+            self.selected: Final = selected
+            self.letters: Final = letters
+
+    class MailboxChanged(Message):
+        """A box was emptied or removed (`op`), `deleted` letters with it, or could not be
+        (`error`): the changing worker's result."""
+
+        def __init__(self, op: str, name: str, deleted: int, error: str = "") -> None:
+            super().__init__()
+            self.op: Final = op
+            self.name: Final = name
+            self.deleted: Final = deleted
+            self.error: Final = error
 
     def __init__(self, parts: WorkbenchParts, *, id: str | None = None) -> None:
         super().__init__(parts, id=id)
@@ -109,11 +140,11 @@ checked out is not removed: stop it first, or empty the box).
                 letters = show_letters(store, selected, LETTERS_SHOWN)
         except (AdminError, OSError) as exc:
             boxes, error = [], str(exc)
-        self.app.call_from_thread(self._show, store, boxes, error, selected, letters)
+        self.post_message(self.MailboxesListed(store, boxes, error, selected, letters))
 
-    def _show(
-        self, store: Path, boxes: list[Any], error: str, selected: str | None, letters: list[Any]
-    ) -> None:
+    @on(MailboxesListed)
+    def _show(self, listed: MailboxesListed) -> None:
+        store, boxes, error = listed.store, listed.boxes, listed.error
         self.boxes = boxes
         self.error = error
         self.loads += 1
@@ -138,7 +169,7 @@ checked out is not removed: stop it first, or empty the box).
             )
         if boxes:
             table.move_cursor(row=min(cursor, len(boxes) - 1), animate=False)
-        self._show_letters(selected or "", letters)
+        self._show_letters(listed.selected or "", listed.letters)
 
     def _show_letters(self, box: str, letters: list[Any]) -> None:
         self.shown_box, self.letters = box, letters
@@ -194,12 +225,17 @@ checked out is not removed: stop it first, or empty the box).
 
         try:
             count = (empty_box if op == "empty" else remove_box)(store, name)
-            message, severity = f"{op}: {name} ({count} letters deleted)", "information"
         except (AdminError, OSError) as exc:
-            message, severity = f"Cannot {op} {name}: {exc}", "error"
-        self.app.call_from_thread(self._changed, message, severity)
+            self.post_message(self.MailboxChanged(op, name, 0, str(exc)))
+            return
+        self.post_message(self.MailboxChanged(op, name, count))
 
-    def _changed(self, message: str, severity: str) -> None:
+    @on(MailboxChanged)
+    def _changed(self, changed: MailboxChanged) -> None:
         self.changes += 1
-        self.notify(message, severity=severity)  # type: ignore[arg-type]
+        op, name = changed.op, changed.name
+        if changed.error:
+            self.notify(f"Cannot {op} {name}: {changed.error}", severity="error")
+        else:
+            self.notify(f"{op}: {name} ({changed.deleted} letters deleted)")
         self._load(self.store, self.selected)

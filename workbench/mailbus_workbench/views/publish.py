@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Final
 
 from mailbus.errors import ConfigError, MailbusError
 from mailbus.names import check_name
@@ -59,15 +60,26 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
     """
 
     class Published(Message):
+        """The engine published the form's message (the publishing worker's result)."""
+
         def __init__(self, topic: str, message_id: str) -> None:
             super().__init__()
-            self.topic = topic
-            self.message_id = message_id
+            self.topic: Final = topic
+            self.message_id: Final = message_id
 
-    class Failed(Message):
+    class PublishFailed(Message):
+        """The engine refused or failed a publish (a publishing worker's result)."""
+
         def __init__(self, error: str) -> None:
             super().__init__()
-            self.error = error
+            self.error: Final = error
+
+    class Failed(Message):
+        """Nothing was published: the form was refused or the publish failed."""
+
+        def __init__(self, error: str) -> None:
+            super().__init__()
+            self.error: Final = error
 
     def __init__(self, parts: WorkbenchParts, *, id: str | None = None) -> None:
         super().__init__(parts, id=id)
@@ -195,13 +207,19 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
         try:
             message_id = engine.publish(topic, body, headers)
         except MailbusError as exc:
-            self.app.call_from_thread(self._failed, str(exc))
+            self.post_message(self.PublishFailed(str(exc)))
             return
-        self.app.call_from_thread(self._published, topic, message_id)
-
-    def _published(self, topic: str, message_id: str) -> None:
-        self._status(Text.assemble("published on ", (topic, "bold"), f"  {message_id}"))
         self.post_message(self.Published(topic, message_id))
+
+    @on(Published)
+    def _published(self, published: Published) -> None:
+        self._status(
+            Text.assemble("published on ", (published.topic, "bold"), f"  {published.message_id}")
+        )
+
+    @on(PublishFailed)
+    def _publish_failed(self, failed: PublishFailed) -> None:
+        self._failed(failed.error)
 
     def _failed(self, error: str) -> None:
         self._status(Text(error, style="red"))
@@ -254,7 +272,7 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
             try:
                 engine.publish(topic, body, headers)
             except MailbusError as exc:
-                self.app.call_from_thread(self._failed, str(exc))
+                self.post_message(self.PublishFailed(str(exc)))
                 return
             self.sent_at_rate += 1
             next_at += period
