@@ -129,3 +129,22 @@ async def test_postoffice_daemon_started_late_connects_and_publishing_works(
     finally:
         if daemon is not None:
             daemon.stop()
+
+
+async def test_an_engine_started_before_the_app_is_used_as_it_is(
+    engine: EngineHost, tmp_path: Path
+) -> None:
+    # A notebook (or a test) starts its host first; the app's own start must not fail
+    # on it with "already initialised".
+    assert engine.context.is_initialized
+    settings = Settings(keymap_file=tmp_path / "k.toml", templates_file=tmp_path / "t.toml")
+    app = WorkbenchApp(engine=engine, settings=settings)
+    posted = Posted()
+    async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
+        await until(pilot, lambda: app.engine.connection.state == "connected", "connected")  # type: ignore[union-attr]
+        await pilot.pause()
+        assert not posted.of(WorkbenchApp.EngineFailed)
+        assert not app.engine_error
+        await pilot.press("4")
+        await publish(app, pilot, "lab/t")
+        await until(pilot, lambda: posted.of(PublishView.Published), "the publish")

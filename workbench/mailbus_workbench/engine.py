@@ -119,7 +119,10 @@ class EngineHost:
 
     def start(self, *, retry: bool = False) -> None:
         """Initialise the context. `retry`: a server that cannot be reached is tried again
-        (waiting `retry_delays`, the last one repeated) until it answers or `stop()`."""
+        (waiting `retry_delays`, the last one repeated) until it answers or `stop()`.
+        A host started already (by a notebook or a test before the app) is left as it is."""
+        if self.context.is_initialized:
+            return
         delays = self.retry_delays
         attempt = 0
         while True:
