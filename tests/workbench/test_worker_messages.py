@@ -137,7 +137,9 @@ async def test_engine_failed_then_a_publish_failed(tmp_path: Path) -> None:
         ]
         refused = posted.of(PublishView.PublishFailed)[0]
         assert isinstance(refused, PublishView.PublishFailed)
-        assert "not connected yet" in refused.error
+        # Said as what happened, not as a start still under way.
+        assert "failed to start: " in refused.error and "init() runs once" in refused.error
+        assert "still starting" not in refused.error
         assert posted.of(PublishView.Failed)[0].error == refused.error  # type: ignore[attr-defined]
         assert refused.error in str(app.query_one("#publish-status", Static).render())
         assert not posted.of(PublishView.Published)

@@ -41,13 +41,16 @@ class NotConnectedError(MailbusError):
 class Connection:
     """What the workbench knows of its link to the transport's server.
     `state`: connecting, connected, retrying (with `problem` and `next_attempt`, a
-    time.time()) or reconnected (after an outage)."""
+    time.time()), reconnected (after an outage) or failed (with `problem`: the engine
+    gave up at start)."""
 
     state: str
     problem: str = ""
     next_attempt: float = 0.0
 
     def describe(self, now: float) -> str:
+        if self.state == "failed":
+            return f"failed to start: {self.problem}"
         if self.state != "retrying":
             return self.state
         wait = math.ceil(max(0.0, self.next_attempt - now))
@@ -133,6 +136,7 @@ class EngineHost:
                 if self._stopping.is_set():
                     return
                 if not retry or isinstance(exc, ContextError):
+                    self.connection = Connection("failed", str(exc))
                     raise
                 delay = delays[min(attempt, len(delays) - 1)]
                 attempt += 1
@@ -160,7 +164,7 @@ class EngineHost:
     def _check_connected(self) -> None:
         if not self.context.is_initialized:
             connection = self.connection
-            if connection.state == "retrying":
+            if connection.state in ("retrying", "failed"):
                 raise NotConnectedError(connection.describe(time.time()))
             raise NotConnectedError("not connected yet: the engine is still starting")
 
