@@ -160,6 +160,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="100 messages instead of 200")
     parser.add_argument("--sizes", default="1,8,32", help="contexts, e.g. 1,8,32")
+    parser.add_argument("--modes", default="shared,own", help="the order of the modes per N")
     parser.add_argument("--participant", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.participant is not None:
@@ -175,7 +176,7 @@ def main() -> int:
         log("warm-up (discarded): the first run pays for the stack's cold caches")
         run_point(stack, "own", 1, 20)
         for n in sizes:
-            for mode in SHARE:
+            for mode in args.modes.split(","):
                 log(f"{mode}: N = {n} contexts in one process, {messages} messages")
                 point = run_point(stack, mode, n, messages)
                 result[f"{mode}_latency_p50_ms_n{n}"] = point["p50"]

@@ -279,6 +279,16 @@ def test_contexts_attach_and_close_from_many_threads(registry: _Registry) -> Non
     assert registry.receivers() == []
 
 
+def test_a_forked_child_does_not_join_its_parents_receiver(registry: _Registry) -> None:
+    factory = Factory()
+    parent = handle_of(registry, factory)
+    registry.after_fork()  # what os.register_at_fork runs in the child
+    child = handle_of(registry, factory)
+    assert len(factory.made) == 2 and child.shared is not parent.shared
+    parent.close()  # the registry no longer knows it
+    assert factory.made[0].closed == 1
+
+
 # -- configuration -----------------------------------------------------------------------------
 def _section(mail: dict[str, Any]) -> dict[str, Any]:
     raw = {"transport": "email", "url-imap": "imaps://h", "url-smtp": "smtps://h", "mail": mail}

@@ -23,6 +23,7 @@ the tracer of every context attached when they happen; a joining context gets
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import Counter, deque
@@ -193,8 +194,15 @@ class _Registry:
         with self._lock:
             return list(self._receivers.values())
 
+    def after_fork(self) -> None:
+        """In a forked child the receivers' threads are gone (and a lock may be held by
+        one that no longer exists): a context made there must log in afresh."""
+        self._lock = threading.Lock()
+        self._receivers = {}
+
 
 REGISTRY = _Registry()
+os.register_at_fork(after_in_child=REGISTRY.after_fork)
 
 
 class SharedReceiverHandle(EmailReceiver):
