@@ -119,7 +119,7 @@ def bodies(handle: SharedReceiverHandle, count: int) -> list[str]:
 def registry() -> Iterator[_Registry]:
     made = _Registry()
     yield made
-    for shared in made.receivers():  # a failed test must not leave threads behind
+    for shared in made.receivers():  # a failed test must not leave a receiver open
         for handle in list(shared._handles):
             handle.close()
 
@@ -229,18 +229,56 @@ def test_trace_events_reach_every_attached_context_and_a_joiner_is_told(
     assert first.shared.attached == 2
 
 
-def test_a_receive_failure_is_raised_once_in_every_context_then_mail_goes_on(
+def test_a_receive_failure_is_raised_in_the_driving_context_then_mail_goes_on(
     registry: _Registry,
 ) -> None:
     factory = Factory()
-    handles = [handle_of(registry, factory) for _ in range(2)]
+    first, second = handle_of(registry, factory), handle_of(registry, factory)
     fake = factory.made[0]
     fake.inbox.put(RuntimeError("server spoke nonsense"))
     fake.feed("after")
-    for handle in handles:
-        with pytest.raises(TransportError, match="nonsense"):
-            eventually(lambda h=handle: h.receive(0.05), WAIT_S)  # type: ignore[misc]
-        assert bodies(handle, 1) == ["after"]
+    with pytest.raises(RuntimeError, match="nonsense"):
+        first.receive(WAIT_S)  # as a receiver of its own would raise it
+    assert bodies(second, 1) == ["after"] and bodies(first, 1) == ["after"]
+
+
+def test_a_context_busy_elsewhere_does_not_hold_up_the_others(registry: _Registry) -> None:
+    factory = Factory()
+    busy, reader = handle_of(registry, factory), handle_of(registry, factory)
+    fake = factory.made[0]
+    fake.feed("a")
+    assert bodies(busy, 1) == ["a"]  # busy fetched it, and then stops receiving
+    fake.feed("b")
+    assert bodies(reader, 2) == ["a", "b"]  # reader drives in its turn
+    assert bodies(busy, 1) == ["b"]  # kept for busy meanwhile
+
+
+def test_closing_the_driving_context_hands_the_connection_on(registry: _Registry) -> None:
+    factory = Factory()
+    driver, waiter = handle_of(registry, factory), handle_of(registry, factory)
+    shared = driver.shared
+    outcome: list[object] = []
+
+    def drive() -> None:
+        try:
+            outcome.append(driver.receive(WAIT_S * 4))
+        except TransportError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=drive)
+    thread.start()
+    eventually(lambda: shared.driver is driver, WAIT_S)
+    got: list[list[Inbound]] = []
+    other = threading.Thread(target=lambda: got.append(waiter.receive(WAIT_S * 4)))
+    other.start()
+    driver.close()
+    thread.join(WAIT_S)
+    assert not thread.is_alive() and isinstance(outcome[0], TransportError)
+    eventually(lambda: shared.driver is waiter, WAIT_S)
+    factory.made[0].feed("c")
+    other.join(WAIT_S)
+    assert [[i.data for i in items] for items in got] == [[b"c"]]
+    assert factory.made[0].closed == 0
 
 
 def test_contexts_attach_and_close_from_many_threads(registry: _Registry) -> None:
