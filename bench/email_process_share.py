@@ -9,14 +9,15 @@ For each N and each mode, in the same run: a child process (this module with
 publisher (in this process) sends M messages at 20 msg/s; the child reports each
 context's publish -> take latency, what each took (lost and duplicated are counted from
 the bodies) and the bytes its distinct receivers fetched (one for the shared mode, N
-without it), and its own CPU time over the run.
+without it), and its own CPU time over the run. Before the traffic, the child's CPU
+while nothing is sent (cores, the receivers settled in IDLE).
 
 The stack, the pacing, the child processes and the CPU readings are bench.email_scale's.
 The last stdout line is one JSON object: `shared_latency_p50_ms_n{N}`,
 `shared_latency_p95_ms_n{N}`, `own_latency_p50_ms_n{N}`, `own_latency_p95_ms_n{N}`,
 `shared_bytes_fetched_per_message_n{N}`, `own_bytes_fetched_per_message_n{N}`,
-`shared_cpu_s_n{N}`, `own_cpu_s_n{N}`, `lost`, `duplicated`, `bytes_ratio_n32` (own /
-shared bytes at N = 32).
+`shared_cpu_s_n{N}`, `own_cpu_s_n{N}`, `shared_idle_cores_n{N}`, `own_idle_cores_n{N}`,
+`lost`, `duplicated`, `bytes_ratio_n32` (own / shared bytes at N = 32).
 """
 
 from __future__ import annotations
@@ -107,7 +108,9 @@ def participant_main(n: int, count: int) -> int:
     return 0
 
 
-def run_point(stack: Any, mode: str, n: int, messages: int) -> dict[str, Any]:
+def run_point(
+    stack: Any, mode: str, n: int, messages: int, idle_window_s: float = 0.0
+) -> dict[str, Any]:
     user = stack.add_user()
     raw = raw_options(stack, user, "adaptive")
     raw["mail"]["share"] = SHARE[mode]
@@ -124,6 +127,13 @@ def run_point(stack: Any, mode: str, n: int, messages: int) -> dict[str, Any]:
     try:
         if not child.ready.wait(60 + 2 * n) or proc.poll() is not None:
             raise RuntimeError(f"{mode} N={n}: the contexts did not get ready")
+        idle_cores = None
+        if idle_window_s > 0:
+            # Past quiet-ms (2 s) the receivers wait in IDLE: measure that steady state.
+            time.sleep(3.0)
+            before, started = process_cpu_s(proc.pid), time.monotonic()
+            time.sleep(idle_window_s)
+            idle_cores = (process_cpu_s(proc.pid) - before) / (time.monotonic() - started)
         publisher = raw_options(stack, user, "adaptive") | {"polling-period-ms": 1000.0}
         publisher["mail"]["share"] = "none"
         with mailbus.Context(options_from_mapping(publisher, {})) as ctx:
@@ -145,13 +155,14 @@ def run_point(stack: Any, mode: str, n: int, messages: int) -> dict[str, Any]:
         "p95": round(percentile(lat, 0.95), 1),
         "bytes": round(result["bytes_fetched"] / messages, 1),
         "cpu": round(result.get("cpu_s", 0.0), 2),
+        "idle_cores": None if idle_cores is None else round(idle_cores, 4),
         "lost": lost,
         "duplicated": duplicated,
     }
     log(
         f"  {mode} N={n}: p50 {point['p50']} ms p95 {point['p95']} ms, "
         f"{point['bytes']} bytes fetched/message over {result.get('receivers')} receivers, "
-        f"cpu {point['cpu']} s, lost {lost} dup {duplicated}"
+        f"cpu {point['cpu']} s, idle {point['idle_cores']} cores, lost {lost} dup {duplicated}"
     )
     return point
 
@@ -169,6 +180,7 @@ def main() -> int:
 
     sizes = [int(s) for s in args.sizes.split(",")]
     messages = 100 if args.quick else 200
+    idle_window_s = 3.0 if args.quick else 5.0
     # share = "none" needs a connection per context (and one for the publisher).
     stack_module.MAX_USERIP_CONNECTIONS = max(sizes) + 20
     result: dict[str, Any] = {"lost": 0, "duplicated": 0}
@@ -181,11 +193,12 @@ def main() -> int:
         for n in sizes:
             for mode in args.modes.split(","):
                 log(f"{mode}: N = {n} contexts in one process, {messages} messages")
-                point = run_point(stack, mode, n, messages)
+                point = run_point(stack, mode, n, messages, idle_window_s)
                 result[f"{mode}_latency_p50_ms_n{n}"] = point["p50"]
                 result[f"{mode}_latency_p95_ms_n{n}"] = point["p95"]
                 result[f"{mode}_bytes_fetched_per_message_n{n}"] = point["bytes"]
                 result[f"{mode}_cpu_s_n{n}"] = point["cpu"]
+                result[f"{mode}_idle_cores_n{n}"] = point["idle_cores"]
                 result["lost"] += point["lost"]
                 result["duplicated"] += point["duplicated"]
     shared32 = result.get("shared_bytes_fetched_per_message_n32")

@@ -18,13 +18,15 @@ from mailbus.errors import ConfigError, TransportError
 from mailbus.mail.errors import MailConnectionLimitError
 from mailbus.mail.imap_receiver import ImapReceiver, ImapSettings
 from mailbus.mail.kinds import MailKind
+from mailbus.mail.routed_receiver import RoutedImapReceiver
 from mailbus.mail.shared_receiver import (
     SharedImapReceiver,
     SharedReceiverHandle,
     ShareKey,
     _Registry,
 )
-from mailbus.mail.transport import mail_section
+from mailbus.mail.sieve_script import Routes
+from mailbus.mail.transport import _receiver, mail_section
 from mailbus.options import options_from_mapping
 from mailbus.subscription import Subscription
 from mailbus.trace import TraceEvent, Tracer
@@ -351,6 +353,18 @@ def test_share_none_and_routed_and_start_uid_are_accepted() -> None:
     assert _section({"share": "none", "routing": "sieve"})["share"] == "none"
     assert _section({"start-uid": 1}) == {"start-uid": 1}  # default share: its own receiver
     assert _section({"share": "none", "start-uid": 1})["share"] == "none"
+
+
+def test_routed_mode_and_start_uid_get_a_receiver_of_their_own() -> None:
+    settings = ImapSettings("imap://127.0.0.1:1", "u", "secret")
+    routed = _receiver({"routing": "sieve"}, settings, Tracer(), Routes(("a/b",)))
+    assert isinstance(routed, RoutedImapReceiver)
+    assert type(_receiver({"start-uid": 1}, settings, Tracer(), None, start_uid=1)) is ImapReceiver
+    assert type(_receiver({"share": "none"}, settings, Tracer(), None)) is ImapReceiver
+    shared = _receiver({}, settings, Tracer(), None, period_s=0.01)
+    assert isinstance(shared, SharedReceiverHandle)
+    assert shared.key == ShareKey(settings, (("period_s", 0.01),))  # nothing connected yet
+    shared.close()
 
 
 # -- the real stack ----------------------------------------------------------------------------
