@@ -4,13 +4,15 @@ real loopback stack (Postfix + Dovecot, TLS), a publisher at 20 msg/s (issue 18 
 
     python -m bench.email_process_share [--quick] [--sizes 1,8,32]
 
-For each N and each mode, in the same run: a child process (this module with
-`--participant`) opens N contexts with one subscription each on a fresh account; the
-publisher (in this process) sends M messages at 20 msg/s; the child reports each
-context's publish -> take latency, what each took (lost and duplicated are counted from
-the bodies) and the bytes its distinct receivers fetched (one for the shared mode, N
-without it), and its own CPU time over the run. Before the traffic, the child's CPU
-while nothing is sent (cores, the receivers settled in IDLE).
+For each N, each mode twice in the order shared, own, own, shared (a point's place in
+the run showed in its latency; the order evens it out), pooled per mode. A point: a
+child process (this module with `--participant`) opens N contexts with one
+subscription each on a fresh account; the publisher (in this process) sends M
+messages at 20 msg/s; the child reports each context's publish -> take latency, what
+each took (lost and duplicated are counted from the bodies), the bytes its distinct
+receivers fetched (one for the shared mode, N without it) and its CPU time over its
+life. Before the traffic, the child's CPU while nothing is sent (cores, once the
+receivers settled in IDLE).
 
 The stack, the pacing, the child processes and the CPU readings are bench.email_scale's.
 The last stdout line is one JSON object: `shared_latency_p50_ms_n{N}`,
@@ -151,6 +153,9 @@ def run_point(
     duplicated = sum(len(got) - len(set(got)) for got in result["bodies"])
     lat = result["latencies_ms"] or [float("nan")]
     point = {
+        "latencies": result["latencies_ms"],
+        "bytes_fetched": result["bytes_fetched"],
+        "messages": messages,
         "p50": round(statistics.median(lat), 1),
         "p95": round(percentile(lat, 0.95), 1),
         "bytes": round(result["bytes_fetched"] / messages, 1),
@@ -167,11 +172,29 @@ def run_point(
     return point
 
 
+def pooled(mode: str, n: int, points: list[dict[str, Any]]) -> dict[str, Any]:
+    """One mode's keys at N from its runs: latencies pooled, the rest averaged."""
+    latencies = [x for p in points for x in p["latencies"]] or [float("nan")]
+    idle = [p["idle_cores"] for p in points if p["idle_cores"] is not None]
+    fetched = sum(p["bytes_fetched"] for p in points) / sum(p["messages"] for p in points)
+    return {
+        f"{mode}_latency_p50_ms_n{n}": round(statistics.median(latencies), 1),
+        f"{mode}_latency_p95_ms_n{n}": round(percentile(latencies, 0.95), 1),
+        f"{mode}_bytes_fetched_per_message_n{n}": round(fetched, 1),
+        f"{mode}_cpu_s_n{n}": round(statistics.mean(p["cpu"] for p in points), 2),
+        f"{mode}_idle_cores_n{n}": round(statistics.mean(idle), 4) if idle else None,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="100 messages instead of 200")
     parser.add_argument("--sizes", default="1,8,32", help="contexts, e.g. 1,8,32")
-    parser.add_argument("--modes", default="shared,own", help="the order of the modes per N")
+    parser.add_argument(
+        "--order",
+        default="shared,own,own,shared",
+        help="the runs per N, pooled per mode (ABBA: a point's place in the run shows)",
+    )
     parser.add_argument("--participant", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.participant is not None:
@@ -186,21 +209,20 @@ def main() -> int:
     result: dict[str, Any] = {"lost": 0, "duplicated": 0}
     with stack_module.MailStack() as stack:
         # The first points of a run measured slower whichever mode they were (the
-        # stack's and the page cache's cold start): warm up with both, discarded.
+        # stack's cold start): warm up, discarded; the ABBA order evens out the rest.
         log("warm-up (discarded)")
         for mode in SHARE:
             run_point(stack, mode, 1, 50)
         for n in sizes:
-            for mode in args.modes.split(","):
+            runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in SHARE}
+            for mode in args.order.split(","):
                 log(f"{mode}: N = {n} contexts in one process, {messages} messages")
-                point = run_point(stack, mode, n, messages, idle_window_s)
-                result[f"{mode}_latency_p50_ms_n{n}"] = point["p50"]
-                result[f"{mode}_latency_p95_ms_n{n}"] = point["p95"]
-                result[f"{mode}_bytes_fetched_per_message_n{n}"] = point["bytes"]
-                result[f"{mode}_cpu_s_n{n}"] = point["cpu"]
-                result[f"{mode}_idle_cores_n{n}"] = point["idle_cores"]
-                result["lost"] += point["lost"]
-                result["duplicated"] += point["duplicated"]
+                runs[mode].append(run_point(stack, mode, n, messages, idle_window_s))
+            for mode, points in runs.items():
+                if points:
+                    result |= pooled(mode, n, points)
+                    result["lost"] += sum(p["lost"] for p in points)
+                    result["duplicated"] += sum(p["duplicated"] for p in points)
     shared32 = result.get("shared_bytes_fetched_per_message_n32")
     own32 = result.get("own_bytes_fetched_per_message_n32")
     result["bytes_ratio_n32"] = round(own32 / shared32, 2) if shared32 and own32 else None
