@@ -74,7 +74,8 @@ class SharedImapReceiver:
         self.tracer.add_listener(self._forward)
         self.imap = factory(self.tracer)
         self.counters: Counter[str] = Counter()
-        # Guards the handles, the driver and every handle's queue.
+        # Guards the handles, the driver and every handle's queue. Reentrant (the
+        # default RLock): a trace listener may call wake() on the emitting thread.
         self.cond = threading.Condition()
         # Replaced, never mutated: trace forwarding reads it without the lock.
         self._handles: tuple[SharedReceiverHandle, ...] = ()
@@ -173,8 +174,9 @@ class _Registry:
             return list(self._receivers.values())
 
     def after_fork(self) -> None:
-        """In a forked child the receivers' threads are gone (and a lock may be held by
-        one that no longer exists): a context made there must log in afresh."""
+        """In a forked child the receivers' connections are the parent's sockets and
+        their drivers are threads that do not exist there (one may have held a lock
+        when it forked): a context made in the child must log in afresh."""
         self._lock = threading.Lock()
         self._receivers = {}
 
