@@ -10,11 +10,12 @@ holds a `SharedReceiverHandle`: a thin EmailReceiver with its own queue, `wake` 
 `close`, so one context's shutdown or slow handlers never stop or delay the others'
 mail. The connection is driven by whichever context is waiting for mail (see
 SharedImapReceiver): no thread of its own, and no thread hand-off for the context that
-fetched (a first version with a dispatch thread measured a few ms more latency at one
-context on this loaded machine). Receivers are shared by `ShareKey`: everything that
-changes what is read or how (the IMAP settings - URL, user, password, TLS, mailbox -
-and every parameter of the receiver); contexts with different keys get different
-receivers. Reference counted: the last handle to close logs out.
+fetched (a first version's dispatch thread looked a few ms slower at one context, which
+the benchmark's order turned out to explain as well; a thread fewer stayed a gain).
+Receivers are shared by `ShareKey`: everything that changes what is read or how (the
+IMAP settings - URL, user, password, TLS, mailbox - and every parameter of the
+receiver); contexts with different keys get different receivers. Reference counted:
+the last handle to close logs out.
 
 A context that joins a running receiver gets what that receiver fetches from then on:
 new mail, as a receiver of its own would (a context with `start-uid` therefore never
