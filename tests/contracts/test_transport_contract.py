@@ -107,7 +107,9 @@ def _postoffice(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Subj
         server.stop()
 
 
-def _email(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Subject]:
+def _email(
+    tmp_path: Path, request: pytest.FixtureRequest, share: str = "none"
+) -> Iterator[Subject]:
     from mailbus.mail.transport import create_transport
 
     stack = request.getfixturevalue("mail_stack")
@@ -121,13 +123,22 @@ def _email(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Subject]:
         "ca-file": stack.ca_file,
         "polling-period-ms": 10,
         "recipients": {"to": [user.address]},
-        "mail": {"reconnect-max-s": 0.5},
+        "mail": {"reconnect-max-s": 0.5, "share": share},
     }
-    transport = create_transport(options_from_mapping(raw, {}), Tracer())
-    transport.receiver.connect()  # type: ignore[attr-defined]
+    options = options_from_mapping(raw, {})
+    # share = "process": the subject joins a receiver another transport holds, so what
+    # is under contract is the per-context handle of a really shared connection.
+    sibling = create_transport(options, Tracer()) if share == "process" else None
+    transport = create_transport(options, Tracer())
+    if sibling is None:
+        transport.receiver.connect()  # type: ignore[attr-defined]
     # A mail server may deliver a burst in any order (docs/mail.md, "Delivery order").
     inject = functools.partial(stack.deliver, user.address)
-    yield Subject(transport, user.address, inject, in_order=False)
+    try:
+        yield Subject(transport, user.address, inject, in_order=False)
+    finally:
+        if sibling is not None:
+            sibling.close()
 
 
 MAKERS: dict[str, Callable[[Path, pytest.FixtureRequest], Iterator[Subject]]] = {
@@ -135,11 +146,18 @@ MAKERS: dict[str, Callable[[Path, pytest.FixtureRequest], Iterator[Subject]]] = 
     "outbox": _outbox,
     "postoffice": _postoffice,
     "email": _email,
+    "email-shared": functools.partial(_email, share="process"),
 }
 
 
 @pytest.fixture(
-    params=["inprocess", "outbox", "postoffice", pytest.param("email", marks=pytest.mark.mailstack)]
+    params=[
+        "inprocess",
+        "outbox",
+        "postoffice",
+        pytest.param("email", marks=pytest.mark.mailstack),
+        pytest.param("email-shared", marks=pytest.mark.mailstack),
+    ]
 )
 def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subject]:
     made = MAKERS[request.param](tmp_path, request)

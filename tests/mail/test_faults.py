@@ -75,6 +75,7 @@ class FetchLog:
 
     def __init__(self, receiver: Any) -> None:
         self.origins: list[str] = []
+        receiver = getattr(receiver, "imap", receiver)  # the shared receiver's connection
         self._poll = receiver.poll
         receiver.poll = self
 

@@ -20,6 +20,7 @@ def _run(args: argparse.Namespace) -> int:
     from mailbus.errors import MailbusError
     from mailbus.mail.imap_receiver import ImapReceiver
     from mailbus.mail.routed_receiver import RoutedImapReceiver
+    from mailbus.mail.shared_receiver import SharedReceiverHandle
     from mailbus.options import load_options
     from mailbus.waitset import wait_for_message
 
@@ -30,6 +31,8 @@ def _run(args: argparse.Namespace) -> int:
             return 1
         with Context(options) as ctx:
             receiver = ctx.transport.receiver
+            if isinstance(receiver, SharedReceiverHandle):
+                receiver = receiver.imap  # share = "process": the process's receiver
             assert isinstance(receiver, ImapReceiver)
             print(f"SMTP {options.url_smtp}: login as {options.username} OK")
             if isinstance(receiver, RoutedImapReceiver):

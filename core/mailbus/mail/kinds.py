@@ -42,3 +42,8 @@ class MailKind(EventKind):
         "mail.tls_unverified",
         "a connection made with certificate verification turned off | detail, extra.server",
     )
+    SHARED_ATTACHED = (
+        "mail.shared_attached",
+        "a context joined the process's running shared IMAP receiver instead of logging in "
+        '(`share = "process"`) | detail, extra.contexts',
+    )

@@ -14,6 +14,8 @@ tls-verify, ca-file, polling-period-ms) and an optional `[mail]` table for tunin
     max-message-bytes = 10485760
     reconnect-max-s = 10     # cap of the reconnect / resend back-off
     mailbox = "INBOX"
+    share = "process"        # contexts of one process on this inbox share one receiver
+                             # (one connection); "none": a receiver of its own
     # Routed mode (docs/mail.md): the server's Sieve files Mailbus mail into one folder
     # per topic / service; a participant reads only the folders of what it receives.
     routing = "sieve"        # default "inbox": every participant reads the shared inbox
@@ -38,6 +40,7 @@ from mailbus.errors import ConfigError, InvalidNameError
 from mailbus.mail.imap_receiver import DEFAULT_MAX_MESSAGE_BYTES, ImapReceiver, ImapSettings
 from mailbus.mail.kinds import MailKind
 from mailbus.mail.routed_receiver import RoutedImapReceiver
+from mailbus.mail.shared_receiver import SharedReceiverHandle, ShareKey
 from mailbus.mail.sieve_install import SieveSettings, install_script
 from mailbus.mail.sieve_script import DEFAULT_PREFIX, Routes, check_prefix, sieve_script
 from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
@@ -62,8 +65,10 @@ _MAIL_KEYS = {
     "folder-prefix": str,
     "url-sieve": str,
     "routed-read": str,
+    "share": str,
 }
 ROUTING_MODES = ("inbox", "sieve")
+SHARE_MODES = ("process", "none")
 
 
 def mail_section(options: Options) -> dict[str, Any]:
@@ -85,7 +90,25 @@ def mail_section(options: Options) -> dict[str, Any]:
     if "reconnect-max-s" in out and not 0.1 <= out["reconnect-max-s"] <= 3600:
         raise ConfigError("mail.reconnect-max-s", "must be between 0.1 and 3600")
     _check_routing(out)
+    _check_share(out)
     return out
+
+
+def _check_share(section: dict[str, Any]) -> None:
+    share = section.get("share")
+    if share is None:
+        return
+    if share not in SHARE_MODES:
+        raise ConfigError("mail.share", f"expected one of {', '.join(SHARE_MODES)}, got {share!r}")
+    if share == "none":
+        return
+    # Asked for explicitly where it cannot be had: say so rather than ignore it.
+    if section.get("routing") == "sieve":
+        raise ConfigError(
+            "mail.share", 'only with routing = "inbox": a routed receiver reads its own folders'
+        )
+    if "start-uid" in section:
+        raise ConfigError("mail.share", "not with start-uid: a shared receiver reads only new mail")
 
 
 def _check_routing(section: dict[str, Any]) -> None:
@@ -130,6 +153,24 @@ def routes_of(section: Mapping[str, Any]) -> Routes:
     )
 
 
+def _receiver(
+    section: Mapping[str, Any],
+    imap: ImapSettings,
+    tracer: Tracer,
+    routes: Routes | None,
+    **parameters: Any,
+) -> ImapReceiver | SharedReceiverHandle:
+    """The receiver `[mail] share` asks for, not connected yet. Routed mode and
+    `start-uid` always get one of their own (their reading is the context's own)."""
+    if routes is not None:
+        read_all = section.get("routed-read") == "all"
+        return RoutedImapReceiver(imap, tracer, routes=routes, read_all=read_all, **parameters)
+    if section.get("share", "process") == "none" or "start-uid" in section:
+        return ImapReceiver(imap, tracer, **parameters)
+    key = ShareKey(imap, tuple(sorted(parameters.items())))
+    return SharedReceiverHandle(key, partial(ImapReceiver, imap, **parameters), tracer)
+
+
 def create_transport(options: Options, tracer: Tracer) -> Transport:
     section = mail_section(options)
     tls = TlsSettings(verify=options.tls_verify, ca_file=options.ca_file)
@@ -161,13 +202,11 @@ def create_transport(options: Options, tracer: Tracer) -> Transport:
         mailbox=section.get("mailbox", "INBOX"),
     )
     routes = routes_of(section) if section.get("routing") == "sieve" else None
-    receiver_class: Any = ImapReceiver
-    if routes is not None:
-        read_all = section.get("routed-read") == "all"
-        receiver_class = partial(RoutedImapReceiver, routes=routes, read_all=read_all)
-    receiver = receiver_class(
+    receiver = _receiver(
+        section,
         imap,
         tracer,
+        routes,
         period_s=options.polling_period_ms / 1000.0,
         start_uid=section.get("start-uid"),
         batch=section.get("batch", 500),
