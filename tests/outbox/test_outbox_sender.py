@@ -16,9 +16,10 @@ from mailbus.inprocess import in_process_transport
 from mailbus.options import options_from_mapping
 from mailbus.outbox import OutboxSender, RetryPolicy, wrap_transport
 from mailbus.outbox.listing import list_outbox
-from mailbus.outbox.sender import email_for_delivery
+from mailbus.outbox.sender import QueueingReceiver, email_for_delivery
 from mailbus.outbox.storage import Entry, Metadata, Schedule, State
 from mailbus.trace import TraceEvent, Tracer
+from mailbus.transport import EmailReceiver, Inbound
 from outbox_support import (
     SMTP_SINK,
     TRAILER,
@@ -358,3 +359,48 @@ def test_outbox_options_are_checked(outbox_dir: Path) -> None:
     with pytest.raises(ConfigError, match=r"outbox\.lock-timeout-s"):
         wrap({"dir": str(outbox_dir), "lock-timeout-s": "soon"})
     wrap({"dir": str(outbox_dir), "first-delay-s": 1, "lock-timeout-s": 1})
+
+
+def test_the_outbox_receiver_forwards_every_hook_but_direct_dispatch() -> None:
+    """Under an outbox the receiver is wrapped; a hook it does not forward is lost (the
+    routed email mode never learnt what its context receives). Every public method of
+    EmailReceiver reaches the inner receiver, except set_consumer, declined on purpose."""
+    calls: list[tuple[str, tuple[object, ...]]] = []
+
+    class Inner(EmailReceiver):
+        idle_wait_s = 7.0
+
+        def receive(self, timeout: float | None) -> list[Inbound]:
+            calls.append(("receive", (timeout,)))
+            return []
+
+        def wake(self) -> None:
+            calls.append(("wake", ()))
+
+        def follow(
+            self, topics: frozenset[str], services: frozenset[str], clients: frozenset[str]
+        ) -> None:
+            calls.append(("follow", (topics, services, clients)))
+
+        def close(self) -> None:
+            calls.append(("close", ()))
+
+        def set_consumer(self, consumer: object) -> bool:  # type: ignore[override]
+            calls.append(("set_consumer", ()))
+            return True
+
+    wrapper = QueueingReceiver(Inner())
+    assert wrapper.idle_wait_s == 7.0
+    wrapper.receive(0.5)
+    wrapper.wake()
+    wrapper.follow(frozenset({"t"}), frozenset({"s"}), frozenset({"c"}))
+    assert wrapper.set_consumer(lambda inbound: None) is False
+    wrapper.close()
+    assert calls == [
+        ("receive", (0.5,)),
+        ("wake", ()),
+        ("follow", (frozenset({"t"}), frozenset({"s"}), frozenset({"c"}))),
+        ("close", ()),
+    ]
+    public = {name for name in vars(EmailReceiver) if not name.startswith("_")}
+    assert public - {"set_consumer", "idle_wait_s"} == {"receive", "wake", "follow", "close"}

@@ -291,6 +291,12 @@ class QueueingReceiver(EmailReceiver):
     def wake(self) -> None:
         self.inner.wake()
 
+    def follow(
+        self, topics: frozenset[str], services: frozenset[str], clients: frozenset[str]
+    ) -> None:
+        # The routed email mode reads only the folders of what the context receives.
+        self.inner.follow(topics, services, clients)
+
     def close(self) -> None:
         self.inner.close()
 
