@@ -25,11 +25,11 @@ from typing import Any
 import pytest
 from mailbus.email_message import Email, from_bytes, new_message_id, to_bytes
 from mailbus.errors import TransportError
+from mailbus.event_kind import EventKind
 from mailbus.inprocess import in_process_transport
+from mailbus.mail.kinds import MailKind
 from mailbus.options import options_from_mapping
 from mailbus.outbox import OutboxSender
-from mailbus.event_kind import EventKind
-from mailbus.mail.kinds import MailKind
 from mailbus.postoffice.kinds import PostOfficeKind
 from mailbus.trace import TraceEvent, Tracer
 from mailbus.transport import Inbound, RawEmail, Transport
