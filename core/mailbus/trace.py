@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mailbus.event_kind import EventKind
+from mailbus.event_kind import EventKind, Extra
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,12 @@ class Kind(EventKind):
         "the engine received and opened an email | name, source_gid, message_id, "
         "in_reply_to, reception_timestamp_ns, body, raw (the bytes that arrived; None "
         "in-process), `detail` = message/request/response",
+        {
+            "from": Extra(str, "the sender"),
+            "to": Extra(tuple[str, ...]),
+            "cc": Extra(tuple[str, ...]),
+            "signature": Extra(str, "the signature's status, when signing is configured"),
+        },
     )
     DELIVERED = (
         "message.delivered",
@@ -70,18 +76,33 @@ class Kind(EventKind):
         "email.skipped",
         "a malformed, foreign or duplicate email was skipped, or one the signature rules "
         "refuse (`unsigned`, `bad_signature`, `replayed`: [mail.md](mail.md#signed-mail)) "
-        "| detail, extra.origin (IMAP UID...), extra.reason",
+        "| detail",
+        {
+            "origin": Extra(str, "where it came from (IMAP `uid:N`, a PostOffice letter...)"),
+            "reason": Extra(str, "`malformed`, `foreign` or a signature refusal"),
+            "from": Extra(str, "the sender, when the email could be read"),
+        },
     )
     WAIT_STARTED = (
         "wait.started",
-        "a wait set began to wait | name (the wait set), extra.timeout_s",
+        "a wait set began to wait | name (the wait set)",
+        {"timeout_s": Extra(float, "< 0: for ever, 0: only a look")},
     )
     WAIT_COMPLETE = (
         "wait.complete",
         "a wait returned ready entities | name, detail = the ready entities",
+        {"timeout_s": Extra(float)},
     )
-    WAIT_TIMED_OUT = ("wait.timed_out", "a wait returned empty | name, extra.timeout_s")
-    ERROR = ("error", "the receiver or a handler failed | detail")
+    WAIT_TIMED_OUT = (
+        "wait.timed_out",
+        "a wait returned empty | name",
+        {"timeout_s": Extra(float)},
+    )
+    ERROR = (
+        "error",
+        "the receiver or a handler failed | detail",
+        {"retry_in_s": Extra(float, "when receiving failed: the back-off before the next try")},
+    )
     RECONNECTED = (
         "transport.reconnected",
         "receiving works again after `error`s with `retry_in_s` (the workbench badge) | detail",
@@ -96,7 +117,8 @@ class Kind(EventKind):
         "participant.invalid",
         "a body on `_mailbus/participants` is not a readable announcement (made by the "
         "workbench's model, listed in its Log) | source_gid, message_id, detail = the "
-        "sender and why, extra.from",
+        "sender and why",
+        {"from": Extra(str, "the sender")},
     )
 
 
