@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mailbus.email_message import Email
 from mailbus.event_kind import EventKind, Extra
 
 log = logging.getLogger(__name__)
@@ -256,3 +257,31 @@ class Tracer:
                     raw,
                 )
             )
+
+
+def trace_sent(
+    tracer: Tracer,
+    kind: Kind,
+    email: Email,
+    gid: str,
+    sequence_number: int,
+    source_timestamp_ns: int,
+    references: tuple[str, ...] = (),
+    in_reply_to: str = "",
+) -> None:
+    """The event of an email an entity sent (`message.published`, `request.sent`,
+    `response.sent`): the entity is its own source. Callers check `active` first."""
+    tracer.event(
+        kind,
+        name=email.subject,
+        gid=gid,
+        source_gid=gid,
+        sequence_number=sequence_number,
+        message_id=email.message_id,
+        in_reply_to=in_reply_to,
+        references=references,
+        source_timestamp_ns=source_timestamp_ns,
+        body=email.body,
+        size=len(email.body),
+        headers=email.headers,
+    )
