@@ -1,15 +1,22 @@
 """Shared by every test directory: puts tests/ on sys.path so that any test imports the
 one bounded-wait helper, `from waiting import eventually` (and the Pilot twin `until`),
-and starts the loopback mail stack once for the whole run, for whichever area needs it."""
+starts the loopback mail stack once for the whole run, for whichever area needs it, and
+checks the `extra` of every trace event emitted in this process against its kind's
+declaration (mailbus.event_kind): a test whose code emits an undeclared or wrongly
+typed key fails. Only tests pay for it: the tracer is wrapped here, not switched."""
 
 from __future__ import annotations
 
+import functools
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mailbus.trace import TraceEvent, Tracer
+from mailbus.trace_catalog import all_kinds
 
 TESTS = str(Path(__file__).resolve().parent)
 if TESTS not in sys.path:
@@ -31,3 +38,64 @@ def mail_stack() -> Iterator[Any]:
         print(f"\nMAILSTACK: {stack.why_no_postfix}; SMTP goes through the LMTP relay")
     with stack:
         yield stack
+
+
+class ExtraCheck:
+    """What the wrapped tracer found wrong, in order (thread-safe: events come from the
+    engine's threads)."""
+
+    def __init__(self) -> None:
+        self.kinds = all_kinds()
+        self.problems: list[str] = []
+        self._lock = threading.Lock()
+
+    def check(self, kind: str, extra: Mapping[str, object]) -> None:
+        member = self.kinds.get(kind)
+        if member is None or not extra:
+            return  # a kind's spelling is test_trace_catalog's matter
+        problems = member.extra_problems(extra)
+        if problems:
+            with self._lock:
+                self.problems.extend(problems)
+
+    def take(self) -> list[str]:
+        """The problems found so far, forgotten (for a test that makes them on purpose)."""
+        with self._lock:
+            taken, self.problems = self.problems, []
+        return taken
+
+
+@pytest.fixture(scope="session")
+def extra_check() -> Iterator[ExtraCheck]:
+    check = ExtraCheck()
+    emit, event = Tracer.emit, Tracer.event
+
+    @functools.wraps(emit)
+    def checked_emit(self: Tracer, trace_event: TraceEvent) -> None:
+        check.check(trace_event.kind, trace_event.extra)
+        emit(self, trace_event)
+
+    @functools.wraps(event)
+    def checked_event(self: Tracer, kind: str, **fields: Any) -> None:
+        # Also without a listener, when event() builds nothing: the site is still seen.
+        if not self._listeners:
+            check.check(kind, fields.get("extra") or {})
+        event(self, kind, **fields)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Tracer, "emit", checked_emit)
+        patch.setattr(Tracer, "event", checked_event)
+        yield check
+
+
+@pytest.fixture(autouse=True)
+def _extra_keys_are_declared(extra_check: ExtraCheck) -> Iterator[None]:
+    # An event a thread emits after its test ended fails the next test: late, not lost.
+    yield
+    problems = extra_check.take()
+    if problems:
+        pytest.fail(
+            "trace events with an `extra` their kind does not declare (declare it on the "
+            "kind's enum member, mailbus.event_kind.Extra):\n" + "\n".join(sorted(set(problems))),
+            pytrace=False,
+        )

@@ -12,7 +12,7 @@ from mailbus.errors import InvalidNameError
 from mailbus.gid import new_gid
 from mailbus.host import EntityHost
 from mailbus.names import check_name
-from mailbus.trace import Kind
+from mailbus.trace import Kind, trace_sent
 
 
 class Publisher:
@@ -51,16 +51,5 @@ class Publisher:
         self.published += 1
         tracer = context.tracer
         if tracer.active:
-            tracer.event(
-                Kind.PUBLISHED,
-                name=self.topic,
-                gid=self.gid,
-                source_gid=self.gid,
-                sequence_number=sequence,
-                message_id=email.message_id,
-                source_timestamp_ns=timestamp,
-                body=body,
-                size=len(body),
-                headers=meta,
-            )
+            trace_sent(tracer, Kind.PUBLISHED, email, self.gid, sequence, timestamp)
         return email.message_id

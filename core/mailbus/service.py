@@ -23,7 +23,7 @@ from mailbus.errors import ContextError, ServiceTimeoutError
 from mailbus.gid import new_gid
 from mailbus.host import EntityHost
 from mailbus.names import check_name
-from mailbus.trace import Kind
+from mailbus.trace import Kind, trace_sent
 from mailbus.waitable import Waitable
 
 MAX_PENDING = 100_000  # unanswered requests a client remembers; older ones are forgotten
@@ -92,18 +92,7 @@ class ServiceClient(Waitable):
             raise
         tracer = context.tracer
         if tracer.active:
-            tracer.event(
-                Kind.REQUEST_SENT,
-                name=self.service,
-                gid=self.gid,
-                source_gid=self.gid,
-                sequence_number=sequence,
-                message_id=email.message_id,
-                source_timestamp_ns=timestamp,
-                body=body,
-                size=len(body),
-                headers=email.headers,
-            )
+            trace_sent(tracer, Kind.REQUEST_SENT, email, self.gid, sequence, timestamp)
         return sequence
 
     def take_response(self) -> Response | None:
@@ -253,19 +242,15 @@ class ServiceServer(Waitable):
         context.sender.reply(request.email, response)
         tracer = context.tracer
         if tracer.active:
-            tracer.event(
+            trace_sent(
+                tracer,
                 Kind.RESPONSE_SENT,
-                name=self.service,
-                gid=self.gid,
-                source_gid=self.gid,
-                sequence_number=request.sequence_number,
-                message_id=response.message_id,
-                in_reply_to=request.message_id,
+                response,
+                self.gid,
+                request.sequence_number,
+                timestamp,
                 references=(*request.email.references, request.message_id)[-8:],
-                source_timestamp_ns=timestamp,
-                body=body,
-                size=len(body),
-                headers=response.headers,
+                in_reply_to=request.message_id,
             )
         return response.message_id
 

@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mailbus.event_kind import EventKind
+from mailbus.email_message import Email
+from mailbus.event_kind import EventKind, Extra
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,12 @@ class Kind(EventKind):
         "the engine received and opened an email | name, source_gid, message_id, "
         "in_reply_to, reception_timestamp_ns, body, raw (the bytes that arrived; None "
         "in-process), `detail` = message/request/response",
+        {
+            "from": Extra(str, "the sender"),
+            "to": Extra(tuple[str, ...]),
+            "cc": Extra(tuple[str, ...]),
+            "signature": Extra(str, "the signature's status, when signing is configured"),
+        },
     )
     DELIVERED = (
         "message.delivered",
@@ -70,18 +77,33 @@ class Kind(EventKind):
         "email.skipped",
         "a malformed, foreign or duplicate email was skipped, or one the signature rules "
         "refuse (`unsigned`, `bad_signature`, `replayed`: [mail.md](mail.md#signed-mail)) "
-        "| detail, extra.origin (IMAP UID...), extra.reason",
+        "| detail",
+        {
+            "origin": Extra(str, "where it came from (IMAP `uid:N`, a PostOffice letter...)"),
+            "reason": Extra(str, "`malformed`, `foreign` or a signature refusal"),
+            "from": Extra(str, "the sender, when the email could be read"),
+        },
     )
     WAIT_STARTED = (
         "wait.started",
-        "a wait set began to wait | name (the wait set), extra.timeout_s",
+        "a wait set began to wait | name (the wait set)",
+        {"timeout_s": Extra(float, "< 0: for ever, 0: only a look")},
     )
     WAIT_COMPLETE = (
         "wait.complete",
         "a wait returned ready entities | name, detail = the ready entities",
+        {"timeout_s": Extra(float)},
     )
-    WAIT_TIMED_OUT = ("wait.timed_out", "a wait returned empty | name, extra.timeout_s")
-    ERROR = ("error", "the receiver or a handler failed | detail")
+    WAIT_TIMED_OUT = (
+        "wait.timed_out",
+        "a wait returned empty | name",
+        {"timeout_s": Extra(float)},
+    )
+    ERROR = (
+        "error",
+        "the receiver or a handler failed | detail",
+        {"retry_in_s": Extra(float, "when receiving failed: the back-off before the next try")},
+    )
     RECONNECTED = (
         "transport.reconnected",
         "receiving works again after `error`s with `retry_in_s` (the workbench badge) | detail",
@@ -96,7 +118,8 @@ class Kind(EventKind):
         "participant.invalid",
         "a body on `_mailbus/participants` is not a readable announcement (made by the "
         "workbench's model, listed in its Log) | source_gid, message_id, detail = the "
-        "sender and why, extra.from",
+        "sender and why",
+        {"from": Extra(str, "the sender")},
     )
 
 
@@ -234,3 +257,31 @@ class Tracer:
                     raw,
                 )
             )
+
+
+def trace_sent(
+    tracer: Tracer,
+    kind: Kind,
+    email: Email,
+    gid: str,
+    sequence_number: int,
+    source_timestamp_ns: int,
+    references: tuple[str, ...] = (),
+    in_reply_to: str = "",
+) -> None:
+    """The event of an email an entity sent (`message.published`, `request.sent`,
+    `response.sent`): the entity is its own source. Callers check `active` first."""
+    tracer.event(
+        kind,
+        name=email.subject,
+        gid=gid,
+        source_gid=gid,
+        sequence_number=sequence_number,
+        message_id=email.message_id,
+        in_reply_to=in_reply_to,
+        references=references,
+        source_timestamp_ns=source_timestamp_ns,
+        body=email.body,
+        size=len(email.body),
+        headers=email.headers,
+    )

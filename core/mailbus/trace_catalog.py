@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from mailbus.broker.kinds import BrokerKind
-from mailbus.event_kind import EventKind
+from mailbus.event_kind import EventKind, type_name
 from mailbus.mail.kinds import MailKind
 from mailbus.outbox.kinds import OutboxKind
 from mailbus.postoffice.kinds import PostOfficeKind
@@ -47,12 +47,21 @@ def render() -> str:
     for heading, enum, doc in AREAS:
         where = f"; more in [{doc}]({doc})" if doc else ""
         lines += ["", f"## {heading} kinds (`{enum.__module__}.{enum.__name__}`{where})", ""]
-        lines += ["| kind | when | notable fields |", "|---|---|---|"]
+        lines += ["| kind | when | notable fields | extra |", "|---|---|---|---|"]
         for member in enum:
             when, _, fields = member.doc.partition(" | ")
-            lines.append(f"| `{member.value}` | {when} | {fields} |")
+            lines.append(f"| `{member.value}` | {when} | {fields} | {_extra(member)} |")
     lines += ["", END]
     return "\n".join(lines)
+
+
+def _extra(member: EventKind) -> str:
+    """The declared `extra` keys: name, type and, when given, what it means."""
+    keys = []
+    for key, declared in member.extra.items():
+        meaning = f": {declared.doc}" if declared.doc else ""
+        keys.append(f"`{key}` ({type_name(declared.type)}){meaning}")
+    return "; ".join(keys).replace("|", "\\|")  # a union's bar would end the cell
 
 
 def with_catalog(document: str) -> str:

@@ -1,7 +1,17 @@
 """One contract for every transport (issue 14 item 6, after harlequin's adapter tests):
 the same tests run over the in-process transport, the outbox-wrapped sender, the
 PostOffice daemon and real email (Dovecot + Postfix on loopback, marker mailstack).
-What a transport does beyond the contract stays in its own area's tests."""
+What a transport does beyond the contract stays in its own area's tests.
+
+Size limits, as each transport declares them (`Subject.limit`):
+- in-process and outbox-wrapped in-process: unbounded (objects are handed over, nothing
+  is framed); the suite says so and checks that a large message passes whole;
+- PostOffice: the daemon's `max_letter_bytes` (`--max-letter-bytes`). The sender queues
+  (postoffice.background); the daemon refuses the letter with DELFAIL and the sender
+  reports `postoffice.send_failed` with the message's id;
+- email: the receiver's `[mail] max-message-bytes`. The mail is skipped unread and
+  reported as `mail.oversized` (its UID and size). SMTP's SIZE (Postfix's
+  `message_size_limit`, 10 MB in the stack) is a sender matter, tested in tests/mail."""
 
 from __future__ import annotations
 
@@ -13,16 +23,41 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mailbus.email_message import Email, from_bytes
+from mailbus.email_message import Email, from_bytes, new_message_id, to_bytes
 from mailbus.errors import TransportError
+from mailbus.event_kind import EventKind
 from mailbus.inprocess import in_process_transport
+from mailbus.mail.kinds import MailKind
 from mailbus.options import options_from_mapping
 from mailbus.outbox import OutboxSender
-from mailbus.trace import Tracer
+from mailbus.postoffice.kinds import PostOfficeKind
+from mailbus.trace import TraceEvent, Tracer
 from mailbus.transport import Inbound, RawEmail, Transport
 from waiting import eventually
 
 WAIT_S = 30.0  # bound of every wait; a healthy transport answers far sooner
+LIMIT = 16 * 1024  # the size limit the bounded transports are given here
+UNBOUNDED_PROBE = 1024 * 1024  # what an unbounded transport must carry whole
+LINE = "x" * 70 + "\n"  # 72 bytes once the newline travels as CRLF
+
+
+class Limit:
+    """A transport's declared size limit and the trace event that names what is over it."""
+
+    def __init__(
+        self,
+        max_bytes: int,
+        kind: EventKind,
+        names: Callable[[TraceEvent, Email], bool],
+        *,
+        says_limit: bool,
+    ) -> None:
+        self.max_bytes = max_bytes
+        self.kind = kind
+        self.names = names  # whether an event of `kind` names this email
+        # Whether the event's detail names the limit. The PostOffice's does not: the
+        # daemon answers DELFAIL without a reason (docs/postoffice.md, response codes).
+        self.says_limit = says_limit
 
 
 class Subject:
@@ -34,15 +69,35 @@ class Subject:
         address: str,
         inject: Callable[[bytes], None],
         *,
+        tracer: Tracer | None = None,
+        limit: Limit | None = None,
         in_order: bool = True,
     ) -> None:
         self.transport = transport
         self.address = address
         self.inject = inject  # puts raw bytes where the receiver reads, past the sender
+        self.tracer = tracer or Tracer()  # the one the transport reports to
+        self.limit = limit  # None: declared unbounded
         self.in_order = in_order  # whether the transport keeps the sending order
 
     def email(self, body: str, **kwargs: Any) -> Email:
         return Email("contract/letter", body, to=(self.address,), **kwargs)
+
+    def sized_email(self, size: int) -> Email:
+        """An email whose bytes (`to_bytes`, what a transport sends) are `size` long: a
+        7bit body of short lines, so that every body byte is one wire byte."""
+
+        def make(body_bytes: int) -> Email:
+            lines, rest = divmod(body_bytes, len(LINE) + 1)
+            if rest == 0:  # a body ending in a newline would travel as base64
+                lines, rest = lines - 1, len(LINE) + 1
+            body = LINE * lines + "x" * rest
+            return self.email(body, message_id=new_message_id())
+
+        headers = len(to_bytes(make(100))) - 100
+        email = make(size - headers)
+        assert len(to_bytes(email)) == size, "the padding does not add up"
+        return email
 
     def receive_bodies(self, count: int) -> list[str]:
         """The bodies of the next `count` emails, in the order they were handed over."""
@@ -58,6 +113,18 @@ class Subject:
 
 def _parsed(item: Inbound) -> Email:
     return from_bytes(item.data) if isinstance(item, RawEmail) else item
+
+
+def _message_id_named(event: TraceEvent, email: Email) -> bool:
+    return event.message_id == email.message_id
+
+
+def _uid_over_limit(event: TraceEvent, email: Email) -> bool:
+    # Skipped unread, the mail is known by its UID and size only (and the detail says
+    # which limit it is over).
+    size = event.extra.get("size")
+    origin = str(event.extra.get("origin", ""))
+    return isinstance(size, int) and size > LIMIT and origin.startswith("uid:")
 
 
 def _inprocess(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Subject]:
@@ -85,12 +152,14 @@ def _postoffice(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Subj
         auth_delay_s=0.01,
         auth_delay_max_s=0.05,
         comm_timeout_s=5.0,
+        max_letter_bytes=LIMIT,
     )
     server = ServerThread(config).start()
     try:
         table = {"port": server.port, "box": "contract.me", "password": "pw"}
         options = options_from_mapping({"transport": "postoffice", "postoffice": table})
-        transport = create_transport(options, Tracer())
+        tracer = Tracer()
+        transport = create_transport(options, tracer)
 
         def inject(data: bytes) -> None:
             client = PostOfficeClient("127.0.0.1", server.port, timeout=10.0)
@@ -102,7 +171,8 @@ def _postoffice(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Subj
             finally:
                 client.close()
 
-        yield Subject(transport, "contract.me@postoffice", inject)
+        limit = Limit(LIMIT, PostOfficeKind.SEND_FAILED, _message_id_named, says_limit=False)
+        yield Subject(transport, "contract.me@postoffice", inject, tracer=tracer, limit=limit)
     finally:
         server.stop()
 
@@ -123,19 +193,21 @@ def _email(
         "ca-file": stack.ca_file,
         "polling-period-ms": 10,
         "recipients": {"to": [user.address]},
-        "mail": {"reconnect-max-s": 0.5, "share": share},
+        "mail": {"reconnect-max-s": 0.5, "share": share, "max-message-bytes": LIMIT},
     }
     options = options_from_mapping(raw, {})
     # share = "process": the subject joins a receiver another transport holds, so what
     # is under contract is the per-context handle of a really shared connection.
     sibling = create_transport(options, Tracer()) if share == "process" else None
-    transport = create_transport(options, Tracer())
+    tracer = Tracer()
+    transport = create_transport(options, tracer)
     if sibling is None:
         transport.receiver.connect()  # type: ignore[attr-defined]
     # A mail server may deliver a burst in any order (docs/mail.md, "Delivery order").
     inject = functools.partial(stack.deliver, user.address)
+    limit = Limit(LIMIT, MailKind.OVERSIZED, _uid_over_limit, says_limit=True)
     try:
-        yield Subject(transport, user.address, inject, in_order=False)
+        yield Subject(transport, user.address, inject, tracer=tracer, limit=limit, in_order=False)
     finally:
         if sibling is not None:
             sibling.close()
@@ -237,3 +309,51 @@ def _is_mail(item: Inbound) -> bool:
     except Exception:  # any refusal: the bytes are not an email
         return False
     return True
+
+
+def test_a_message_over_the_size_limit_is_refused_by_name_and_the_stream_goes_on(
+    subject: Subject,
+) -> None:
+    """Just over the declared limit: not delivered, reported by a trace event that names
+    it, and nothing else lost; just under: delivered whole."""
+    receiver = subject.transport.receiver
+    limit = subject.limit
+    if limit is None:  # declared unbounded: a large message passes whole
+        big = subject.sized_email(UNBOUNDED_PROBE)
+        subject.transport.sender.send(big)
+        assert subject.receive_bodies(1) == [big.body]
+        return
+    events: list[TraceEvent] = []
+    subject.tracer.add_listener(events.append)
+    # What the path adds on the way (a mail server's Received and Return-Path headers),
+    # measured, so that "just under" is just under what the receiver counts.
+    probe = subject.email("probe", message_id=new_message_id())
+    subject.transport.sender.send(probe)
+    arrived: list[Inbound] = []
+
+    def probe_arrived() -> bool:
+        arrived.extend(receiver.receive(0.2))
+        return bool(arrived)
+
+    eventually(probe_arrived, WAIT_S, "the probe")
+    [raw] = arrived
+    added = len(raw.data) - len(to_bytes(probe)) if isinstance(raw, RawEmail) else 0
+    slack = 64 if added else 0  # the added headers' dates and queue ids vary in length
+
+    over = subject.sized_email(limit.max_bytes + 1)  # over already before anything is added
+    under = subject.sized_email(limit.max_bytes - added - slack)
+    for email in (over, under, subject.email("after")):
+        subject.transport.sender.send(email)
+    got = [b.rstrip("\n") for b in subject.receive_bodies(2)]
+    expected = [under.body, "after"]
+    assert got == expected if subject.in_order else sorted(got) == sorted(expected)
+
+    def reported() -> bool:
+        return any(e.kind == limit.kind and limit.names(e, over) for e in list(events))
+
+    eventually(reported, WAIT_S, f"a {limit.kind} event naming the oversized message")
+    [event] = [e for e in events if e.kind == limit.kind]
+    assert event.detail, "the report says why"
+    assert str(limit.max_bytes) in event.detail or not limit.says_limit, event.detail
+    # Nothing else came: the oversized one is not delivered late, nor is anything twice.
+    assert receiver.receive(0.5) == []

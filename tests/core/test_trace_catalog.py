@@ -1,16 +1,24 @@
 """One vocabulary of trace events (issue 14 item 2): every kind is an enum member with
-its documentation, docs/trace-events.md is generated from them, and the tracer's fields
-are TraceEvent's."""
+its documentation and its declared `extra` keys, docs/trace-events.md is generated from
+them, the tracer's fields are TraceEvent's, and an `extra` key a kind does not declare
+is found: statically in the product code's literals, and at run time in every event the
+test suite emits (tests/conftest.py)."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
 import re
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mailbus import trace_catalog
+from mailbus.event_kind import EventKind, conforms, type_name
 from mailbus.trace import Kind, TraceEvent, Tracer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,3 +102,165 @@ def test_the_tracer_takes_exactly_the_event_fields() -> None:
     )
     with pytest.raises(TypeError):
         Tracer().event(Kind.ERROR, detial="misspelt")  # type: ignore[call-arg]  # no listener
+
+
+# -- declared `extra` keys --------------------------------------------------------------
+
+SOURCES = [ROOT / "core" / "mailbus", ROOT / "workbench" / "mailbus_workbench"]
+
+
+def literal_extra_problems(source: str, where: str) -> tuple[int, list[str]]:
+    """The static half of the check: in `source`, each call naming a kind (`Kind.X`,
+    `MailKind.X`, or a module alias of either) with `extra={...}` written out. Returns
+    how many such calls it read and what they get wrong (keys, and literal values)."""
+    enums = {enum.__name__: enum for _, enum, _ in trace_catalog.AREAS}
+    tree = ast.parse(source)
+    aliases: dict[str, object] = {}
+    for node in tree.body:  # `OVERSIZED = MailKind.OVERSIZED`, `E = StemKind`
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            resolved = _resolve(node.value, enums, aliases)
+            if isinstance(target, ast.Name) and resolved is not None:
+                aliases[target.id] = resolved
+    seen, problems = 0, []
+    for call in ast.walk(tree):
+        if not isinstance(call, ast.Call):
+            continue
+        extra = next((k.value for k in call.keywords if k.arg == "extra"), None)
+        kinds = [_resolve(a, enums, aliases) for a in call.args[:1]]
+        kinds += [_resolve(k.value, enums, aliases) for k in call.keywords if k.arg == "kind"]
+        kind = next((k for k in kinds if isinstance(k, EventKind)), None)
+        if extra is None or kind is None:
+            continue
+        seen += 1
+        for literal in _dicts(extra):
+            written = {
+                key.value: ast.literal_eval(value) if isinstance(value, ast.Constant) else None
+                for key, value in zip(literal.keys, literal.values, strict=True)
+                if isinstance(key, ast.Constant) and isinstance(key.value, str)
+            }
+            for key, value in written.items():
+                checked = {key: value} if value is not None else {}
+                declared = key in kind.extra
+                found = kind.extra_problems(checked) if declared else [f"{kind.value}: {key!r}"]
+                problems += [f"{where}:{call.lineno}: {p}" for p in found]
+    return seen, problems
+
+
+def _resolve(
+    node: ast.expr, enums: dict[str, type[EventKind]], aliases: dict[str, object]
+) -> object:
+    if isinstance(node, ast.Name):
+        return enums.get(node.id) or aliases.get(node.id)
+    if isinstance(node, ast.Attribute):
+        owner = _resolve(node.value, enums, aliases)
+        if isinstance(owner, type) and issubclass(owner, EventKind):
+            return owner.__members__.get(node.attr)
+    return None
+
+
+def _dicts(node: ast.expr) -> Iterator[ast.Dict]:
+    """The dict literals an `extra=` expression is made of (`{...} | {...}` included)."""
+    if isinstance(node, ast.Dict):
+        yield node
+    elif isinstance(node, ast.BinOp):
+        yield from _dicts(node.left)
+        yield from _dicts(node.right)
+    elif isinstance(node, ast.IfExp):
+        yield from _dicts(node.body)
+        yield from _dicts(node.orelse)
+
+
+def test_every_extra_written_out_in_the_product_code_is_declared() -> None:
+    seen, problems = 0, []
+    for root in SOURCES:
+        for path in sorted(root.rglob("*.py")):
+            count, found = literal_extra_problems(path.read_text(), str(path.relative_to(ROOT)))
+            seen, problems = seen + count, problems + found
+    assert seen >= 40, f"only {seen} calls with a kind and extra={{...}}: is the scan blind?"
+    assert not problems
+
+
+def test_the_static_check_finds_a_misspelt_or_mistyped_key() -> None:
+    source = (
+        "from mailbus.trace import Kind\n"
+        "from mailbus.mail.kinds import MailKind\n"
+        "SKIPPED = Kind.SKIPPED\n"
+        "tracer.event(Kind.WAIT_STARTED, extra={'timeout': t})\n"
+        "tracer.event(SKIPPED, detail='x', extra={'origin': 'uid:1', 'reason': 3})\n"
+        "trace(MailKind.OVERSIZED, extra={'origin': o} | ({'sise': s} if s else {}))\n"
+        "tracer.event(Kind.ERROR, extra={'retry_in_s': delay})\n"
+    )
+    seen, problems = literal_extra_problems(source, "x.py")
+    assert seen == 4
+    assert problems == [
+        "x.py:4: wait.started: 'timeout'",
+        "x.py:5: email.skipped: extra['reason'] = 3 is not str",
+        "x.py:6: mail.oversized: 'sise'",
+    ]
+
+
+def test_an_emitted_event_with_a_misspelt_or_mistyped_key_is_caught(extra_check: Any) -> None:
+    """The run-time half (tests/conftest.py wraps the tracer for the whole suite): it
+    sees events with no listener too, and those built by hand and emitted."""
+    tracer = Tracer()
+    tracer.event(Kind.WAIT_STARTED, name="w", extra={"timeout": 1.0})  # no listener
+    tracer.add_listener(lambda event: None)
+    tracer.emit(TraceEvent(Kind.ERROR, 0, extra={"retry_in_s": "soon"}))
+    tracer.event(Kind.WAIT_TIMED_OUT, extra={"timeout_s": 0.5})  # declared: fine
+    assert extra_check.take() == [
+        "wait.started: extra key 'timeout' is not declared",
+        "error: extra['retry_in_s'] = 'soon' is not float",
+    ]
+
+
+def test_a_test_that_emits_an_undeclared_key_fails(tmp_path: Path) -> None:
+    """End to end: the suite's conftest, a test that emits a misspelt key: it errors."""
+    (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
+    (tmp_path / "test_misspelt.py").write_text(
+        "from mailbus.trace import Kind, Tracer\n\n"
+        "def test_misspelt():\n"
+        "    Tracer().event(Kind.ERROR, extra={'retry_in': 1.0})\n\n"
+        "def test_declared():\n"
+        "    Tracer().event(Kind.ERROR, extra={'retry_in_s': 1.0})\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    # The test body runs through; the check fails it at teardown (an error), and only it.
+    assert "2 passed, 1 error" in run.stdout, run.stdout + run.stderr
+    assert "ERROR test_misspelt.py::test_misspelt" in run.stdout
+    assert "error: extra key 'retry_in' is not declared" in run.stdout
+
+
+def test_each_declared_type_is_one_the_check_understands() -> None:
+    samples: dict[str, object] = {}
+    for kind in trace_catalog.all_kinds().values():
+        for key, declared in kind.extra.items():
+            assert declared.type is not None, f"{kind.value}: {key}"
+            samples[f"{kind.value}.{key}"] = type_name(declared.type)
+    assert samples["email.skipped.origin"] == "str"
+    assert samples["mail.send_rejected.smtp_codes"] == "list[int]"
+    assert samples["postoffice.letter_in.to"] == "str | None"
+
+
+@pytest.mark.parametrize(
+    ("value", "declared", "ok"),
+    [
+        (1, float, True),
+        (True, int, False),
+        (None, str | None, True),
+        (["a"], list[str], True),
+        ([1], list[str], False),
+        (("a", "b"), tuple[str, ...], True),
+        ("ab", list[str], False),
+        ({"k": [1]}, dict[str, object], True),
+        ({1: "v"}, dict[str, object], False),
+    ],
+)
+def test_conforms(value: object, declared: object, ok: bool) -> None:
+    assert conforms(value, declared) is ok
