@@ -91,5 +91,7 @@ async def test_demo_runs_a_broker_fed_by_topics(tmp_path) -> None:  # type: igno
         table = app.query_one("#participants-table", DataTable)
         await until(pilot, lambda: table.row_count == 1, "the demo's row")
         assert str(table.get_row_at(0)[0]).endswith("(this)")
-        assert str(table.get_row_at(0)[9]) == "3"  # the broker's modules
+        # The first announcement goes at init, before the demo's broker starts; the
+        # follow-up (at most announcer.FOLLOW_UP_S later) carries its three modules.
+        await until(pilot, lambda: str(table.get_row_at(0)[9]) == "3", "the broker's modules")
     assert broker.snapshot().destroyed
