@@ -42,3 +42,25 @@ class MailKind(EventKind):
         "mail.tls_unverified",
         "a connection made with certificate verification turned off | detail, extra.server",
     )
+    RELAY_STARTED = (
+        "mail.relay_started",
+        "the host relay reads the inbox and listens for participants | detail = socket, "
+        "extra.next_uid",
+    )
+    RELAY_JOINED = (
+        "mail.relay_joined",
+        "a participant connected to the relay | extra.last_uid, extra.catch_up",
+    )
+    RELAY_DROPPED = (
+        "mail.relay_dropped",
+        "the relay let a participant go: gone, too slow (queue over relay-queue-bytes) or "
+        "garbage on the socket | detail, extra.reason",
+    )
+    RELAY_CONNECTED = (
+        "mail.relay_connected",
+        "a participant connected to its host relay | detail = socket, extra.last_uid",
+    )
+    RELAY_LOST = (
+        "mail.relay_lost",
+        "a participant lost its relay and reconnects with back-off | detail",
+    )

@@ -43,6 +43,8 @@ from mailbus.mail.sieve_script import DEFAULT_PREFIX, Routes, check_prefix, siev
 from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
 from mailbus.mail.tls import TlsSettings
 from mailbus.options import Options, check_url
+from mailbus.relay.config import check_share
+from mailbus.relay.receiver import relay_receiver
 from mailbus.trace import Tracer
 from mailbus.transport import Transport
 
@@ -62,6 +64,9 @@ _MAIL_KEYS = {
     "folder-prefix": str,
     "url-sieve": str,
     "routed-read": str,
+    "share": str,
+    "relay-socket": str,
+    "relay-queue-bytes": int,
 }
 ROUTING_MODES = ("inbox", "sieve")
 
@@ -85,6 +90,7 @@ def mail_section(options: Options) -> dict[str, Any]:
     if "reconnect-max-s" in out and not 0.1 <= out["reconnect-max-s"] <= 3600:
         raise ConfigError("mail.reconnect-max-s", "must be between 0.1 and 3600")
     _check_routing(out)
+    check_share(out)
     return out
 
 
@@ -165,7 +171,9 @@ def create_transport(options: Options, tracer: Tracer) -> Transport:
     if routes is not None:
         read_all = section.get("routed-read") == "all"
         receiver_class = partial(RoutedImapReceiver, routes=routes, read_all=read_all)
-    receiver = receiver_class(
+    # share = "relay": the participants of a host read through their relay (mailbus.relay).
+    relay = relay_receiver(options, section, tracer) if section.get("share") == "relay" else None
+    receiver = relay or receiver_class(
         imap,
         tracer,
         period_s=options.polling_period_ms / 1000.0,
