@@ -136,11 +136,14 @@ class Hub:
             leaving = asyncio.ensure_future(reader.read(1))
             done = asyncio.ensure_future(peer.done.wait())
             await asyncio.wait({leaving, done}, return_when=asyncio.FIRST_COMPLETED)
-            for task in (leaving, done):
-                task.cancel()
-            if not peer.done.is_set():
-                extra = leaving.result() if leaving.done() and not leaving.cancelled() else b""
-                self._drop(peer, "garbage" if extra else "gone", f"sent {extra!r}")
+            done.cancel()
+            if not leaving.done():
+                leaving.cancel()
+            elif not peer.done.is_set():
+                failed = leaving.exception()
+                extra = b"" if failed is not None else leaving.result()
+                why = repr(failed) if failed is not None else f"sent {extra!r}"
+                self._drop(peer, "garbage" if extra else "gone", why)
         except (ConnectionError, RelayProtocolError, OSError) as exc:
             self._drop(peer, "gone", repr(exc))
         finally:
