@@ -1,0 +1,158 @@
+"""The host relay on the real stack with real processes (issue 18 item 2): more
+participant processes than the account's connection limit all receive every message
+exactly once through one relay; a relay SIGKILLed and restarted loses and duplicates
+nothing; no relay at start is an error that says how to start one."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import mailbus
+import pytest
+from conftest import OptionsFactory
+from mailbus.relay.receiver import RelayUnavailableError
+from mailbus.relay.state import load_state
+from mailstack import MAX_USERIP_CONNECTIONS, MailStack, User
+from test_multiprocess import Proc, write_config
+from waiting import eventually
+
+pytestmark = pytest.mark.mailstack
+
+
+class Relay:
+    """`mailbus mail-relay` in its own process."""
+
+    def __init__(self, config: Path, state_dir: Path, socket: Path, password: str) -> None:
+        env = {**os.environ, "MAILBUS_PASSWORD": password}
+        env.pop("MAILBUS_CONFIG_FILE", None)
+        command = [sys.executable, "-m", "mailbus", "--config", str(config), "mail-relay"]
+        self.proc = subprocess.Popen(
+            [*command, "--state-dir", str(state_dir), "--socket", str(socket)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()  # bounded: the relay fails or says it listens
+        if not line.startswith("mail-relay listening on"):
+            self.proc.kill()
+            raise AssertionError(f"relay did not start: {line!r} {self.proc.stderr.read()}")  # type: ignore[union-attr]
+
+    def stop(self) -> dict[str, Any]:
+        self.proc.send_signal(signal.SIGTERM)
+        out, err = self.proc.communicate(timeout=30)
+        assert self.proc.returncode == 0, err
+        counters: dict[str, Any] = json.loads(out.strip().splitlines()[-1])["counters"]
+        return counters
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate(timeout=10)
+
+
+@pytest.fixture
+def procs() -> Iterator[list[Proc | Relay]]:
+    started: list[Proc | Relay] = []
+    yield started
+    for proc in started:  # also when the test failed
+        proc.kill()
+
+
+def relay_config(path: Path, stack: MailStack, user: User, socket: Path) -> Path:
+    return write_config(path, stack, user, 'share = "relay"', f'relay-socket = "{socket}"')
+
+
+def test_more_participants_than_the_connection_limit_share_one_relay(
+    smtp_stack: MailStack, user: User, tmp_path: Path, procs: list[Proc | Relay]
+) -> None:
+    socket = tmp_path / "relay.sock"
+    config = relay_config(tmp_path / "mailbus.toml", smtp_stack, user, socket)
+    relay = Relay(config, tmp_path / "state", socket, user.password)
+    procs.append(relay)
+    count = 10
+    subscribers = [
+        Proc("subscribe", config, "news", count, user.password)
+        for _ in range(MAX_USERIP_CONNECTIONS + 1)
+    ]
+    procs.extend(subscribers)
+    for subscriber in subscribers:
+        subscriber.ready()
+    publisher = Proc("publish", config, "news", count, user.password)
+    procs.append(publisher)
+    assert publisher.result()["flushed"] is True
+    expected = [f"message {i}" for i in range(count)]
+    for subscriber in subscribers:
+        received = subscriber.result()
+        assert sorted(received["bodies"]) == sorted(expected)
+        assert received["counters"].get("duplicates", 0) == 0
+    counters = relay.stop()
+    # One reading of the inbox for all twelve participants: each body fetched once.
+    assert counters["fetched"] == count
+    assert counters["relay_joined"] == len(subscribers) + 1
+
+
+def test_a_relay_killed_and_restarted_loses_and_duplicates_nothing(
+    smtp_stack: MailStack,
+    user: User,
+    tmp_path: Path,
+    procs: list[Proc | Relay],
+    options_for: OptionsFactory,
+) -> None:
+    socket, state_dir = tmp_path / "relay.sock", tmp_path / "state"
+    config = relay_config(tmp_path / "mailbus.toml", smtp_stack, user, socket)
+    relay = Relay(config, state_dir, socket, user.password)
+    procs.append(relay)
+    count = 20
+    subscribers = [Proc("subscribe", config, "news", count, user.password) for _ in range(3)]
+    procs.extend(subscribers)
+    for subscriber in subscribers:
+        subscriber.ready()
+    (state_file,) = state_dir.iterdir()
+    start = load_state(state_file)
+    assert start is not None
+    with mailbus.Context(options_for(user)) as ctx:  # a publisher with its own receiver
+        pub = ctx.publisher("news")
+        for i in range(count // 2):
+            pub.publish(f"message {i}")
+        # Killed once it has read part of the traffic, mid-stream for some participants.
+        eventually(
+            lambda: (
+                (state := load_state(state_file)) is not None and state.next_uid > start.next_uid
+            ),
+            30,
+        )
+        relay.proc.send_signal(signal.SIGKILL)
+        relay.proc.communicate(timeout=10)
+        for i in range(count // 2, count):  # sent while no relay runs
+            pub.publish(f"message {i}")
+        assert ctx.transport.sender.flush(30)  # type: ignore[attr-defined]
+        restarted = Relay(config, state_dir, socket, user.password)
+        procs.append(restarted)
+    expected = sorted(f"message {i}" for i in range(count))
+    for subscriber in subscribers:
+        received = subscriber.result()
+        assert sorted(received["bodies"]) == expected
+        assert received["counters"].get("duplicates", 0) == 0
+    # It went on from its state file: it read what came while it was down itself (from
+    # UIDNEXT it would not have, and the participants would have caught up instead).
+    assert restarted.stop()["fetched"] >= count // 2
+
+
+def test_no_relay_running_is_an_error_with_the_fix(
+    user: User, tmp_path: Path, options_for: OptionsFactory
+) -> None:
+    socket = tmp_path / "relay.sock"
+    options = options_for(user, mail={"share": "relay", "relay-socket": str(socket)})
+    with pytest.raises(RelayUnavailableError) as info:
+        mailbus.Context(options).init()
+    assert str(socket) in str(info.value)
+    assert "mail-relay" in str(info.value)
