@@ -1,7 +1,7 @@
 """Email at scale: N subscriber processes on one inbox of the real loopback stack
 (Postfix + Dovecot, TLS), a publisher at 20 msg/s (issue 18).
 
-    python -m bench.email_scale [--quick] [--sizes 1,8,32,100]
+    python -m bench.email_scale [--quick] [--sizes 1,8,32,100] [--modes baseline,relay]
 
 For each receive mode and each N it starts N participant processes (this module with
 `--participant`), each a Mailbus context with one subscription on the same account,
@@ -15,10 +15,13 @@ and measures:
   participants' CPU over the traffic window.
 
 Modes, in the same run: `baseline` is today's strategy (a 10 ms poll per participant,
-`idle = "never"`); `adaptive` is the default receive (fast polls while mail flows,
-IMAP IDLE when the inbox is quiet). Also measured: Dovecot's IDLE notification delay
-(mail delivered over LMTP -> EXISTS seen by an idling client) and one poll as two round
-trips (NOOP, then UID FETCH) against NOOP alone.
+`idle = "never"`); `relay` (the measured mode, the keys without prefix) is one host
+relay (`mailbus mail-relay`, its own process, the adaptive receiver) reading the inbox
+for every participant (`[mail] share = "relay"`); its CPU counts as the participants'
+and its IMAP bytes as theirs. `adaptive` (keys `adaptive_`, only with --modes) is every
+participant reading the inbox itself with the adaptive receiver. Also measured:
+Dovecot's IDLE notification delay (mail delivered over LMTP -> EXISTS seen by an idling
+client) and one poll as two round trips (NOOP, then UID FETCH) against NOOP alone.
 
 The last stdout line is one JSON object with the keys of shared/BENCH.md.
 """
@@ -29,9 +32,11 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -54,7 +59,9 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 MODES: dict[str, dict[str, Any]] = {
     "baseline": {"polling-period-ms": 10.0, "mail": {"idle": "never"}},
     "adaptive": {"mail": {}},
+    "relay": {"mail": {"share": "relay"}},
 }
+PREFIX = {"relay": "", "baseline": "baseline_", "adaptive": "adaptive_"}
 
 
 def log(text: str) -> None:
@@ -80,6 +87,9 @@ def raw_options(stack: MailStack, user: User, mode: str) -> dict[str, Any]:
     }
     if "polling-period-ms" in settings:
         raw["polling-period-ms"] = settings["polling-period-ms"]
+    if mode == "relay":
+        # Short, so that it fits in sun_path whatever TMPDIR is.
+        raw["mail"]["relay-socket"] = f"/tmp/mailbus-bench-{os.getpid()}-{user.name}.sock"
     return raw
 
 
@@ -174,8 +184,54 @@ def stop_participants(participants: list[Participant], timeout: float = 60.0) ->
             p.proc.wait()
 
 
-def participants_cpu_s(participants: list[Participant]) -> float:
-    return sum(process_cpu_s(p.proc.pid) for p in participants)
+def participants_cpu_s(participants: list[Participant], relay: Relay | None = None) -> float:
+    own = sum(process_cpu_s(p.proc.pid) for p in participants)
+    return own + (process_cpu_s(relay.proc.pid) if relay is not None else 0.0)
+
+
+class Relay:
+    """The host relay in its own process (this module with `--relay STATE_DIR`)."""
+
+    def __init__(self, raw: dict[str, Any], state_dir: Path) -> None:
+        env = {**os.environ, ENV_OPTIONS: json.dumps(raw)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.email_scale", "--relay", str(state_dir)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if line.strip() != "READY":
+            self.proc.kill()
+            raise RuntimeError(f"the relay did not start: {line!r}")
+        self.counters: dict[str, int] = {}
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            out, _ = self.proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, _ = self.proc.communicate()
+        for line in out.splitlines():
+            if line.startswith("{"):
+                self.counters = json.loads(line)
+
+
+def relay_main(state_dir: str) -> int:
+    """The relay of `--modes relay`: the same MailRelay as `mailbus mail-relay`, with
+    the options from the environment (as the participants get them)."""
+    from mailbus.mail.transport import mail_section
+    from mailbus.relay.config import socket_path
+    from mailbus.relay.server import MailRelay
+
+    options = options_from_mapping(json.loads(os.environ[ENV_OPTIONS]), {})
+    section = mail_section(options)
+    relay = MailRelay(options, section, socket_path(options, section), Path(state_dir))
+    relay.run(lambda: print("READY", flush=True))
+    print(json.dumps(dict(relay.counters)), flush=True)
+    return 0
 
 
 def participant_main(count: int) -> int:
@@ -241,6 +297,8 @@ def run_point(stack: MailStack, mode: str, n: int, messages: int, idle_window_s:
     user = stack.add_user()
     raw = raw_options(stack, user, mode)
     point = Point(mode, n, messages=messages)
+    state_dir = tempfile.TemporaryDirectory(prefix="mailbus-relay-state-")
+    relay = Relay(raw, Path(state_dir.name)) if mode == "relay" else None
     participants = start_participants(raw, n, messages)
     try:
         if not wait_all([p.ready for p in participants], 60 + 5 * n):
@@ -252,10 +310,10 @@ def run_point(stack: MailStack, mode: str, n: int, messages: int, idle_window_s:
             # Let each receiver reach its steady state with no traffic first.
             time.sleep(4.0 + n * 0.05)
             leaders = server_leaders(stack)
-            before, started = participants_cpu_s(participants), time.monotonic()
+            before, started = participants_cpu_s(participants, relay), time.monotonic()
             server_before = session_cpu_s(leaders)
             time.sleep(idle_window_s)
-            spent = participants_cpu_s(participants) - before
+            spent = participants_cpu_s(participants, relay) - before
             server_spent = session_cpu_s(leaders) - server_before
             elapsed = time.monotonic() - started
             point.idle_cores_per_participant = spent / elapsed / n
@@ -263,7 +321,8 @@ def run_point(stack: MailStack, mode: str, n: int, messages: int, idle_window_s:
         publisher = raw_options(stack, user, "adaptive") | {"polling-period-ms": 1000.0}
         with mailbus.Context(options_from_mapping(publisher, {})) as ctx:
             pub = ctx.publisher(TOPIC)
-            server0, parts0 = session_cpu_s(server_leaders(stack)), participants_cpu_s(participants)
+            server0 = session_cpu_s(server_leaders(stack))
+            parts0 = participants_cpu_s(participants, relay)
             start = time.monotonic()
             for i in range(messages):
                 # Pacing the publisher at RATE_PER_S (a load generator, not a wait).
@@ -272,9 +331,13 @@ def run_point(stack: MailStack, mode: str, n: int, messages: int, idle_window_s:
             wait_all([p.done for p in participants], 30 + messages / RATE_PER_S)
             point.traffic_s = time.monotonic() - start
             point.server_cpu_s = session_cpu_s(server_leaders(stack)) - server0
-            point.participants_cpu_s = participants_cpu_s(participants) - parts0
+            point.participants_cpu_s = participants_cpu_s(participants, relay) - parts0
     finally:
         stop_participants(participants)
+        if relay is not None:
+            relay.stop()
+            point.bytes_fetched += int(relay.counters.get("bytes_fetched", 0))
+        state_dir.cleanup()
     for p in participants:
         result = p.result or {"bodies": [], "latencies_ms": [], "counters": {}}
         bodies = result["bodies"]
@@ -345,11 +408,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer messages, N up to 32")
     parser.add_argument("--sizes", default=None, help="participants, e.g. 1,8,32,100")
-    parser.add_argument("--modes", default="baseline,adaptive")
+    parser.add_argument("--modes", default="baseline,relay")
     parser.add_argument("--participant", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--relay", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.participant is not None:
         return participant_main(args.participant)
+    if args.relay is not None:
+        return relay_main(args.relay)
 
     sizes = [int(s) for s in (args.sizes or ("1,8,32" if args.quick else "1,8,32,100")).split(",")]
     modes = args.modes.split(",")
@@ -401,7 +467,8 @@ def main() -> int:
         return None if value is None else round(value, 5)
 
     result: dict[str, Any] = {}
-    for prefix, mode in (("", "adaptive"), ("baseline_", "baseline")):
+    for mode in modes:
+        prefix = PREFIX[mode]
         for n in (1, 8, 32, 100):
             if mode == "baseline" and n == 100:
                 continue
@@ -418,8 +485,8 @@ def main() -> int:
             p.duplicated for (m, _), p in points.items() if m == mode
         )
     base_idle, ours_idle = (
-        result["baseline_idle_cores_per_participant"],
-        result["idle_cores_per_participant"],
+        result.get("baseline_idle_cores_per_participant"),
+        result.get("idle_cores_per_participant"),
     )
     result["idle_cost_ratio_vs_baseline"] = (
         round(ours_idle / base_idle, 4) if base_idle and ours_idle is not None else None
@@ -432,6 +499,7 @@ def main() -> int:
         "messages_per_point": messages,
         "rate_msgs_per_s": RATE_PER_S,
         "sizes": sizes,
+        "modes": modes,
         "quick": args.quick,
     }
     print(json.dumps(result))
