@@ -98,6 +98,7 @@ def test_more_participants_than_the_connection_limit_share_one_relay(
     # One reading of the inbox for all twelve participants: each body fetched once.
     assert counters["fetched"] == count
     assert counters["relay_joined"] == len(subscribers) + 1
+    assert counters["relay_nudges"] >= 1  # the publisher said it sent
 
 
 def test_a_relay_killed_and_restarted_loses_and_duplicates_nothing(

@@ -25,6 +25,7 @@ from mailbus.relay.codec import (
     Decoder,
     Hello,
     Mail,
+    Nudge,
     RelayProtocolError,
     Welcome,
     encode,
@@ -50,6 +51,7 @@ def test_frames_are_the_documented_bytes() -> None:
         b"\x03\x00\x00\x00\x14\x00\x00\x00\x07\x00\x00\x00\x2aSubject: x\r\n"
     )
     assert encode(Bye("stop")) == b"\x04\x00\x00\x00\x04stop"
+    assert encode(Nudge()) == b"\x05\x00\x00\x00\x00"
 
 
 def test_a_long_reason_is_cut_on_a_character_boundary() -> None:
@@ -87,6 +89,7 @@ def test_frames_decode_in_any_chunking(sent: list[Any], chunk: int) -> None:
         (PARTICIPANT_SENDS, b"\x01\x00\x00\x00\x10NOTMAIL\x01" + bytes(8), "magic"),
         (PARTICIPANT_SENDS, b"\x01\x00\x00\x00\x10MBRELAY\x02" + bytes(8), "version 2"),
         (PARTICIPANT_SENDS, b"\x01\x00\x00\x00\x03abc", "HELLO of 3 bytes"),
+        (PARTICIPANT_SENDS, b"\x05\x00\x00\x00\x01", "NUDGE of 1 bytes is over the limit"),
         (RELAY_SENDS, b"\x03\x00\x00\x10\x09", "MAIL of 4105 bytes is over the limit"),
         (RELAY_SENDS, b"\x03\x00\x00\x00\x02ab", "no UIDs"),
         (RELAY_SENDS, b"\x04\x00\x00\x00\x01\xff", "not UTF-8"),
@@ -155,6 +158,7 @@ class HubThread:
         self.path = path
         self.mails: dict[int, bytes] = {}
         self.fetches: list[tuple[int, int]] = []
+        self.nudged = threading.Event()
         self.loop = asyncio.new_event_loop()
         self.hub = Hub(
             self._fetch,
@@ -163,6 +167,7 @@ class HubThread:
             next_uid=1,
             queue_bytes=settings.get("queue_bytes", 1 << 20),
             ring_bytes=settings.get("ring_bytes", 1 << 20),
+            on_nudge=self.nudged.set,
         )
         ready = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
@@ -263,6 +268,21 @@ def test_garbage_on_the_socket_is_refused_and_harms_nobody(hub: HubThread) -> No
     hub.publish(5)
     assert take(good, 5) == [1, 2, 3, 4, 5]
     good.close()
+
+
+def test_a_nudge_reaches_the_reader_and_a_second_hello_is_garbage(hub: HubThread) -> None:
+    r = receiver(hub.path)
+    eventually(lambda: hub.on_loop(lambda: len(hub.hub.peers)) == 1)
+    r.nudge()
+    r.nudge()  # within NUDGE_EVERY_S of the first: not sent
+    assert hub.nudged.wait(10)
+    assert r.counters["nudges"] == 1
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as bad:
+        bad.connect(str(hub.path))
+        bad.sendall(encode(Hello(0, 0)) + encode(Hello(0, 0)))
+        eventually(lambda: hub.hub.counters["dropped_garbage"] == 1)
+    assert hub.hub.counters["nudges"] == 1
+    r.close()
 
 
 def test_a_participant_gone_mid_stream_harms_nobody(hub: HubThread) -> None:

@@ -44,7 +44,7 @@ from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
 from mailbus.mail.tls import TlsSettings
 from mailbus.options import Options, check_url
 from mailbus.relay.config import check_share
-from mailbus.relay.receiver import relay_receiver
+from mailbus.relay.receiver import NudgingSender, relay_receiver
 from mailbus.trace import Tracer
 from mailbus.transport import Transport
 
@@ -198,4 +198,6 @@ def create_transport(options: Options, tracer: Tracer) -> Transport:
         sender.close(timeout=0)
         raise
     sender.start()
+    if relay is not None:
+        return Transport(NudgingSender(sender, relay), receiver, name="email")
     return Transport(sender, receiver, name="email")

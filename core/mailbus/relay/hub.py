@@ -8,6 +8,8 @@ unsent bytes would pass `queue_bytes` is too slow: the relay aborts its connecti
 (re)connection a participant says the last UID it has; the relay sends what came after
 from `ring` (the last `ring_bytes` of mail) or, older than that, re-reads it from the
 IMAP server through `fetch` (one call at a time, on a worker thread), then puts it live.
+A participant's NUDGE (it has just sent mail) is passed to `on_nudge`, which makes the
+reader poll at once instead of waiting for the server's IDLE announcement.
 Nothing is lost while the mail is on the server, and a participant drops UIDs it has
 already, so nothing is delivered twice.
 """
@@ -28,6 +30,7 @@ from mailbus.relay.codec import (
     Decoder,
     Hello,
     Mail,
+    Nudge,
     RelayProtocolError,
     Welcome,
     encode,
@@ -61,8 +64,10 @@ class Hub:
         next_uid: int,
         queue_bytes: int,
         ring_bytes: int,
+        on_nudge: Callable[[], None] = lambda: None,
     ) -> None:
         self.fetch = fetch
+        self.on_nudge = on_nudge
         self.tracer = tracer
         self.uidvalidity = uidvalidity
         self.next_uid = next_uid  # every UID below it has been published
@@ -108,7 +113,8 @@ class Hub:
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = Peer(next(self._numbers), writer)
         try:
-            hello = await asyncio.wait_for(self._hello(reader), HELLO_TIMEOUT_S)
+            decoder = Decoder(PARTICIPANT_SENDS, 0)
+            hello = await asyncio.wait_for(self._hello(reader, decoder), HELLO_TIMEOUT_S)
         except (
             RelayProtocolError,
             TimeoutError,
@@ -131,27 +137,27 @@ class Hub:
             except Exception as exc:  # the IMAP server failed the catch-up: try later
                 self._drop(peer, "catch-up failed", repr(exc))
                 return
-            # A participant sends nothing after HELLO: anything else is garbage, and the
-            # end of its stream is its leaving.
-            leaving = asyncio.ensure_future(reader.read(1))
+            # After HELLO a participant sends only NUDGEs; the end of its stream is
+            # its leaving.
+            listening = asyncio.ensure_future(self._listen(reader, decoder))
             done = asyncio.ensure_future(peer.done.wait())
-            await asyncio.wait({leaving, done}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({listening, done}, return_when=asyncio.FIRST_COMPLETED)
             done.cancel()
-            if not leaving.done():
-                leaving.cancel()
+            if not listening.done():
+                listening.cancel()
             elif not peer.done.is_set():
-                failed = leaving.exception()
-                extra = b"" if failed is not None else leaving.result()
-                why = repr(failed) if failed is not None else f"sent {extra!r}"
-                self._drop(peer, "garbage" if extra else "gone", why)
+                failed = listening.exception()
+                if isinstance(failed, RelayProtocolError):
+                    self._drop(peer, "garbage", str(failed))
+                else:
+                    self._drop(peer, "gone", "closed" if failed is None else repr(failed))
         except (ConnectionError, RelayProtocolError, OSError) as exc:
             self._drop(peer, "gone", repr(exc))
         finally:
             self.peers.discard(peer)
             writer.close()
 
-    async def _hello(self, reader: asyncio.StreamReader) -> Hello:
-        decoder = Decoder(PARTICIPANT_SENDS, 0)
+    async def _hello(self, reader: asyncio.StreamReader, decoder: Decoder) -> Hello:
         while True:
             data = await reader.read(64)
             if not data:
@@ -160,6 +166,21 @@ class Hub:
             frame = decoder.next_frame()
             if isinstance(frame, Hello):
                 return frame
+            if frame is not None:
+                raise RelayProtocolError(f"{type(frame).__name__} before HELLO")
+
+    async def _listen(self, reader: asyncio.StreamReader, decoder: Decoder) -> None:
+        """Until the participant closes its side: NUDGEs, passed to `on_nudge`."""
+        while True:
+            while (frame := decoder.next_frame()) is not None:
+                if not isinstance(frame, Nudge):
+                    raise RelayProtocolError(f"{type(frame).__name__} after HELLO")
+                self.counters["nudges"] += 1
+                self.on_nudge()
+            data = await reader.read(4096)
+            if not data:
+                return
+            decoder.feed(data)
 
     async def _start(self, peer: Peer, hello: Hello) -> None:
         uidvalidity = self.uidvalidity

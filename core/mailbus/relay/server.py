@@ -21,7 +21,7 @@ from typing import Any
 from mailbus.backoff import Backoff
 from mailbus.errors import ConfigError, TransportError
 from mailbus.mail.fetch_items import SIZE_ITEMS, body_items, body_of, size_of
-from mailbus.mail.imap_receiver import DEFAULT_MAX_MESSAGE_BYTES, ImapReceiver, ImapSettings
+from mailbus.mail.imap_receiver import DEFAULT_MAX_MESSAGE_BYTES, ImapSettings
 from mailbus.mail.imap_session import open_session, shut, uid_fetch
 from mailbus.mail.kinds import MailKind
 from mailbus.mail.tls import TlsSettings
@@ -29,6 +29,7 @@ from mailbus.mail.uids import uid_set
 from mailbus.options import Options
 from mailbus.relay.config import DEFAULT_QUEUE_BYTES, DEFAULT_RING_BYTES, account_key
 from mailbus.relay.hub import Hub
+from mailbus.relay.reader import RelayImapReceiver
 from mailbus.relay.state import RelayState, load_state, save_state
 from mailbus.trace import Tracer
 from mailbus.transport import RawEmail
@@ -36,7 +37,9 @@ from mailbus.transport import RawEmail
 log = logging.getLogger(__name__)
 
 
-def imap_receiver(options: Options, section: Mapping[str, Any], tracer: Tracer) -> ImapReceiver:
+def imap_receiver(
+    options: Options, section: Mapping[str, Any], tracer: Tracer
+) -> RelayImapReceiver:
     """The relay's reader, tuned by the same `[mail]` keys as a participant's own."""
     tls = TlsSettings(verify=options.tls_verify, ca_file=options.ca_file)
     cap = section.get("reconnect-max-s", 10.0)
@@ -47,7 +50,7 @@ def imap_receiver(options: Options, section: Mapping[str, Any], tracer: Tracer) 
         tls,
         mailbox=section.get("mailbox", "INBOX"),
     )
-    return ImapReceiver(
+    return RelayImapReceiver(
         settings,
         tracer,
         period_s=options.polling_period_ms / 1000.0,
@@ -166,6 +169,7 @@ class MailRelay:
             next_uid=cursor.next_uid,
             queue_bytes=self.queue_bytes,
             ring_bytes=self.ring_bytes,
+            on_nudge=self.receiver.nudge,
         )
         save_state(self.state_path, RelayState(cursor.uidvalidity, cursor.next_uid))
         old_umask = os.umask(0o177)  # the socket is the user's alone: it carries all mail
