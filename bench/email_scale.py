@@ -8,7 +8,8 @@ For each receive mode and each N it starts N participant processes (this module 
 and measures:
 - idle cost: CPU of the participants while nothing is sent (cores per participant),
   after the receivers settled (an adaptive receiver goes to IDLE after its quiet time);
-- traffic: the publisher (in this process) sends M messages at 20 msg/s; each
+- traffic: the publisher (in this process; in relay mode one of the relay's
+  participants, which nudges the relay when it sends) sends M messages at 20 msg/s; each
   participant takes them and reports publish -> take latency, what it got (lost and
   duplicated are counted from the bodies), and the bytes its receiver fetched;
   server CPU (every Dovecot and Postfix process, reaped children included) and
@@ -88,7 +89,7 @@ def raw_options(stack: MailStack, user: User, mode: str) -> dict[str, Any]:
     if "polling-period-ms" in settings:
         raw["polling-period-ms"] = settings["polling-period-ms"]
     if mode == "relay":
-        # Short, so that it fits in sun_path whatever TMPDIR is.
+        # Short, so that it fits in sun_path whatever TMPDIR is; one relay per user.
         raw["mail"]["relay-socket"] = f"/tmp/mailbus-bench-{os.getpid()}-{user.name}.sock"
     return raw
 
@@ -318,7 +319,10 @@ def run_point(stack: MailStack, mode: str, n: int, messages: int, idle_window_s:
             elapsed = time.monotonic() - started
             point.idle_cores_per_participant = spent / elapsed / n
             point.idle_server_cores_per_participant = server_spent / elapsed / n
-        publisher = raw_options(stack, user, "adaptive") | {"polling-period-ms": 1000.0}
+        # The publisher is on the host too: in relay mode it is one of the relay's
+        # participants (and nudges it when it sends); else it reads the inbox itself.
+        publisher = raw_options(stack, user, "relay" if mode == "relay" else "adaptive")
+        publisher["polling-period-ms"] = 1000.0
         with mailbus.Context(options_from_mapping(publisher, {})) as ctx:
             pub = ctx.publisher(TOPIC)
             server0 = session_cpu_s(server_leaders(stack))
