@@ -24,6 +24,7 @@ LITERAL = re.compile(rf'"((?:{AREA_PREFIXES})\.[a-z_]+)"')
 NOT_KINDS = {
     "mail.idle",
     "mail.routing",
+    "mail.share",
     "outbox.dir",
     "outbox.factor",
     "outbox.jitter",
