@@ -22,6 +22,8 @@ tls-verify, ca-file, polling-period-ms) and an optional `[mail]` table for tunin
     folder-prefix = "mailbus"
     url-sieve = "sieve://mail.example.org:4190"  # install the script over ManageSieve
     routed-read = "own"      # "all": every routed folder and INBOX (an observer)
+    # Shared receiver (docs/mail.md): read through the host's `mailbus mail-relay`.
+    share = "relay"          # default "none": an IMAP connection of one's own
 
 Both servers are contacted before it returns: a wrong password, an unreachable server
 or a certificate that does not verify is an error at init, not a log line.
