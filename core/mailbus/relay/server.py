@@ -174,7 +174,9 @@ class MailRelay:
         save_state(self.state_path, RelayState(cursor.uidvalidity, cursor.next_uid))
         old_umask = os.umask(0o177)  # the socket is the user's alone: it carries all mail
         try:
-            server = await asyncio.start_unix_server(hub.serve, path=str(self.socket_path))
+            server = await asyncio.start_unix_server(
+                hub.serve, path=str(self.socket_path), backlog=1024
+            )
         finally:
             os.umask(old_umask)
         if threading.current_thread() is threading.main_thread():
