@@ -91,7 +91,6 @@ _CONNECTION_ERRORS = CONNECTION_ERRORS
 
 class ImapReceiver(EmailReceiver):
     # wake() ends any wait within a quarter of a second (an IDLE checks it per slice).
-    idle_slice_s = 0.25
     idle_wait_s = 1.0
 
     def __init__(
@@ -294,7 +293,7 @@ class ImapReceiver(EmailReceiver):
             if remaining <= 0:
                 return False
             # Short slices so that wake() is seen within a quarter of a second.
-            wait = min(remaining, self.idle_slice_s)
+            wait = min(remaining, 0.25)
             responses = client.idle_check(wait)
             if any(r and r[0] == b"BYE" for r in responses):
                 raise imaplib.IMAP4.abort(f"server said BYE in IDLE: {responses!r}")
