@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +19,13 @@ from typing import Any
 import mailbus
 import pytest
 from conftest import OptionsFactory
-from mailbus.relay.receiver import RelayUnavailableError
+from mailbus.errors import ConfigError
+from mailbus.mail.kinds import MailKind
+from mailbus.mail.transport import mail_section
+from mailbus.relay.receiver import RelayReceiver, RelayUnavailableError
+from mailbus.relay.server import MailRelay
 from mailbus.relay.state import load_state
+from mailbus.trace import Tracer
 from mailstack import MAX_USERIP_CONNECTIONS, MailStack, User
 from test_multiprocess import Proc, write_config
 from waiting import eventually
@@ -157,3 +164,43 @@ def test_no_relay_running_is_an_error_with_the_fix(
         mailbus.Context(options).init()
     assert str(socket) in str(info.value)
     assert "mail-relay" in str(info.value)
+
+
+def test_a_relay_in_idle_sees_mail_from_elsewhere_and_a_nudge_ends_its_idle(
+    mail_stack: MailStack, user: User, tmp_path: Path, options_for: OptionsFactory
+) -> None:
+    socket = tmp_path / "relay.sock"
+    options = options_for(
+        user, mail={"share": "relay", "relay-socket": str(socket), "quiet-ms": 100}
+    )
+    tracer = Tracer()
+    idle = threading.Event()
+    tracer.add_listener(lambda event: event.kind == MailKind.IDLE and idle.set())
+    relay = MailRelay(options, mail_section(options), socket, tmp_path / "state", tracer)
+    ready = threading.Event()
+    thread = threading.Thread(target=relay.run, args=(ready.set,), daemon=True)
+    thread.start()
+    try:
+        assert ready.wait(30)
+        assert stat.S_IMODE(socket.stat().st_mode) == 0o600  # it carries all the mail
+        second = MailRelay(options, mail_section(options), socket, tmp_path / "state")
+        with pytest.raises(ConfigError, match="a relay already runs"):
+            second.run()
+        participant = RelayReceiver(socket, max_message_bytes=1 << 20)
+        participant.connect()
+        assert idle.wait(10), "the relay did not go to IDLE"
+        idle.clear()
+        # Delivered straight into Dovecot: only the server's announcement tells the relay.
+        mail_stack.deliver(user.address, b"Subject: from elsewhere\r\n\r\nhello\r\n")
+        got: list[Any] = []
+        eventually(lambda: got.extend(participant.receive(0.2)) or got, 20)
+        assert len(got) == 1 and b"from elsewhere" in got[0].data
+        assert relay.receiver.counters["idle_wakeups"] >= 1
+        assert idle.wait(10), "the relay did not go back to IDLE"
+        participant.nudge()
+        eventually(lambda: relay.receiver.counters["nudged"] == 1, 10)
+        participant.close()
+    finally:
+        relay.stop()
+        thread.join(30)
+    assert not thread.is_alive() and not socket.exists()
