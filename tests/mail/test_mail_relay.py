@@ -12,7 +12,9 @@ import stat
 import subprocess
 import sys
 import threading
+from collections import Counter
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from conftest import OptionsFactory
 from mailbus.errors import ConfigError
 from mailbus.mail.kinds import MailKind
 from mailbus.mail.transport import mail_section
+from mailbus.relay import server
 from mailbus.relay.receiver import RelayReceiver, RelayUnavailableError
 from mailbus.relay.server import MailRelay
 from mailbus.relay.state import load_state
@@ -204,3 +207,33 @@ def test_a_relay_in_idle_sees_mail_from_elsewhere_and_a_nudge_ends_its_idle(
         relay.stop()
         thread.join(30)
     assert not thread.is_alive() and not socket.exists()
+
+
+def test_a_catch_up_reads_the_server_in_bounded_pieces(
+    mail_stack: MailStack, user: User, options_for: OptionsFactory, monkeypatch: Any
+) -> None:
+    options = options_for(user)
+    reader = server.imap_receiver(options, mail_section(options), Tracer())
+    reader.connect()
+    try:
+        first = reader.cursor.next_uid
+        uidvalidity = reader.cursor.uidvalidity
+    finally:
+        reader.close()
+    assert first is not None and uidvalidity is not None
+    for i in range(5):
+        mail_stack.deliver(user.address, f"Subject: {i}\r\n\r\n{'x' * 1000}\r\n".encode())
+    counters: Counter[str] = Counter()
+    fetch = partial(server.fetch_range, reader.settings, Tracer(), counters, 1 << 20, uidvalidity)
+    everything, through = fetch(first, first + 10)
+    assert [uid for uid, _ in everything] == list(range(first, first + 5))
+    assert through == first + 10
+    # A budget of two of these mails (their size on the server is their bytes here).
+    monkeypatch.setattr(server, "CATCH_UP_BYTES", sum(len(b) for _, b in everything[:2]))
+    mails, through = fetch(first, first + 10)
+    assert [uid for uid, _ in mails] == [first, first + 1] and through == first + 1
+    assert b"Subject: 1" in mails[1][1]
+    mails, through = fetch(through + 1, first + 10)
+    assert [uid for uid, _ in mails] == [first + 2, first + 3] and through == first + 3
+    # A mailbox recreated since (another UIDVALIDITY): nothing, and no error.
+    assert fetch.func(*fetch.args[:-1], uidvalidity + 1, first, first + 10) == ([], first + 10)

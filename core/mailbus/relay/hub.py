@@ -37,8 +37,9 @@ from mailbus.relay.codec import (
 )
 from mailbus.trace import Tracer
 
-# (uidvalidity, first, last) -> the mails with those UIDs, in order; blocking.
-Fetch = Callable[[int, int, int], list[tuple[int, bytes]]]
+# (uidvalidity, first, last) -> the mails with UIDs from first, in order, and the last
+# UID they cover (at most `last`: a fetch may stop early to bound memory); blocking.
+Fetch = Callable[[int, int, int], tuple[list[tuple[int, bytes]], int]]
 HELLO_TIMEOUT_S = 5.0
 FETCH_CHUNK = 500
 
@@ -204,12 +205,12 @@ class Hub:
                 break
             last = min(self._ring_from - 1, position + FETCH_CHUNK - 1)
             async with self._fetching:
-                mails = await asyncio.to_thread(self.fetch, uidvalidity, position, last)
+                mails, through = await asyncio.to_thread(self.fetch, uidvalidity, position, last)
             for uid, data in mails:
                 peer.writer.write(encode(Mail(uidvalidity, uid, data)))
                 self.counters["caught_up_from_server"] += 1
             await peer.writer.drain()
-            position = last + 1
+            position = max(position, min(through, last)) + 1
         peer.live = True
 
     def _drop(self, peer: Peer, reason: str, detail: str) -> None:

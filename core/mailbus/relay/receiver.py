@@ -120,8 +120,6 @@ class RelayReceiver(EmailReceiver):
                 welcome = frame
         except (TimeoutError, RelayProtocolError, OSError) as exc:
             sock.close()
-            if isinstance(exc, TransportError):
-                raise
             raise RelayUnavailableError(f"the mail relay on {self.path} failed: {exc}") from None
         except BaseException:
             sock.close()

@@ -35,6 +35,7 @@ from mailbus.trace import Tracer
 from mailbus.transport import RawEmail
 
 log = logging.getLogger(__name__)
+CATCH_UP_BYTES = 16 * 1024 * 1024
 
 
 def imap_receiver(
@@ -72,25 +73,37 @@ def fetch_range(
     uidvalidity: int,
     first: int,
     last: int,
-) -> list[tuple[int, bytes]]:
+) -> tuple[list[tuple[int, bytes]], int]:
     """The mails with UIDs first..last, read again on a connection of their own (the
-    reader's may be in IDLE); none if the mailbox was recreated meanwhile."""
+    reader's may be in IDLE), and the last UID they cover: no more than
+    CATCH_UP_BYTES of bodies at a time (at least one mail), so a catch-up holds a
+    bounded amount in memory. None if the mailbox was recreated meanwhile."""
     client = open_session(settings, tracer)
     try:
         info = client.select_folder(settings.mailbox, readonly=True)
         if int(info[b"UIDVALIDITY"]) != uidvalidity:
-            return []
+            return [], last
         sizes = uid_fetch(client, f"{first}:{last}", SIZE_ITEMS, counters)
-        wanted = [u for u in sorted(sizes) if first <= u <= last and size_of(sizes[u]) <= max_bytes]
+        through, total = last, 0
+        wanted: list[int] = []
+        for uid in sorted(u for u in sizes if first <= u <= last):
+            size = size_of(sizes[uid])
+            if size > max_bytes:
+                continue  # reported by the reader when it read it (mail.oversized)
+            if wanted and total + size > CATCH_UP_BYTES:
+                through = uid - 1
+                break
+            wanted.append(uid)
+            total += size
         if not wanted:
-            return []
+            return [], through
         bodies = uid_fetch(client, uid_set(wanted), body_items(max_bytes), counters)
         out = []
         for uid in wanted:
             body = body_of(bodies[uid]) if uid in bodies else None
             if body is not None:
                 out.append((uid, body))
-        return out
+        return out, through
     finally:
         try:
             client.logout()
