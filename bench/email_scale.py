@@ -40,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -398,7 +399,8 @@ def main() -> int:
                 idle = idle_window_s if n == 8 else 0.0
                 try:
                     points[(mode, n)] = run_point(stack, mode, n, messages, idle)
-                except RuntimeError as exc:  # the other points still count
+                except Exception as exc:  # the other points still count
+                    log(traceback.format_exc())
                     log(f"  FAILED: {exc}")
                     failed.append(f"{mode} N={n}: {exc}")
 
