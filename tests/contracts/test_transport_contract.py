@@ -130,16 +130,56 @@ def _email(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Subject]:
     yield Subject(transport, user.address, inject, in_order=False)
 
 
+def _email_relay(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Subject]:
+    """Email received through the host relay (`share = "relay"`), the relay on a thread."""
+    from mailbus.mail.transport import create_transport, mail_section
+    from mailbus.relay.server import MailRelay
+
+    stack = request.getfixturevalue("mail_stack")
+    user = stack.add_user()
+    socket = tmp_path / "relay.sock"
+    raw = {
+        "transport": "email",
+        "url-smtp": stack.smtps_url,
+        "url-imap": stack.imaps_url,
+        "username": user.address,
+        "password": user.password,
+        "ca-file": stack.ca_file,
+        "recipients": {"to": [user.address]},
+        "mail": {"reconnect-max-s": 0.5, "share": "relay", "relay-socket": str(socket)},
+    }
+    options = options_from_mapping(raw, {})
+    relay = MailRelay(options, mail_section(options), socket, tmp_path / "state")
+    ready = threading.Event()
+    thread = threading.Thread(target=relay.run, args=(ready.set,), daemon=True)
+    thread.start()
+    try:
+        assert ready.wait(WAIT_S), "the relay did not start"
+        transport = create_transport(options, Tracer())
+        inject = functools.partial(stack.deliver, user.address)
+        yield Subject(transport, user.address, inject, in_order=False)
+    finally:
+        relay.stop()
+        thread.join(WAIT_S)
+
+
 MAKERS: dict[str, Callable[[Path, pytest.FixtureRequest], Iterator[Subject]]] = {
     "inprocess": _inprocess,
     "outbox": _outbox,
     "postoffice": _postoffice,
     "email": _email,
+    "email-relay": _email_relay,
 }
 
 
 @pytest.fixture(
-    params=["inprocess", "outbox", "postoffice", pytest.param("email", marks=pytest.mark.mailstack)]
+    params=[
+        "inprocess",
+        "outbox",
+        "postoffice",
+        pytest.param("email", marks=pytest.mark.mailstack),
+        pytest.param("email-relay", marks=pytest.mark.mailstack),
+    ]
 )
 def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subject]:
     made = MAKERS[request.param](tmp_path, request)
