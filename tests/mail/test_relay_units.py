@@ -351,3 +351,15 @@ def test_a_participant_ahead_of_a_restarted_relay_gets_nothing_twice(hub: HubThr
     assert take(r, 1) == [6]
     assert r.counters["duplicates_dropped"] == 2
     r.close()
+
+
+def test_a_recreated_mailbox_is_read_again_from_its_first_uid(hub: HubThread) -> None:
+    r = receiver(hub.path)
+    hub.publish(3)
+    assert take(r, 3) == [1, 2, 3]
+    # The relay's reader found another UIDVALIDITY: it reads from UID 1 again.
+    renumbered = [(1, b"1:again"), (2, b"2:again")]
+    hub.loop.call_soon_threadsafe(hub.hub.publish, UIDVALIDITY + 1, renumbered, 3)
+    assert take(r, 2) == [1, 2]
+    assert r.uidvalidity == UIDVALIDITY + 1 and r.counters["duplicates_dropped"] == 0
+    r.close()
