@@ -31,6 +31,8 @@ def _run(args: argparse.Namespace) -> int:
     path = (
         check_socket_path("--socket", args.socket) if args.socket else socket_path(options, section)
     )
+    if args.queue_bytes is not None and args.queue_bytes < 1024:
+        raise ConfigError("--queue-bytes", "must be >= 1024")
     state_dir = Path(args.state_dir) if args.state_dir else state_dir_default()
     if args.verbose:
         logging.basicConfig(level=logging.INFO)
