@@ -20,7 +20,7 @@ from typing import Any
 
 import mailbus
 import pytest
-from conftest import OptionsFactory
+from conftest import OptionsFactory, make_options
 from mailbus.errors import ConfigError
 from mailbus.mail.kinds import MailKind
 from mailbus.mail.transport import mail_section
@@ -237,3 +237,44 @@ def test_a_catch_up_reads_the_server_in_bounded_pieces(
     assert [uid for uid, _ in mails] == [first + 2, first + 3] and through == first + 3
     # A mailbox recreated since (another UIDVALIDITY): nothing, and no error.
     assert fetch.func(*fetch.args[:-1], uidvalidity + 1, first, first + 10) == ([], first + 10)
+
+
+def test_a_relay_whose_server_goes_away_in_idle_reconnects_and_goes_on(tmp_path: Path) -> None:
+    events: list[str] = []
+    seen = threading.Event()
+
+    def listen(event: Any) -> None:
+        events.append(event.kind)
+        seen.set()
+
+    with MailStack() as stack:  # its own: this test stops Dovecot
+        user = stack.add_user()
+        socket = tmp_path / "relay.sock"
+        options = make_options(
+            stack,
+            user,
+            mail={"share": "relay", "relay-socket": str(socket), "quiet-ms": 100},
+        )
+        tracer = Tracer()
+        tracer.add_listener(listen)
+        relay = MailRelay(options, mail_section(options), socket, tmp_path / "state", tracer)
+        ready = threading.Event()
+        thread = threading.Thread(target=relay.run, args=(ready.set,), daemon=True)
+        thread.start()
+        try:
+            assert ready.wait(30)
+            participant = RelayReceiver(socket, max_message_bytes=1 << 20)
+            participant.connect()
+            eventually(lambda: MailKind.IDLE in events, 10, "the relay in IDLE", wake=seen)
+            stack.stop_dovecot()
+            eventually(lambda: MailKind.DISCONNECTED in events, 10, "the drop seen", wake=seen)
+            stack.start_dovecot()
+            stack.deliver(user.address, b"Subject: after the restart\r\n\r\nhello\r\n")
+            got: list[Any] = []
+            eventually(lambda: got.extend(participant.receive(0.2)) or got, 30)
+            assert [b"after the restart" in item.data for item in got] == [True]
+            assert relay.receiver.counters["connections_opened"] >= 2
+            participant.close()
+        finally:
+            relay.stop()
+            thread.join(30)
