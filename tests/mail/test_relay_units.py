@@ -5,6 +5,7 @@ dictionary of mails). Garbage, a participant gone mid-stream and a slow particip
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -150,6 +151,19 @@ def test_state_is_replaced_whole_and_a_corrupt_file_is_reported(tmp_path: Path) 
         load_state(path)
 
 
+def test_the_relay_refuses_a_socket_directory_others_may_write(tmp_path: Path) -> None:
+    from mailbus.relay.server import MailRelay
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # without the sticky bit: anyone could swap the socket
+    options = _options(share="relay")
+    relay = MailRelay(options, mail_section(options), shared / "r.sock", tmp_path / "state")
+    with pytest.raises(ConfigError, match="writable by no one else"):
+        relay.run()
+    assert not (shared / "r.sock").exists()
+
+
 # -- the hub on a real socket ----------------------------------------------------------------
 class HubThread:
     """A Hub serving a Unix socket on its own loop; `mails` plays the IMAP server."""
@@ -257,6 +271,12 @@ def test_no_relay_is_an_error_that_says_how_to_start_one(tmp_path: Path) -> None
         RelayUnavailableError, match="start it with `mailbus --config FILE mail-relay`"
     ):
         RelayReceiver(tmp_path / "none.sock", max_message_bytes=100).connect()
+
+
+def test_a_socket_of_another_user_is_not_trusted(hub: HubThread, monkeypatch: Any) -> None:
+    monkeypatch.setattr("mailbus.relay.receiver.os.getuid", lambda: os.stat(hub.path).st_uid + 1)
+    with pytest.raises(RelayUnavailableError, match="not a relay to trust"):
+        receiver(hub.path)
 
 
 def test_garbage_on_the_socket_is_refused_and_harms_nobody(hub: HubThread) -> None:

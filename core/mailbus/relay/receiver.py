@@ -89,6 +89,7 @@ class RelayReceiver(EmailReceiver):
     # -- connection ----------------------------------------------------------------------
     def connect(self) -> None:
         """Connect and shake hands; RelayUnavailableError (with the fix) if no relay."""
+        self._check_owner()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.settimeout(HANDSHAKE_TIMEOUT_S)
@@ -136,6 +137,18 @@ class RelayReceiver(EmailReceiver):
         self.tracer.event(
             MailKind.RELAY_CONNECTED, detail=str(self.path), extra={"last_uid": self.last_uid}
         )
+
+    def _check_owner(self) -> None:
+        """Refuse a socket someone else made: a relay of theirs would hand this
+        participant whatever mail it likes."""
+        try:
+            owner = os.stat(self.path).st_uid
+        except OSError:
+            return  # no socket: connect() says so, with the fix
+        if owner != os.getuid():
+            raise RelayUnavailableError(
+                f"{self.path} belongs to uid {owner}, not to this user: not a relay to trust"
+            )
 
     def nudge(self) -> None:
         """Tell the relay that this participant has just sent mail (best effort)."""

@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import socket
+import stat
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -222,6 +223,13 @@ class MailRelay:
         the socket, remove it if it is a leftover of a relay that died."""
         directory = self.socket_path.parent
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = directory.stat()
+        if info.st_uid != os.getuid() or (info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX):
+            # Others could put their own socket there, and participants would trust it.
+            raise ConfigError(
+                "mail.relay-socket",
+                f"{directory} must belong to this user and be writable by no one else",
+            )
         if not self.socket_path.exists():
             return
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
