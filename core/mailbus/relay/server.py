@@ -224,11 +224,14 @@ class MailRelay:
         directory = self.socket_path.parent
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = directory.stat()
-        if info.st_uid != os.getuid() or (info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX):
-            # Others could put their own socket there, and participants would trust it.
+        shared = info.st_uid != os.getuid() or info.st_mode & 0o022
+        if shared and not info.st_mode & stat.S_ISVTX:
+            # Others could swap our socket for theirs. (In a sticky directory such as
+            # /tmp they cannot, and a participant refuses a socket that is not ours.)
             raise ConfigError(
                 "mail.relay-socket",
-                f"{directory} must belong to this user and be writable by no one else",
+                f"{directory} must belong to this user and be writable by no one else "
+                "(or be sticky, like /tmp)",
             )
         if not self.socket_path.exists():
             return
