@@ -1,24 +1,28 @@
 """Email at scale: N subscriber processes on one inbox of the real loopback stack
 (Postfix + Dovecot, TLS), a publisher at 20 msg/s (issue 18).
 
-    python -m bench.email_scale [--quick] [--sizes 1,8,32,100]
+    python -m bench.email_scale [--quick] [--sizes 1,8,32,100] [--modes baseline,relay]
 
 For each receive mode and each N it starts N participant processes (this module with
 `--participant`), each a Mailbus context with one subscription on the same account,
 and measures:
 - idle cost: CPU of the participants while nothing is sent (cores per participant),
   after the receivers settled (an adaptive receiver goes to IDLE after its quiet time);
-- traffic: the publisher (in this process) sends M messages at 20 msg/s; each
+- traffic: the publisher (in this process; in relay mode one of the relay's
+  participants, which nudges the relay when it sends) sends M messages at 20 msg/s; each
   participant takes them and reports publish -> take latency, what it got (lost and
   duplicated are counted from the bodies), and the bytes its receiver fetched;
   server CPU (every Dovecot and Postfix process, reaped children included) and
   participants' CPU over the traffic window.
 
 Modes, in the same run: `baseline` is today's strategy (a 10 ms poll per participant,
-`idle = "never"`); `adaptive` is the default receive (fast polls while mail flows,
-IMAP IDLE when the inbox is quiet). Also measured: Dovecot's IDLE notification delay
-(mail delivered over LMTP -> EXISTS seen by an idling client) and one poll as two round
-trips (NOOP, then UID FETCH) against NOOP alone.
+`idle = "never"`); `relay` (the measured mode, the keys without prefix) is one host
+relay (`mailbus mail-relay`, its own process, the adaptive receiver) reading the inbox
+for every participant (`[mail] share = "relay"`); its CPU counts as the participants'
+and its IMAP bytes as theirs. `adaptive` (keys `adaptive_`, only with --modes) is every
+participant reading the inbox itself with the adaptive receiver. Also measured:
+Dovecot's IDLE notification delay (mail delivered over LMTP -> EXISTS seen by an idling
+client) and one poll as two round trips (NOOP, then UID FETCH) against NOOP alone.
 
 The last stdout line is one JSON object with the keys of shared/BENCH.md.
 """
@@ -29,11 +33,14 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +52,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "mail"
 import mailstack
 from mailstack import MailStack, User
 
+from bench.imap_probes import idle_notification_delay_ms, poll_rates
+
 RATE_PER_S = 20.0
+WAVE = 16
 TOPIC = "scale"
 ENV_OPTIONS = "MAILBUS_SCALE_OPTIONS"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -54,7 +64,9 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 MODES: dict[str, dict[str, Any]] = {
     "baseline": {"polling-period-ms": 10.0, "mail": {"idle": "never"}},
     "adaptive": {"mail": {}},
+    "relay": {"mail": {"share": "relay"}},
 }
+PREFIX = {"relay": "", "baseline": "baseline_", "adaptive": "adaptive_"}
 
 
 def log(text: str) -> None:
@@ -80,6 +92,9 @@ def raw_options(stack: MailStack, user: User, mode: str) -> dict[str, Any]:
     }
     if "polling-period-ms" in settings:
         raw["polling-period-ms"] = settings["polling-period-ms"]
+    if mode == "relay":
+        # Short, so that it fits in sun_path whatever TMPDIR is; one relay per user.
+        raw["mail"]["relay-socket"] = f"/tmp/mailbus-bench-{os.getpid()}-{user.name}.sock"
     return raw
 
 
@@ -138,9 +153,13 @@ class Participant:
 
 
 def start_participants(raw: dict[str, Any], n: int, count: int) -> list[Participant]:
+    """N participants, started WAVE at a time: a hundred processes starting at once on
+    two cores each log in to SMTP at init and some time out (10 s) in the storm."""
     env = {**os.environ, ENV_OPTIONS: json.dumps(raw)}
-    out = []
-    for _ in range(n):
+    out: list[Participant] = []
+    for i in range(n):
+        if i and i % WAVE == 0:
+            wait_all([p.ready for p in out[-WAVE:]], 60 + 2 * WAVE)
         proc = subprocess.Popen(
             [sys.executable, "-m", "bench.email_scale", "--participant", str(count)],
             stdin=subprocess.PIPE,
@@ -174,8 +193,54 @@ def stop_participants(participants: list[Participant], timeout: float = 60.0) ->
             p.proc.wait()
 
 
-def participants_cpu_s(participants: list[Participant]) -> float:
-    return sum(process_cpu_s(p.proc.pid) for p in participants)
+def participants_cpu_s(participants: list[Participant], relay: Relay | None = None) -> float:
+    own = sum(process_cpu_s(p.proc.pid) for p in participants)
+    return own + (process_cpu_s(relay.proc.pid) if relay is not None else 0.0)
+
+
+class Relay:
+    """The host relay in its own process (this module with `--relay STATE_DIR`)."""
+
+    def __init__(self, raw: dict[str, Any], state_dir: Path) -> None:
+        env = {**os.environ, ENV_OPTIONS: json.dumps(raw)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.email_scale", "--relay", str(state_dir)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if line.strip() != "READY":
+            self.proc.kill()
+            raise RuntimeError(f"the relay did not start: {line!r}")
+        self.counters: dict[str, int] = {}
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            out, _ = self.proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, _ = self.proc.communicate()
+        for line in out.splitlines():
+            if line.startswith("{"):
+                self.counters = json.loads(line)
+
+
+def relay_main(state_dir: str) -> int:
+    """The relay of `--modes relay`: the same MailRelay as `mailbus mail-relay`, with
+    the options from the environment (as the participants get them)."""
+    from mailbus.mail.transport import mail_section
+    from mailbus.relay.config import socket_path
+    from mailbus.relay.server import MailRelay
+
+    options = options_from_mapping(json.loads(os.environ[ENV_OPTIONS]), {})
+    section = mail_section(options)
+    relay = MailRelay(options, section, socket_path(options, section), Path(state_dir))
+    relay.run(lambda: print("READY", flush=True))
+    print(json.dumps(dict(relay.counters)), flush=True)
+    return 0
 
 
 def participant_main(count: int) -> int:
@@ -241,6 +306,8 @@ def run_point(stack: MailStack, mode: str, n: int, messages: int, idle_window_s:
     user = stack.add_user()
     raw = raw_options(stack, user, mode)
     point = Point(mode, n, messages=messages)
+    state_dir = tempfile.TemporaryDirectory(prefix="mailbus-relay-state-")
+    relay = Relay(raw, Path(state_dir.name)) if mode == "relay" else None
     participants = start_participants(raw, n, messages)
     try:
         if not wait_all([p.ready for p in participants], 60 + 5 * n):
@@ -252,18 +319,22 @@ def run_point(stack: MailStack, mode: str, n: int, messages: int, idle_window_s:
             # Let each receiver reach its steady state with no traffic first.
             time.sleep(4.0 + n * 0.05)
             leaders = server_leaders(stack)
-            before, started = participants_cpu_s(participants), time.monotonic()
+            before, started = participants_cpu_s(participants, relay), time.monotonic()
             server_before = session_cpu_s(leaders)
             time.sleep(idle_window_s)
-            spent = participants_cpu_s(participants) - before
+            spent = participants_cpu_s(participants, relay) - before
             server_spent = session_cpu_s(leaders) - server_before
             elapsed = time.monotonic() - started
             point.idle_cores_per_participant = spent / elapsed / n
             point.idle_server_cores_per_participant = server_spent / elapsed / n
-        publisher = raw_options(stack, user, "adaptive") | {"polling-period-ms": 1000.0}
+        # The publisher is on the host too: in relay mode it is one of the relay's
+        # participants (and nudges it when it sends); else it reads the inbox itself.
+        publisher = raw_options(stack, user, "relay" if mode == "relay" else "adaptive")
+        publisher["polling-period-ms"] = 1000.0
         with mailbus.Context(options_from_mapping(publisher, {})) as ctx:
             pub = ctx.publisher(TOPIC)
-            server0, parts0 = session_cpu_s(server_leaders(stack)), participants_cpu_s(participants)
+            server0 = session_cpu_s(server_leaders(stack))
+            parts0 = participants_cpu_s(participants, relay)
             start = time.monotonic()
             for i in range(messages):
                 # Pacing the publisher at RATE_PER_S (a load generator, not a wait).
@@ -272,9 +343,13 @@ def run_point(stack: MailStack, mode: str, n: int, messages: int, idle_window_s:
             wait_all([p.done for p in participants], 30 + messages / RATE_PER_S)
             point.traffic_s = time.monotonic() - start
             point.server_cpu_s = session_cpu_s(server_leaders(stack)) - server0
-            point.participants_cpu_s = participants_cpu_s(participants) - parts0
+            point.participants_cpu_s = participants_cpu_s(participants, relay) - parts0
     finally:
         stop_participants(participants)
+        if relay is not None:
+            relay.stop()
+            point.bytes_fetched += int(relay.counters.get("bytes_fetched", 0))
+        state_dir.cleanup()
     for p in participants:
         result = p.result or {"bodies": [], "latencies_ms": [], "counters": {}}
         bodies = result["bodies"]
@@ -286,70 +361,18 @@ def run_point(stack: MailStack, mode: str, n: int, messages: int, idle_window_s:
     return point
 
 
-# -- IMAP-level measurements ------------------------------------------------------------------
-def idle_notification_delay_ms(stack: MailStack, samples: int) -> list[float]:
-    """Mail delivered straight into Dovecot (LMTP) -> its EXISTS seen by a client that
-    sits in IDLE."""
-    from bench.email_e2e import imap_client, mailbus_bytes
-
-    user = stack.add_user()
-    client = imap_client(stack, user)
-    client.select_folder("INBOX", readonly=True)
-    out = []
-    try:
-        for i in range(samples):
-            client.idle()
-            start = time.perf_counter()
-            stack.deliver(user.address, mailbus_bytes(user, f"idle-{i}"))
-            deadline = time.monotonic() + 10
-            seen = False
-            while not seen and time.monotonic() < deadline:
-                seen = any(len(r) > 1 and r[1] == b"EXISTS" for r in client.idle_check(1.0))
-            if seen:
-                out.append((time.perf_counter() - start) * 1000)
-            client.idle_done()
-    finally:
-        client.logout()
-    return out
-
-
-def poll_rates(stack: MailStack, seconds: float) -> tuple[float, float]:
-    """Empty polls per second on one connection: NOOP then UID FETCH (today's two round
-    trips) against NOOP alone (the adaptive receiver's empty poll: it fetches only when
-    NOOP reports EXISTS)."""
-    from bench.email_e2e import imap_client
-
-    user = stack.add_user()
-    client = imap_client(stack, user)
-    info = client.select_folder("INBOX", readonly=True)
-    uids = f"{int(info[b'UIDNEXT'])}:*".encode()
-    imap = client._imap
-    items = b"(UID RFC822.SIZE)"
-    try:
-        rates = []
-        for fetch in (True, False):
-            polls, start = 0, time.perf_counter()
-            while time.perf_counter() - start < seconds:
-                imap._command_complete("NOOP", imap._command("NOOP"))
-                if fetch:
-                    imap._command_complete("FETCH", imap._command("UID", "FETCH", uids, items))
-                imap.untagged_responses.clear()
-                polls += 1
-            rates.append(polls / (time.perf_counter() - start))
-    finally:
-        client.logout()
-    return rates[0], rates[1]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer messages, N up to 32")
     parser.add_argument("--sizes", default=None, help="participants, e.g. 1,8,32,100")
-    parser.add_argument("--modes", default="baseline,adaptive")
+    parser.add_argument("--modes", default="baseline,relay")
     parser.add_argument("--participant", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--relay", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.participant is not None:
         return participant_main(args.participant)
+    if args.relay is not None:
+        return relay_main(args.relay)
 
     sizes = [int(s) for s in (args.sizes or ("1,8,32" if args.quick else "1,8,32,100")).split(",")]
     modes = args.modes.split(",")
@@ -359,6 +382,7 @@ def main() -> int:
     mailstack.MAX_USERIP_CONNECTIONS = max(sizes) + 20
 
     points: dict[tuple[str, int], Point] = {}
+    failed: list[str] = []
     with MailStack() as stack:
         if not stack.has_postfix:
             log(f"NOTE: {stack.why_no_postfix}; SMTP goes through the LMTP relay")
@@ -373,7 +397,12 @@ def main() -> int:
                     continue  # the issue's baseline stops at 32 (it starves the stack)
                 log(f"{mode}: N = {n}, {messages} messages at {RATE_PER_S:.0f}/s")
                 idle = idle_window_s if n == 8 else 0.0
-                points[(mode, n)] = run_point(stack, mode, n, messages, idle)
+                try:
+                    points[(mode, n)] = run_point(stack, mode, n, messages, idle)
+                except Exception as exc:  # the other points still count
+                    log(traceback.format_exc())
+                    log(f"  FAILED: {exc}")
+                    failed.append(f"{mode} N={n}: {exc}")
 
     def get(mode: str, n: int, what: str) -> float | None:
         point = points.get((mode, n))
@@ -401,7 +430,8 @@ def main() -> int:
         return None if value is None else round(value, 5)
 
     result: dict[str, Any] = {}
-    for prefix, mode in (("", "adaptive"), ("baseline_", "baseline")):
+    for mode in modes:
+        prefix = PREFIX[mode]
         for n in (1, 8, 32, 100):
             if mode == "baseline" and n == 100:
                 continue
@@ -418,8 +448,8 @@ def main() -> int:
             p.duplicated for (m, _), p in points.items() if m == mode
         )
     base_idle, ours_idle = (
-        result["baseline_idle_cores_per_participant"],
-        result["idle_cores_per_participant"],
+        result.get("baseline_idle_cores_per_participant"),
+        result.get("idle_cores_per_participant"),
     )
     result["idle_cost_ratio_vs_baseline"] = (
         round(ours_idle / base_idle, 4) if base_idle and ours_idle is not None else None
@@ -432,6 +462,8 @@ def main() -> int:
         "messages_per_point": messages,
         "rate_msgs_per_s": RATE_PER_S,
         "sizes": sizes,
+        "modes": modes,
+        "failed_points": failed,
         "quick": args.quick,
     }
     print(json.dumps(result))

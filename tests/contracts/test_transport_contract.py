@@ -213,12 +213,54 @@ def _email(
             sibling.close()
 
 
+def _email_relay(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Subject]:
+    """Email received through the host relay (`share = "relay"`), the relay on a thread."""
+    from mailbus.mail.transport import create_transport, mail_section
+    from mailbus.relay.server import MailRelay
+
+    stack = request.getfixturevalue("mail_stack")
+    user = stack.add_user()
+    socket = tmp_path / "relay.sock"
+    raw = {
+        "transport": "email",
+        "url-smtp": stack.smtps_url,
+        "url-imap": stack.imaps_url,
+        "username": user.address,
+        "password": user.password,
+        "ca-file": stack.ca_file,
+        "recipients": {"to": [user.address]},
+        "mail": {
+            "reconnect-max-s": 0.5,
+            "share": "relay",
+            "relay-socket": str(socket),
+            "max-message-bytes": LIMIT,
+        },
+    }
+    options = options_from_mapping(raw, {})
+    # The relay reads the inbox, so an oversized mail is skipped and reported there.
+    tracer = Tracer()
+    relay = MailRelay(options, mail_section(options), socket, tmp_path / "state", tracer=tracer)
+    ready = threading.Event()
+    thread = threading.Thread(target=relay.run, args=(ready.set,), daemon=True)
+    thread.start()
+    try:
+        assert ready.wait(WAIT_S), "the relay did not start"
+        transport = create_transport(options, Tracer())
+        inject = functools.partial(stack.deliver, user.address)
+        limit = Limit(LIMIT, MailKind.OVERSIZED, _uid_over_limit, says_limit=True)
+        yield Subject(transport, user.address, inject, tracer=tracer, limit=limit, in_order=False)
+    finally:
+        relay.stop()
+        thread.join(WAIT_S)
+
+
 MAKERS: dict[str, Callable[[Path, pytest.FixtureRequest], Iterator[Subject]]] = {
     "inprocess": _inprocess,
     "outbox": _outbox,
     "postoffice": _postoffice,
     "email": _email,
     "email-shared": functools.partial(_email, share="process"),
+    "email-relay": _email_relay,
 }
 
 
@@ -229,6 +271,7 @@ MAKERS: dict[str, Callable[[Path, pytest.FixtureRequest], Iterator[Subject]]] = 
         "postoffice",
         pytest.param("email", marks=pytest.mark.mailstack),
         pytest.param("email-shared", marks=pytest.mark.mailstack),
+        pytest.param("email-relay", marks=pytest.mark.mailstack),
     ]
 )
 def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subject]:

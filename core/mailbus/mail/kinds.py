@@ -93,3 +93,35 @@ class MailKind(EventKind):
         '(`share = "process"`) | detail',
         {"contexts": Extra(int, "how many contexts read through it now")},
     )
+    RELAY_STARTED = (
+        "mail.relay_started",
+        "the host relay reads the inbox and listens for participants | detail = socket",
+        {
+            "next_uid": Extra(int, "the UID it reads from"),
+            "state": Extra(str, "its UID state file"),
+        },
+    )
+    RELAY_JOINED = (
+        "mail.relay_joined",
+        "a participant connected to the relay | detail",
+        {
+            "last_uid": Extra(int, "the last UID the participant has"),
+            "catch_up": Extra(int, "how many mails it is behind"),
+        },
+    )
+    RELAY_DROPPED = (
+        "mail.relay_dropped",
+        "the relay let a participant go: gone, too slow (queue over relay-queue-bytes) or "
+        "garbage on the socket | detail",
+        {"reason": Extra(str, "`gone`, `too slow`, `garbage`, `refused`, `catch-up failed`")},
+    )
+    RELAY_CONNECTED = (
+        "mail.relay_connected",
+        "a participant connected to its host relay | detail = socket",
+        {"last_uid": Extra(int, "the last UID it has")},
+    )
+    RELAY_LOST = (
+        "mail.relay_lost",
+        "a participant lost its relay and reconnects with back-off | detail",
+        {"retry_in_s": Extra(float, "the back-off before the next try")},
+    )

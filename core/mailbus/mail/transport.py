@@ -24,6 +24,9 @@ tls-verify, ca-file, polling-period-ms) and an optional `[mail]` table for tunin
     folder-prefix = "mailbus"
     url-sieve = "sieve://mail.example.org:4190"  # install the script over ManageSieve
     routed-read = "own"      # "all": every routed folder and INBOX (an observer)
+    # Or every participant process of the host reads through `mailbus mail-relay`:
+    share = "relay"          # (docs/mail.md, "The mail relay")
+    relay-socket = "/run/user/1000/mailbus/relay.sock"  # default: named after the account
 
 Both servers are contacted before it returns: a wrong password, an unreachable server
 or a certificate that does not verify is an error at init, not a log line.
@@ -46,6 +49,8 @@ from mailbus.mail.sieve_script import DEFAULT_PREFIX, Routes, check_prefix, siev
 from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
 from mailbus.mail.tls import TlsSettings
 from mailbus.options import Options, check_url
+from mailbus.relay.config import check_share
+from mailbus.relay.receiver import NudgingSender, relay_receiver
 from mailbus.trace import Tracer
 from mailbus.transport import Transport
 
@@ -66,9 +71,10 @@ _MAIL_KEYS = {
     "url-sieve": str,
     "routed-read": str,
     "share": str,
+    "relay-socket": str,
+    "relay-queue-bytes": int,
 }
 ROUTING_MODES = ("inbox", "sieve")
-SHARE_MODES = ("process", "none")
 
 
 def mail_section(options: Options) -> dict[str, Any]:
@@ -96,11 +102,8 @@ def mail_section(options: Options) -> dict[str, Any]:
 
 def _check_share(section: dict[str, Any]) -> None:
     share = section.get("share")
-    if share is None:
-        return
-    if share not in SHARE_MODES:
-        raise ConfigError("mail.share", f"expected one of {', '.join(SHARE_MODES)}, got {share!r}")
-    if share == "none":
+    check_share(section)  # the modes, and the relay's keys only with share = "relay"
+    if share is None or share in ("none", "relay"):
         return
     # Asked for explicitly where it cannot be had: say so rather than ignore it.
     if section.get("routing") == "sieve":
@@ -202,7 +205,9 @@ def create_transport(options: Options, tracer: Tracer) -> Transport:
         mailbox=section.get("mailbox", "INBOX"),
     )
     routes = routes_of(section) if section.get("routing") == "sieve" else None
-    receiver = _receiver(
+    # share = "relay": the participants of a host read through their relay (mailbus.relay).
+    relay = relay_receiver(options, section, tracer) if section.get("share") == "relay" else None
+    receiver = relay or _receiver(
         section,
         imap,
         tracer,
@@ -229,4 +234,6 @@ def create_transport(options: Options, tracer: Tracer) -> Transport:
         sender.close(timeout=0)
         raise
     sender.start()
+    if relay is not None:
+        return Transport(NudgingSender(sender, relay), receiver, name="email")
     return Transport(sender, receiver, name="email")
