@@ -40,8 +40,9 @@ from typing import Any
 
 from mailbus.backoff import Backoff
 from mailbus.errors import ConfigError, InvalidNameError
-from mailbus.mail.imap_receiver import DEFAULT_MAX_MESSAGE_BYTES, ImapReceiver, ImapSettings
+from mailbus.mail.imap_receiver import ImapReceiver, ImapSettings
 from mailbus.mail.kinds import MailKind
+from mailbus.mail.receiver_options import imap_settings, receiver_parameters
 from mailbus.mail.routed_receiver import RoutedImapReceiver
 from mailbus.mail.shared_receiver import SharedReceiverHandle, ShareKey
 from mailbus.mail.sieve_install import SieveSettings, install_script
@@ -197,13 +198,7 @@ def create_transport(options: Options, tracer: Tracer) -> Transport:
         tracer,
         backoff=Backoff(initial=min(0.2, cap), maximum=cap),
     )
-    imap = ImapSettings(
-        options.url_imap,
-        options.username,
-        options.password,
-        tls,
-        mailbox=section.get("mailbox", "INBOX"),
-    )
+    imap = imap_settings(options, section)
     routes = routes_of(section) if section.get("routing") == "sieve" else None
     # share = "relay": the participants of a host read through their relay (mailbus.relay).
     relay = relay_receiver(options, section, tracer) if section.get("share") == "relay" else None
@@ -212,15 +207,8 @@ def create_transport(options: Options, tracer: Tracer) -> Transport:
         imap,
         tracer,
         routes,
-        period_s=options.polling_period_ms / 1000.0,
         start_uid=section.get("start-uid"),
-        batch=section.get("batch", 500),
-        idle=section.get("idle", "auto"),
-        max_period_s=section["max-period-ms"] / 1000.0 if "max-period-ms" in section else None,
-        quiet_s=section.get("quiet-ms", 2000.0) / 1000.0,
-        idle_recheck_s=section.get("idle-recheck-s", 30.0),
-        backoff=Backoff(initial=min(0.1, cap), maximum=cap),
-        max_message_bytes=section.get("max-message-bytes", DEFAULT_MAX_MESSAGE_BYTES),
+        **receiver_parameters(options, section),
     )
     try:
         if routes is not None and "url-sieve" in section:

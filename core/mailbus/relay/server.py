@@ -19,13 +19,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from mailbus.backoff import Backoff
 from mailbus.errors import ConfigError, TransportError
 from mailbus.mail.fetch_items import SIZE_ITEMS, body_items, body_of, size_of
-from mailbus.mail.imap_receiver import DEFAULT_MAX_MESSAGE_BYTES, ImapSettings
+from mailbus.mail.imap_receiver import ImapSettings
 from mailbus.mail.imap_session import open_session, shut, uid_fetch
 from mailbus.mail.kinds import MailKind
-from mailbus.mail.tls import TlsSettings
+from mailbus.mail.receiver_options import imap_settings, receiver_parameters
 from mailbus.mail.uids import uid_set
 from mailbus.options import Options
 from mailbus.relay.config import DEFAULT_QUEUE_BYTES, DEFAULT_RING_BYTES, account_key
@@ -43,26 +42,8 @@ def imap_receiver(
     options: Options, section: Mapping[str, Any], tracer: Tracer
 ) -> RelayImapReceiver:
     """The relay's reader, tuned by the same `[mail]` keys as a participant's own."""
-    tls = TlsSettings(verify=options.tls_verify, ca_file=options.ca_file)
-    cap = section.get("reconnect-max-s", 10.0)
-    settings = ImapSettings(
-        options.url_imap,
-        options.username,
-        options.password,
-        tls,
-        mailbox=section.get("mailbox", "INBOX"),
-    )
     return RelayImapReceiver(
-        settings,
-        tracer,
-        period_s=options.polling_period_ms / 1000.0,
-        batch=section.get("batch", 500),
-        idle=section.get("idle", "auto"),
-        max_period_s=section["max-period-ms"] / 1000.0 if "max-period-ms" in section else None,
-        quiet_s=section.get("quiet-ms", 2000.0) / 1000.0,
-        idle_recheck_s=section.get("idle-recheck-s", 30.0),
-        backoff=Backoff(initial=min(0.1, cap), maximum=cap),
-        max_message_bytes=section.get("max-message-bytes", DEFAULT_MAX_MESSAGE_BYTES),
+        imap_settings(options, section), tracer, **receiver_parameters(options, section)
     )
 
 
