@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import resource
 import statistics
@@ -38,6 +39,7 @@ from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.model.state import WorkbenchModel
 from mailbus_workbench.views.topics import TopicsView
 from textual import events
+from textual.binding import Binding
 from textual.widgets import Input, TextArea
 
 TARGET_RATE = 10_000
@@ -114,7 +116,50 @@ def baseline_model(n: int) -> float:
     return n / (time.perf_counter() - started)
 
 
-async def run(seconds: float, total: int) -> dict[str, Any]:
+class Timeline:
+    """What took the UI thread's time (refreshes, layouts, paints, collections), kept to
+    say why a slow key was slow."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[float, float, str]] = []  # start, end, what
+
+    def timed(self, what: str, call: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self.spans.append((started, time.perf_counter(), what))
+
+        return wrapper
+
+    def gc_callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        else:
+            self.spans.append((self._gc_started, time.perf_counter(), f"gc{info['generation']}"))
+
+    def within(self, start: float, end: float, longer_than_ms: float = 2.0) -> str:
+        return ", ".join(
+            f"{what} {(e - s) * 1000:.0f} ms @{(s - start) * 1000:+.0f}"
+            for s, e, what in self.spans
+            if e >= start and s <= end and (e - s) * 1000 >= longer_than_ms
+        )
+
+    def longest(self, prefix: str, since: float) -> float:
+        return max(
+            ((e - s) * 1000 for s, e, w in self.spans if w.startswith(prefix) and s >= since),
+            default=0.0,
+        )
+
+
+def quantile95(values: list[float]) -> float:
+    if len(values) < 2:
+        return values[0]
+    return statistics.quantiles(values, n=20, method="inclusive")[18]
+
+
+async def run(seconds: float, total: int, rounds: int) -> dict[str, Any]:
     settings = Settings(
         keymap_file=Path("/nonexistent/k.toml"), templates_file=Path("/nonexistent/t.toml")
     )
@@ -122,21 +167,31 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
     app = WorkbenchApp(engine=engine, settings=settings)
     frames = 0
     original = app._display
+    # The press being timed: it is answered at the first frame painted once its state
+    # changed (for a view switch, once the view has a place on the screen).
+    pending: dict[str, Any] = {}
 
     def counting(screen: Any, renderable: Any) -> None:
         nonlocal frames
         if renderable is not None:
             frames += 1
         original(screen, renderable)
+        if renderable is not None and pending and "painted" not in pending:
+            shown = pending["view"] is None or app.view(pending["view"]).region.area > 0
+            if shown and pending["state"]() != pending["before"]:
+                pending["painted"] = time.perf_counter()
 
     app._display = counting  # type: ignore[method-assign]
+    timeline = Timeline()
     tick_ms: list[float] = []
     original_refresh = app.refresh_now
 
     def timed_refresh() -> None:
         started = time.perf_counter()
         original_refresh()
-        tick_ms.append((time.perf_counter() - started) * 1000)
+        ended = time.perf_counter()
+        tick_ms.append((ended - started) * 1000)
+        timeline.spans.append((started, ended, "refresh"))
 
     app.refresh_now = timed_refresh  # type: ignore[method-assign]
     handled: list[float] = []
@@ -149,6 +204,10 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
     TopicsView.action_pause = timed_pause  # type: ignore[method-assign]
     out: dict[str, Any] = {"rss_mb_start": rss_mb()}
     async with app.run_test(size=(120, 36)) as pilot:
+        screen = app.main_screen
+        for name in ("_refresh_layout", "_compositor_refresh"):
+            setattr(screen, name, timeline.timed(name.strip("_"), getattr(screen, name)))
+        gc.callbacks.append(timeline.gc_callback)
         await pilot.pause(1.0)
         log("idle repaint rate ...")
         f0, t0 = frames, time.perf_counter()
@@ -165,15 +224,23 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
         # (a fixed PUMP_LIMIT per refresh, as before issue 15 item 8).
         modes = {"": PUMP_BUDGET_S, "baseline_": None}
         latencies: dict[str, list[float]] = {m: [] for m in modes}
+        state_latencies: dict[str, list[float]] = {m: [] for m in modes}
         by_key: dict[str, dict[str, list[float]]] = {m: {} for m in modes}
         pause_latencies: dict[str, list[float]] = {m: [] for m in modes}
+        unanswered: dict[str, int] = {m: 0 for m in modes}
         tick_ms.clear()
+        timeline.spans.clear()
         tree = app.query_one("#topic-tree")
         tree.focus()
         # Browsing keys (next/previous topic, a switch to every view: keys 2..9, 0, N,
-        # then back to 1), each timed from the key event to the state it changes; and the
-        # pause key, timed to its action.
+        # then back to 1), each timed from the key event to the first frame painted
+        # after the state it changes; and the pause key, timed to its action's frame.
         switches = [str(n % 10) for n in range(2, min(len(app.VIEWS), 10) + 1)] + ["N", "1"]
+        targets = {
+            b.key: b.action[len("show('") : -2]
+            for b in app.BINDINGS
+            if isinstance(b, Binding) and b.action.startswith("show(")
+        }
         probes = [
             ("down", lambda: tree.cursor_line),
             ("up", lambda: tree.cursor_line),
@@ -183,8 +250,8 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
         # A first round, untimed, shows every view once: a view's first showing mounts
         # and lays it out for the first time, which neither mode should be charged with.
         n = -len(probes)
-        rounds = 2 * len(probes)  # one round of each mode at least, and whole pairs
-        while time.perf_counter() - t0 < seconds or n % rounds or n < rounds:
+        least = 2 * rounds * len(probes)  # `rounds` of each mode at least, whole pairs
+        while time.perf_counter() - t0 < seconds or n % (2 * len(probes)) or n < least:
             mode = "warm-up" if n < 0 else list(modes)[n // len(probes) % len(modes)]
             app.pacer = FoldPacer(modes.get(mode, PUMP_BUDGET_S))
             await asyncio.sleep(0.2)
@@ -201,34 +268,54 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
                         break
                     await asyncio.sleep(0.001)
             before_state = state()
+            pending.clear()
+            pending.update(state=state, before=before_state, view=targets.get(key))
             before = time.perf_counter()
             app.post_message(events.Key(key, key if len(key) == 1 else None))
             deadline = before + 5.0
-            while state() == before_state and time.perf_counter() < deadline:
+            changed = None
+            while "painted" not in pending and time.perf_counter() < deadline:
+                if changed is None and state() != before_state:
+                    changed = time.perf_counter()
                 await asyncio.sleep(0.001)
-            if state() != before_state and mode in modes:
-                took = (time.perf_counter() - before) * 1000
-                (pause_latencies if key == "p" else latencies)[mode].append(took)
-                by_key[mode].setdefault(key, []).append(took)
+            painted = pending.get("painted")
+            pending.clear()
+            if mode not in modes:
+                continue
+            if painted is None:
+                unanswered[mode] += 1
+                log(f"{mode or 'app'} {key}: no answer within 5 s")
+                continue
+            took = (painted - before) * 1000
+            state_latencies[mode].append(((changed or painted) - before) * 1000)
+            (pause_latencies if key == "p" else latencies)[mode].append(took)
+            by_key[mode].setdefault(key, []).append(took)
+            if took > 50:
+                log(f"{mode or 'app'} {key}: {took:.0f} ms: {timeline.within(before, painted)}")
         app.pacer = FoldPacer()
+        gc.callbacks.remove(timeline.gc_callback)
         elapsed = time.perf_counter() - t0
         out["refresh_p50_ms"] = statistics.median(tick_ms)
         out["refresh_max_ms"] = max(tick_ms)
         out["refreshes_per_s"] = len(tick_ms) / elapsed
+        out["layout_max_ms"] = timeline.longest("refresh_layout", t0)
+        out["paint_max_ms"] = timeline.longest("compositor_refresh", t0)
+        out["gc_max_ms"] = timeline.longest("gc", t0)
         out["input_msgs_per_s"] = (app.model.topics.total - m0) / elapsed
         out["repaints_per_s"] = (frames - f0) / elapsed
         out["published_msgs_per_s"] = flood.sent / (elapsed + 1.0)
         for mode in modes:
             keys, pauses = latencies[mode], pause_latencies[mode]
-            out[f"{mode}key_presses"] = len(keys)
+            out[f"{mode}key_presses"] = len(keys) + len(pauses)
+            out[f"{mode}key_unanswered"] = unanswered[mode]
             out[f"{mode}key_latency_p50_ms"] = statistics.median(keys)
-            out[f"{mode}key_latency_p95_ms"] = statistics.quantiles(keys, n=20, method="inclusive")[
-                18
-            ]
+            out[f"{mode}key_latency_p95_ms"] = quantile95(keys)
             out[f"{mode}key_latency_max_ms"] = max([*keys, *pauses])
             out[f"{mode}key_latency_max_ms_by_key"] = {
                 k: round(max(v), 1) for k, v in by_key[mode].items()
             }
+            out[f"{mode}key_latency_p95_ms_all_keys"] = quantile95([*keys, *pauses])
+            out[f"{mode}key_to_state_max_ms"] = max(state_latencies[mode])
             out[f"{mode}pause_key_latency_max_ms"] = max(pauses, default=None)
         flood.stop()
         app.model.set_paused(False)
@@ -261,11 +348,15 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="shorter run (fewer messages)")
+    parser.add_argument(
+        "--rounds", type=int, help="rounds of keys per mode at least (default 3, quick 2)"
+    )
     args = parser.parse_args()
     seconds, total = (5.0, 200_000) if args.quick else (20.0, 1_000_000)
+    rounds = args.rounds or (2 if args.quick else 3)
     log("baseline: the model alone ...")
     baseline = baseline_model(200_000)
-    result = asyncio.run(run(seconds, total))
+    result = asyncio.run(run(seconds, total, rounds))
     result["baseline_model_msgs_per_s"] = baseline
     result["input_ratio_to_model"] = result["input_msgs_per_s"] / baseline
     result["quick"] = args.quick
