@@ -5,12 +5,16 @@ Figures (last stdout line, JSON):
 - input_msgs_per_s: messages folded into the model per second during the flood;
 - repaints_per_s: screen updates (compositor frames) per second during the flood;
 - key_latency_p95_ms: from a key press (next/previous topic, a switch to every view in
-  turn) to the state it changes, 95th percentile (the pause key is reported apart: pausing
+  turn) to the first frame painted once the state it changes changed (for a switch: with
+  the view on the screen), 95th percentile (the pause key is reported apart: pausing
   loads the whole history kept into the list);
 - key_latency_max_ms: the worst of any of those keys (the pause key included), with the
   worst per key in key_latency_max_ms_by_key;
-- baseline_key_latency_*: the same keys with a fixed PUMP_LIMIT folded per refresh (the
-  app before issue 15 item 8), alternated with the app's own setting round by round;
+- baseline_key_latency_*: the same keys with the app as before issue 15 item 8 (a fixed
+  PUMP_LIMIT folded per refresh, a view filled before it is shown, the collector walking
+  every object), alternated with the app as it is round by round;
+- key_ui_cpu_*: the UI thread's own CPU time from a press to its frame (what the
+  workbench spent, whoever else held the CPU meanwhile: steadier on a loaded machine);
 - rss_mb_after_1m_msgs: resident memory once a million messages went through the app.
 Baselines measured in the same run: the model alone folding the same events
 (baseline_model_msgs_per_s) and the idle repaint rate. The memory bound is stated in
@@ -32,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from mailbus.trace import Kind, TraceEvent
+from mailbus_workbench import heap
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.model.pacing import PUMP_BUDGET_S, FoldPacer
@@ -180,6 +185,7 @@ async def run(seconds: float, total: int, rounds: int) -> dict[str, Any]:
             shown = pending["view"] is None or app.view(pending["view"]).region.area > 0
             if shown and pending["state"]() != pending["before"]:
                 pending["painted"] = time.perf_counter()
+                pending["cpu"] = time.thread_time()
 
     app._display = counting  # type: ignore[method-assign]
     timeline = Timeline()
@@ -220,14 +226,16 @@ async def run(seconds: float, total: int, rounds: int) -> dict[str, Any]:
         await pilot.pause(1.0)  # warm up
         m0, f0, t0 = app.model.topics.total, frames, time.perf_counter()
         # Two modes, alternated each round of keys so that both see the same load: the
-        # app as it is (a refresh folds events for about PUMP_BUDGET_S) and the baseline
-        # (a fixed PUMP_LIMIT per refresh, as before issue 15 item 8).
+        # app as it is and the baseline, the app before issue 15 item 8 (see set_mode).
         modes = {"": PUMP_BUDGET_S, "baseline_": None}
         latencies: dict[str, list[float]] = {m: [] for m in modes}
         state_latencies: dict[str, list[float]] = {m: [] for m in modes}
         by_key: dict[str, dict[str, list[float]]] = {m: {} for m in modes}
         pause_latencies: dict[str, list[float]] = {m: [] for m in modes}
         unanswered: dict[str, int] = {m: 0 for m in modes}
+        # The UI thread's own CPU time from a press to its frame: what the workbench
+        # spent, apart from the time other threads and processes held the CPU.
+        cpu: dict[str, list[float]] = {m: [] for m in modes}
         tick_ms.clear()
         timeline.spans.clear()
         tree = app.query_one("#topic-tree")
@@ -250,10 +258,24 @@ async def run(seconds: float, total: int, rounds: int) -> dict[str, Any]:
         # A first round, untimed, shows every view once: a view's first showing mounts
         # and lays it out for the first time, which neither mode should be charged with.
         n = -len(probes)
+        previous_mode = ""
+
+        def set_mode(new: bool) -> None:
+            # The app as it is, or as before issue 15 item 8: a fixed fold limit, a view
+            # filled before it is shown, no objects frozen out of the collector's passes.
+            app.pacer = FoldPacer(PUMP_BUDGET_S if new else None)
+            app.FILL_AFTER_FRAME = new  # type: ignore[misc]
+            if new:
+                heap.freeze()
+            else:
+                heap.thaw()
+
         least = 2 * rounds * len(probes)  # `rounds` of each mode at least, whole pairs
         while time.perf_counter() - t0 < seconds or n % (2 * len(probes)) or n < least:
             mode = "warm-up" if n < 0 else list(modes)[n // len(probes) % len(modes)]
-            app.pacer = FoldPacer(modes.get(mode, PUMP_BUDGET_S))
+            if mode != previous_mode:
+                set_mode(mode != "baseline_")
+                previous_mode = mode
             await asyncio.sleep(0.2)
             key, state = probes[n % len(probes)]
             n += 1
@@ -270,7 +292,7 @@ async def run(seconds: float, total: int, rounds: int) -> dict[str, Any]:
             before_state = state()
             pending.clear()
             pending.update(state=state, before=before_state, view=targets.get(key))
-            before = time.perf_counter()
+            before, cpu_before = time.perf_counter(), time.thread_time()
             app.post_message(events.Key(key, key if len(key) == 1 else None))
             deadline = before + 5.0
             changed = None
@@ -278,7 +300,7 @@ async def run(seconds: float, total: int, rounds: int) -> dict[str, Any]:
                 if changed is None and state() != before_state:
                     changed = time.perf_counter()
                 await asyncio.sleep(0.001)
-            painted = pending.get("painted")
+            painted, cpu_after = pending.get("painted"), pending.get("cpu", 0.0)
             pending.clear()
             if mode not in modes:
                 continue
@@ -287,12 +309,17 @@ async def run(seconds: float, total: int, rounds: int) -> dict[str, Any]:
                 log(f"{mode or 'app'} {key}: no answer within 5 s")
                 continue
             took = (painted - before) * 1000
+            cpu[mode].append((cpu_after - cpu_before) * 1000)
             state_latencies[mode].append(((changed or painted) - before) * 1000)
             (pause_latencies if key == "p" else latencies)[mode].append(took)
             by_key[mode].setdefault(key, []).append(took)
             if took > 50:
-                log(f"{mode or 'app'} {key}: {took:.0f} ms: {timeline.within(before, painted)}")
-        app.pacer = FoldPacer()
+                spent = cpu[mode][-1]
+                log(
+                    f"{mode or 'app'} {key}: {took:.0f} ms ({spent:.0f} ms CPU): "
+                    + timeline.within(before, painted)
+                )
+        set_mode(True)
         gc.callbacks.remove(timeline.gc_callback)
         elapsed = time.perf_counter() - t0
         out["refresh_p50_ms"] = statistics.median(tick_ms)
@@ -316,6 +343,9 @@ async def run(seconds: float, total: int, rounds: int) -> dict[str, Any]:
             }
             out[f"{mode}key_latency_p95_ms_all_keys"] = quantile95([*keys, *pauses])
             out[f"{mode}key_to_state_max_ms"] = max(state_latencies[mode])
+            out[f"{mode}key_ui_cpu_p50_ms"] = statistics.median(cpu[mode])
+            out[f"{mode}key_ui_cpu_p95_ms"] = quantile95(cpu[mode])
+            out[f"{mode}key_ui_cpu_max_ms"] = max(cpu[mode])
             out[f"{mode}pause_key_latency_max_ms"] = max(pauses, default=None)
         flood.stop()
         app.model.set_paused(False)

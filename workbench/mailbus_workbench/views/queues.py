@@ -1,5 +1,10 @@
 """Queues: the durable outbox's entries (queued, in flight, dead, cleanup, corrupt) with
-ages, attempts and next attempt; retry and purge with confirmation."""
+ages, attempts and next attempt; retry and purge with confirmation.
+
+Every outbox call (listing, retry, purge) runs in a worker thread, which hands its result
+back as a message (`Listed`, `Changed`) handled on the UI thread: a key never waits for
+the file system, and the table is updated in place (only the cells that changed) unless
+entries came in between others or moved (issue 15 item 8)."""
 
 from __future__ import annotations
 
@@ -26,6 +31,43 @@ STATE_STYLE = {
     "cleanup": "dim",
     "corrupt": "magenta",
 }
+COLUMNS = (
+    ("state", "state"),
+    ("id", "id"),
+    ("destination", "dest"),
+    ("attempts", "attempts"),
+    ("next attempt", "next"),
+    ("age", "age"),
+    ("size", "size"),
+    ("subject", "subject"),
+    ("last error", "error"),
+)
+
+Cells = tuple[Text | str, ...]
+
+
+def cells(item: QueueItem, now_ns: int) -> Cells:
+    """One entry's row as shown (made in the worker: formatting thousands of entries is
+    no work for the UI thread)."""
+    due = item.next_attempt_ns
+    next_attempt = (
+        "-"
+        if item.state in ("cleanup", "corrupt", "dead")
+        else "now"
+        if due <= now_ns
+        else f"in {(due - now_ns) / 1e9:.0f} s"
+    )
+    return (
+        Text(item.state, style=STATE_STYLE.get(item.state, "")),
+        fmt.plain(item.id[:8]),
+        fmt.plain(item.destination),
+        str(item.attempts),
+        next_attempt,
+        fmt.age(item.age_s).removesuffix(" ago") if item.age_s else "-",
+        fmt.size(item.size),
+        fmt.plain(fmt.preview(item.subject, 30)),
+        fmt.plain(fmt.preview(item.last_error, 40)),
+    )
 
 
 class QueuesView(View):
@@ -53,7 +95,21 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
     #queue-detail { height: 5; padding: 0 1; border-top: solid $panel; }
     """
 
+    class Listed(Message):
+        """A listing of the outbox, read in a worker (`error`: why there is none)."""
+
+        def __init__(
+            self, sequence: int, items: list[QueueItem], rows: list[Cells], error: str
+        ) -> None:
+            super().__init__()
+            self.sequence = sequence
+            self.items = items
+            self.rows = rows
+            self.error = error
+
     class Changed(Message):
+        """A retry or purge carried out in a worker: the ids done, or why none."""
+
         def __init__(self, verb: str, ids: list[str], error: str = "") -> None:
             super().__init__()
             self.verb = verb
@@ -65,6 +121,10 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
         self.items: list[QueueItem] = []
         self.error = ""
         self.loads = 0
+        self.rebuilds = 0  # the table cleared and filled again (entries came or moved)
+        self._requested = 0  # listings asked for; an older one arriving late is dropped
+        self._shown = 0
+        self._rows: dict[str, Cells] = {}  # what the table shows, by entry id, in order
 
     def compose(self) -> ComposeResult:
         yield Static("", id="queue-dir", markup=False)
@@ -73,17 +133,7 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
 
     def on_mount(self) -> None:
         table = self.query_one("#queue-table", DataTable)
-        for label, key in (
-            ("state", "state"),
-            ("id", "id"),
-            ("destination", "dest"),
-            ("attempts", "attempts"),
-            ("next attempt", "next"),
-            ("age", "age"),
-            ("size", "size"),
-            ("subject", "subject"),
-            ("last error", "error"),
-        ):
+        for label, key in COLUMNS:
             table.add_column(label, key=key)
 
     @property
@@ -96,60 +146,78 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
                 "No outbox: set [outbox] dir in the options file or $MAILBUS_OUTBOX_DIR."
             )
             return
-        self.reload()
+        if self._shown == self._requested:  # else a listing is on its way: no pile-up
+            self.reload()
 
     def reload(self) -> None:
+        """Ask a worker for a listing (it comes back as `Listed`)."""
         if self.directory is not None:
-            self._load(self.directory, int(self.parts.model.clock() * 1e9))
+            self._requested += 1
+            self._load(self._requested, self.directory, int(self.parts.model.clock() * 1e9))
 
-    @work(thread=True, exclusive=True, group="queues-load")
-    def _load(self, directory: Path, now_ns: int) -> None:
+    @work(thread=True, group="queues-load")
+    def _load(self, sequence: int, directory: Path, now_ns: int) -> None:
         try:
             items, error = queues.load(directory, now_ns), ""
         except (MailbusError, OSError) as exc:
             items, error = [], str(exc)
-        self.app.call_from_thread(self._show, items, error, now_ns)
+        self.post_message(self.Listed(sequence, items, [cells(i, now_ns) for i in items], error))
 
-    def _show(self, items: list[QueueItem], error: str, now_ns: int) -> None:
-        self.items = items
-        self.error = error
+    @on(Listed)
+    def _listed(self, event: Listed) -> None:
+        event.stop()  # the view's own business: the app need not see every listing
+        if event.sequence <= self._shown:
+            return  # a newer listing is shown already
+        self._shown = event.sequence
+        self.items = event.items
+        self.error = event.error
         self.loads += 1
         counts: dict[str, int] = {}
-        for item in items:
+        for item in event.items:
             counts[item.state] = counts.get(item.state, 0) + 1
         summary = "  ".join(f"{state} {n}" for state, n in sorted(counts.items()))
         self.query_one("#queue-dir", Static).update(
             Text(
-                f"{self.directory}  ·  {error or summary or 'empty'}", style="red" if error else ""
+                f"{self.directory}  ·  {event.error or summary or 'empty'}",
+                style="red" if event.error else "",
             )
         )
+        self._fill({item.id: row for item, row in zip(event.items, event.rows, strict=True)})
+        self._detail()
+
+    def _fill(self, rows: dict[str, Cells]) -> None:
+        """Show `rows` (by entry id, in order): in place when the entries shown before
+        kept their order and new ones come last, else cleared and filled again."""
         table = self.query_one("#queue-table", DataTable)
+        shown = self._rows
+        kept = [i for i in shown if i in rows]
+        if list(rows)[: len(kept)] != kept:
+            self._rebuild(table, rows)
+            return
+        for entry_id in shown:
+            if entry_id not in rows:
+                table.remove_row(entry_id)
+        for entry_id in kept:
+            for (_, column), old, new in zip(COLUMNS, shown[entry_id], rows[entry_id], strict=True):
+                if old != new:
+                    table.update_cell(entry_id, column, new)
+        for entry_id in list(rows)[len(kept) :]:
+            table.add_row(*rows[entry_id], key=entry_id)
+        self._rows = rows
+
+    def _rebuild(self, table: DataTable[Text | str], rows: dict[str, Cells]) -> None:
+        self.rebuilds += 1
+        selected = self.selected()
         cursor = table.cursor_row
         table.clear()
-        for item in items:
-            due = item.next_attempt_ns
-            next_attempt = (
-                "-"
-                if item.state in ("cleanup", "corrupt", "dead")
-                else "now"
-                if due <= now_ns
-                else f"in {(due - now_ns) / 1e9:.0f} s"
-            )
-            table.add_row(
-                Text(item.state, style=STATE_STYLE.get(item.state, "")),
-                fmt.plain(item.id[:8]),
-                fmt.plain(item.destination),
-                str(item.attempts),
-                next_attempt,
-                fmt.age(item.age_s).removesuffix(" ago") if item.age_s else "-",
-                fmt.size(item.size),
-                fmt.plain(fmt.preview(item.subject, 30)),
-                fmt.plain(fmt.preview(item.last_error, 40)),
-                key=item.id,
-            )
-        if items:
-            table.move_cursor(row=min(cursor, len(items) - 1), animate=False)
-        self._detail()
+        for entry_id, row in rows.items():
+            table.add_row(*row, key=entry_id)
+        self._rows = rows
+        if rows:
+            # The cursor stays on its entry if it is still listed, else on its row.
+            ids = list(rows)
+            row_index = ids.index(selected.id) if selected and selected.id in rows else cursor
+            table.move_cursor(row=min(row_index, len(ids) - 1), animate=False)
 
     def selected(self) -> QueueItem | None:
         table = self.query_one("#queue-table", DataTable)
@@ -206,12 +274,16 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
             error = ""
         except (MailbusError, OSError) as exc:
             done, error = [], str(exc)
-        self.app.call_from_thread(self._changed, verb, done, error)
-
-    def _changed(self, verb: str, done: list[str], error: str) -> None:
-        if error:
-            self.notify(f"{verb} failed: {error}", severity="error", timeout=8, markup=False)
-        else:
-            self.notify(f"{verb}: {len(done)} entr{'y' if len(done) == 1 else 'ies'}")
         self.post_message(self.Changed(verb, done, error))
+
+    @on(Changed)
+    def _changed(self, event: Changed) -> None:
+        # Not stopped: the app (and a test) may want to know that the queue changed.
+        if event.error:
+            self.notify(
+                f"{event.verb} failed: {event.error}", severity="error", timeout=8, markup=False
+            )
+        else:
+            n = len(event.ids)
+            self.notify(f"{event.verb}: {n} entr{'y' if n == 1 else 'ies'}")
         self.reload()
