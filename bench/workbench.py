@@ -127,6 +127,8 @@ class Timeline:
 
     def __init__(self) -> None:
         self.spans: list[tuple[float, float, str]] = []  # start, end, what
+        self.mode = ""
+        self.full_gc_cpu_ms: dict[str, list[float]] = {}
 
     def timed(self, what: str, call: Any) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -139,10 +141,16 @@ class Timeline:
         return wrapper
 
     def gc_callback(self, phase: str, info: dict[str, int]) -> None:
+        # A collection runs on the thread that triggered it, holding the GIL throughout.
         if phase == "start":
-            self._gc_started = time.perf_counter()
+            self._gc_started = time.perf_counter(), time.thread_time()
         else:
-            self.spans.append((self._gc_started, time.perf_counter(), f"gc{info['generation']}"))
+            started, cpu = self._gc_started
+            self.spans.append((started, time.perf_counter(), f"gc{info['generation']}"))
+            if info["generation"] == 2:
+                self.full_gc_cpu_ms.setdefault(self.mode, []).append(
+                    (time.thread_time() - cpu) * 1000
+                )
 
     def within(self, start: float, end: float, longer_than_ms: float = 2.0) -> str:
         return ", ".join(
@@ -238,6 +246,7 @@ async def run(seconds: float, total: int, rounds: int) -> dict[str, Any]:
         cpu: dict[str, list[float]] = {m: [] for m in modes}
         tick_ms.clear()
         timeline.spans.clear()
+        timeline.full_gc_cpu_ms = {m: [] for m in modes}
         tree = app.query_one("#topic-tree")
         tree.focus()
         # Browsing keys (next/previous topic, a switch to every view: keys 2..9, 0, N,
@@ -274,6 +283,7 @@ async def run(seconds: float, total: int, rounds: int) -> dict[str, Any]:
         while time.perf_counter() - t0 < seconds or n % (2 * len(probes)) or n < least:
             mode = "warm-up" if n < 0 else list(modes)[n // len(probes) % len(modes)]
             if mode != previous_mode:
+                timeline.mode = mode
                 set_mode(mode != "baseline_")
                 previous_mode = mode
             await asyncio.sleep(0.2)
@@ -347,6 +357,9 @@ async def run(seconds: float, total: int, rounds: int) -> dict[str, Any]:
             out[f"{mode}key_ui_cpu_p95_ms"] = quantile95(cpu[mode])
             out[f"{mode}key_ui_cpu_max_ms"] = max(cpu[mode])
             out[f"{mode}pause_key_latency_max_ms"] = max(pauses, default=None)
+            full = timeline.full_gc_cpu_ms.get(mode, [])
+            out[f"{mode}full_gc_count"] = len(full)
+            out[f"{mode}full_gc_cpu_max_ms"] = max(full, default=None)
         flood.stop()
         app.model.set_paused(False)
 

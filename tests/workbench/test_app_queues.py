@@ -3,7 +3,10 @@ and refusal while another holder has the outbox lock."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mailbus.outbox.fs_storage import FsStorage
@@ -13,7 +16,7 @@ from mailbus.outbox.storage import Destination, Entry, Metadata, Schedule
 from mailbus_workbench.fixtures import fixed_app
 from mailbus_workbench.model import queues
 from mailbus_workbench.screens import Confirm
-from mailbus_workbench.views.queues import QueuesView
+from mailbus_workbench.views.queues import QueuesView, in_place
 from textual.widgets import DataTable
 from wb_helpers import Posted, until
 
@@ -79,11 +82,16 @@ async def test_queue_view_lists_retries_and_purges(outbox: tuple[Path, Entry, En
         assert {i.state for i in list_outbox(directory) if i.id == dead.id} == {"dead"}
         await pilot.press("r")
         await until(pilot, lambda: isinstance(app.screen, Confirm), "the confirmation")
+        listed = len(posted.of(QueuesView.Listed))
         await pilot.press("y")
         await until(pilot, lambda: posted.of(QueuesView.Changed), "the retry")
         change = posted.of(QueuesView.Changed)[-1]
         assert (change.verb, change.ids, change.error) == ("retry", [dead.id], "")  # type: ignore[attr-defined]
+        # The reload the change asked for comes back as a listing message.
         await until(pilot, lambda: {i.state for i in view.items} == {"queued"}, "the reload")
+        last = posted.of(QueuesView.Listed)[-1]
+        assert len(posted.of(QueuesView.Listed)) > listed
+        assert {(i.id, i.state) for i in last.items} == {(queued.id, "queued"), (dead.id, "queued")}  # type: ignore[attr-defined]
         table.move_cursor(row=[i.id for i in view.items].index(queued.id))
         await pilot.pause()
         await pilot.press("d")
@@ -133,3 +141,108 @@ async def test_queue_view_says_when_there_is_no_outbox(tmp_path: Path) -> None:
         view = app.query_one(QueuesView)
         await until(pilot, lambda: view.loads > 0, "the listing")
         assert view.error and view.items == []
+
+
+def test_in_place_plan() -> None:
+    assert in_place([], ["a", "b"]) == []
+    assert in_place(["a", "b", "c"], ["a", "c"]) == ["a", "c"]  # a row removed
+    assert in_place(["a", "b"], ["a", "b", "z"]) == ["a", "b"]  # a row added last
+    assert in_place(["a", "c"], ["a", "b", "c"]) is None  # a row added between two
+    assert in_place(["a", "b"], ["b", "a"]) is None  # rows moved
+    assert in_place(["a", "b"], ["z"]) == []  # all gone: only additions
+
+
+def table_ids(app: Any) -> list[str]:
+    table = app.query_one("#queue-table", DataTable)
+    return [
+        str(table.coordinate_to_cell_key((row, 0)).row_key.value) for row in range(table.row_count)
+    ]
+
+
+async def test_listing_updates_the_table_in_place(tmp_path: Path) -> None:
+    """Entries leaving the outbox are removed from the table, the others kept in place
+    with the cursor on its entry; the listings come as messages, the latest shown."""
+    directory = tmp_path / "outbox"
+    storage = FsStorage(directory)
+    entries = [add(storage, n) for n in range(1, 5)]
+    ids = [i.id for i in list_outbox(directory)]
+    app = fixed_app(outbox_dir=directory)
+    posted = Posted()
+    async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
+        await pilot.pause()
+        await pilot.press("6")
+        view = app.query_one(QueuesView)
+        await until(pilot, lambda: view.loads > 0, "the listing")
+        assert table_ids(app) == ids
+        assert [i.id for i in posted.of(QueuesView.Listed)[-1].items] == ids  # type: ignore[attr-defined]
+        table = app.query_one("#queue-table", DataTable)
+        table.move_cursor(row=2)
+        await pilot.pause()
+        assert view.selected() is not None and view.selected().id == ids[2]  # type: ignore[union-attr]
+        # Another process sends (here: purges) the first two entries.
+        assert queues.purge(directory, ids[:2]) == ids[:2]
+        loads = view.loads
+        view.reload()
+        await until(pilot, lambda: view.loads > loads, "the next listing")
+        assert table_ids(app) == ids[2:]
+        assert view.rebuilds == 0  # removed in place, not cleared and filled again
+        assert view.selected() is not None and view.selected().id == ids[2]  # type: ignore[union-attr]
+        assert {e.id for e in entries} >= set(ids)
+
+
+async def test_stale_listing_is_not_shown(outbox: tuple[Path, Entry, Entry]) -> None:
+    directory, queued, dead = outbox
+    app = fixed_app(outbox_dir=directory)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("6")
+        view = app.query_one(QueuesView)
+        await until(pilot, lambda: view.loads > 0, "the listing")
+        loads = view.loads
+        # A listing asked for before the one shown arrives late: it is dropped.
+        view.post_message(QueuesView.Listed(0, [], [], "late"))
+        view.reload()
+        await until(pilot, lambda: view.loads > loads, "the next listing")
+        assert view.error == "" and {i.id for i in view.items} == {queued.id, dead.id}
+
+
+async def test_outbox_calls_never_run_on_the_ui_thread(
+    outbox: tuple[Path, Entry, Entry], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Listing, retry and purge touch the file system: each runs in a worker, so that
+    no key (the view's switch, r, d, the confirmation) waits for it."""
+    directory, queued, dead = outbox
+    threads: list[tuple[str, int]] = []
+
+    def recorded(name: str, call: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            threads.append((name, threading.get_ident()))
+            return call(*args, **kwargs)
+
+        return wrapper
+
+    for name in ("load", "retry", "purge"):
+        monkeypatch.setattr(queues, name, recorded(name, getattr(queues, name)))
+    app = fixed_app(outbox_dir=directory)
+    posted = Posted()
+    async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
+        ui_thread = threading.get_ident()
+        await pilot.pause()
+        await pilot.press("6")
+        view = app.query_one(QueuesView)
+        await until(pilot, lambda: view.loads > 0, "the listing")
+        table = app.query_one("#queue-table", DataTable)
+        for verb, key, entry in (("retry", "r", dead), ("purge", "d", queued)):
+            table.move_cursor(row=[i.id for i in view.items].index(entry.id))
+            await pilot.pause()
+            await pilot.press(key)
+            await until(pilot, lambda: isinstance(app.screen, Confirm), "the confirmation")
+            await pilot.press("y")
+            await until(
+                pilot,
+                lambda v=verb: any(c.verb == v for c in posted.of(QueuesView.Changed)),  # type: ignore[attr-defined]
+                f"the {verb}",
+            )
+        await until(pilot, lambda: [i.id for i in view.items] == [dead.id], "the last listing")
+    assert {name for name, _ in threads} == {"load", "retry", "purge"}
+    assert all(ident != ui_thread for _, ident in threads), threads

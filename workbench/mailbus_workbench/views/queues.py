@@ -70,6 +70,15 @@ def cells(item: QueueItem, now_ns: int) -> Cells:
     )
 
 
+def in_place(shown: list[str], wanted: list[str]) -> list[str] | None:
+    """The rows of `shown` kept when the table goes to `wanted` in place (rows removed,
+    cells updated, new rows added last), or None when it cannot: a row new in `wanted`
+    comes before one kept, or kept rows changed order (a table adds rows only last)."""
+    listed = set(wanted)
+    kept = [i for i in shown if i in listed]
+    return kept if wanted[: len(kept)] == kept else None
+
+
 class QueuesView(View):
     DEFAULT_FOCUS = "#queue-table"
     HELP = """\
@@ -190,10 +199,11 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
         kept their order and new ones come last, else cleared and filled again."""
         table = self.query_one("#queue-table", DataTable)
         shown = self._rows
-        kept = [i for i in shown if i in rows]
-        if list(rows)[: len(kept)] != kept:
+        kept = in_place(list(shown), list(rows))
+        if kept is None:
             self._rebuild(table, rows)
             return
+        selected = self.selected()
         for entry_id in shown:
             if entry_id not in rows:
                 table.remove_row(entry_id)
@@ -204,6 +214,9 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
         for entry_id in list(rows)[len(kept) :]:
             table.add_row(*rows[entry_id], key=entry_id)
         self._rows = rows
+        if selected is not None and selected.id in rows and len(kept) < len(shown):
+            # Rows above it went: the cursor follows its entry, not its row number.
+            table.move_cursor(row=table.get_row_index(selected.id), animate=False)
 
     def _rebuild(self, table: DataTable[Text | str], rows: dict[str, Cells]) -> None:
         self.rebuilds += 1
