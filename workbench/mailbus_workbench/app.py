@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sys
 import time
@@ -64,6 +65,8 @@ Keys can be changed in `{keymap}`: a `[keys]` table of binding id = "key", for e
 `"topics.pause" = "space"`. Binding ids: {ids}.
 """
 
+
+SLICE_GAP_S = 0.001  # between two fold slices of a backlog: the keys' turn
 
 # Each view: its id (the tab's and the key binding's), its title, its class. Keys 1-9, 0
 # follow this order.
@@ -187,6 +190,7 @@ class WorkbenchApp(App[int]):
         self._rate_mark = (0.0, 0)
         self.pacer = FoldPacer()  # events folded per refresh: about 10 ms worth
         self._heap_frozen = False
+        self._slice_queued = False  # a fold slice waits in the message queue
         self.events_per_s = 0.0
         self.find_query = ""  # the last Find query, offered again
         if engine is not None:
@@ -333,11 +337,24 @@ class WorkbenchApp(App[int]):
             heap.thaw()
 
     def _pump(self) -> None:
-        """Fold queued events in, as many as the pacer allows (the rest waits a refresh)."""
+        """Fold queued events in, as many as the pacer allows (about 10 ms worth); a
+        backlog left is folded in more such slices, each a millisecond after the last:
+        a message queued after another does not let the event loop turn, and a key
+        reaches the app's queue only when it turns (the driver hands it over through
+        the loop), so slices queued as messages would hold every key until the last."""
         model = self.model
         started = time.perf_counter()
-        taken = model.pump(self.pacer.limit(len(model.feed), model.feed.capacity))
+        limit = self.pacer.limit()
+        taken = model.pump(limit)
         self.pacer.folded(taken, time.perf_counter() - started)
+        if not self._slice_queued and self.pacer.another_slice(limit, taken, len(model.feed)):
+            self._slice_queued = True
+            asyncio.get_running_loop().call_later(SLICE_GAP_S, self._fold_slice)
+
+    def _fold_slice(self) -> None:
+        self._slice_queued = False
+        if self.screen_stack:  # not once the app is shutting down
+            self._pump()
 
     def _update_connection_badge(self) -> None:
         """The header's subtitle: what is attached, and (for a transport with a server)

@@ -1,0 +1,77 @@
+"""Keys under a flood (issue 15 item 8): a backlog of events is folded in slices queued
+behind the keys, and a view key shows its view before filling it."""
+
+from __future__ import annotations
+
+from mailbus.trace import Kind, TraceEvent
+from mailbus_workbench.fixtures import fixed_app
+from mailbus_workbench.views.services import ServicesView
+from wb_helpers import until
+
+SIZE = (120, 36)
+BACKLOG = 100_000
+
+
+def flood(n: int) -> list[TraceEvent]:
+    body = '{"x": 1.25}'
+    return [
+        TraceEvent(
+            Kind.RECEIVED.value,
+            1_000_000_000 + i,
+            name=f"flood/t{i % 4}",
+            message_id=f"<{i}@flood>",
+            reception_timestamp_ns=1_000_000_000 + i,
+            body=body,
+            size=len(body),
+            detail="message",
+        )
+        for i in range(n)
+    ]
+
+
+async def test_a_backlog_is_folded_in_slices_behind_the_keys() -> None:
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        model = app.model
+        before = model.topics.total
+        model.feed_events(flood(BACKLOG))
+        app.refresh_now()  # one slice now, the next a moment later
+        assert 0 < model.topics.total - before <= app.pacer.ceiling
+        queued_at_key: list[int] = []
+        show = app.action_show
+
+        def timed_show(view_id: str) -> None:
+            queued_at_key.append(len(model.feed))
+            show(view_id)
+
+        app.action_show = timed_show  # type: ignore[method-assign]
+        await pilot.press("2")
+        # The key came after a slice or two, not after the whole backlog.
+        assert queued_at_key and queued_at_key[0] >= BACKLOG - 2 * app.pacer.ceiling
+        assert app.active_view_id == "services"
+        # No timer runs in this app (live=False): the slices alone fold the rest.
+        await until(pilot, lambda: len(model.feed) == 0, "the backlog folded")
+        assert model.topics.total - before == BACKLOG
+        assert model.feed.dropped == 0
+
+
+async def test_a_view_key_shows_the_view_then_fills_it() -> None:
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        view = app.view("services")
+        assert isinstance(view, ServicesView)
+        filled: list[bool] = []
+        refresh_view = view.refresh_view
+
+        def recorded(now: float) -> None:
+            # Filled once the view had its place on the screen: after its first frame.
+            filled.append(view.region.area > 0)
+            refresh_view(now)
+
+        view.refresh_view = recorded  # type: ignore[method-assign]
+        await pilot.press("2")
+        await until(pilot, lambda: filled, "the fill")
+        assert filled[0]
+        assert app.active_view_id == "services"
