@@ -30,11 +30,14 @@ import json
 import resource
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from mailbus.outbox.fs_storage import FsStorage
+from mailbus.outbox.storage import Destination, Metadata, Schedule
 from mailbus.trace import Kind, TraceEvent
 from mailbus_workbench import heap
 from mailbus_workbench.app import WorkbenchApp
@@ -48,6 +51,7 @@ from textual.binding import Binding
 from textual.widgets import Input, TextArea
 
 TARGET_RATE = 10_000
+QUEUE_ENTRIES = 500  # in the outbox the Queues view lists (once a second while shown)
 FLOOD_TOPICS = ("bench/pose", "bench/imu", "bench/lidar", "bench/status")
 
 
@@ -92,6 +96,18 @@ class Flood:
                 n += 1
             self.sent = n
             self._stop.wait(0.005)  # pacing of the generator
+
+
+def make_outbox(directory: Path, n: int) -> Path:
+    """An outbox of `n` queued entries, for the Queues view to list while it is shown."""
+    storage = FsStorage(directory)
+    for i in range(n):
+        data = f"Message-ID: <q{i}@bench>\r\nSubject: job {i}\r\n\r\nbody {i}\r\n".encode()
+        enqueuer = storage.enqueue()
+        enqueuer.write(data)
+        meta = Metadata(f"<q{i}@bench>", "s@x.org", (f"r{i}@y.org",), f"job {i}", len(data), 1)
+        enqueuer.commit([Destination(meta, Schedule(0, 2**62, 0, ""))])
+    return directory
 
 
 def synthetic(n: int, start: int) -> list[TraceEvent]:
@@ -172,12 +188,12 @@ def quantile95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20, method="inclusive")[18]
 
 
-async def run(seconds: float, total: int, rounds: int) -> dict[str, Any]:
+async def run(seconds: float, total: int, rounds: int, outbox: Path) -> dict[str, Any]:
     settings = Settings(
         keymap_file=Path("/nonexistent/k.toml"), templates_file=Path("/nonexistent/t.toml")
     )
     engine = EngineHost(seed=1)
-    app = WorkbenchApp(engine=engine, settings=settings)
+    app = WorkbenchApp(engine=engine, settings=settings, outbox_dir=outbox)
     frames = 0
     original = app._display
     # The press being timed: it is answered at the first frame painted once its state
@@ -399,7 +415,11 @@ def main() -> int:
     rounds = args.rounds or (2 if args.quick else 3)
     log("baseline: the model alone ...")
     baseline = baseline_model(200_000)
-    result = asyncio.run(run(seconds, total, rounds))
+    with tempfile.TemporaryDirectory() as scratch:
+        log(f"an outbox of {QUEUE_ENTRIES} entries for the Queues view ...")
+        outbox = make_outbox(Path(scratch) / "outbox", QUEUE_ENTRIES)
+        result = asyncio.run(run(seconds, total, rounds, outbox))
+    result["queue_entries"] = QUEUE_ENTRIES
     result["baseline_model_msgs_per_s"] = baseline
     result["input_ratio_to_model"] = result["input_msgs_per_s"] / baseline
     result["quick"] = args.quick

@@ -8,6 +8,7 @@ entries came in between others or moved (issue 15 item 8)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from mailbus.errors import MailbusError
@@ -44,6 +45,7 @@ COLUMNS = (
 )
 
 Cells = tuple[Text | str, ...]
+LISTING_SHARE = 10  # a listing that took t seconds is made again after 10 t at the soonest
 
 
 def cells(item: QueueItem, now_ns: int) -> Cells:
@@ -108,13 +110,19 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
         """A listing of the outbox, read in a worker (`error`: why there is none)."""
 
         def __init__(
-            self, sequence: int, items: list[QueueItem], rows: list[Cells], error: str
+            self,
+            sequence: int,
+            items: list[QueueItem],
+            rows: list[Cells],
+            error: str,
+            seconds: float = 0.0,
         ) -> None:
             super().__init__()
             self.sequence = sequence
             self.items = items
             self.rows = rows
             self.error = error
+            self.seconds = seconds  # how long the listing took
 
     class Changed(Message):
         """A retry or purge carried out in a worker: the ids done, or why none."""
@@ -134,6 +142,8 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
         self._requested = 0  # listings asked for; an older one arriving late is dropped
         self._shown = 0
         self._rows: dict[str, Cells] = {}  # what the table shows, by entry id, in order
+        self._listed_at = 0.0  # time.monotonic() of the last listing shown
+        self._listing_s = 0.0  # how long it took the worker
 
     def compose(self) -> ComposeResult:
         yield Static("", id="queue-dir", markup=False)
@@ -155,7 +165,10 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
                 "No outbox: set [outbox] dir in the options file or $MAILBUS_OUTBOX_DIR."
             )
             return
-        if self._shown == self._requested:  # else a listing is on its way: no pile-up
+        # No pile-up (a listing on its way), and a slow listing (thousands of entries)
+        # made at most a tenth of the time: the worker holds the GIL the UI thread needs.
+        due = self._listed_at + max(self.REFRESH_EVERY_S, LISTING_SHARE * self._listing_s)
+        if self._shown == self._requested and time.monotonic() >= due:
             self.reload()
 
     def reload(self) -> None:
@@ -166,11 +179,13 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
 
     @work(thread=True, group="queues-load")
     def _load(self, sequence: int, directory: Path, now_ns: int) -> None:
+        started = time.monotonic()
         try:
             items, error = queues.load(directory, now_ns), ""
         except (MailbusError, OSError) as exc:
             items, error = [], str(exc)
-        self.post_message(self.Listed(sequence, items, [cells(i, now_ns) for i in items], error))
+        rows = [cells(i, now_ns) for i in items]
+        self.post_message(self.Listed(sequence, items, rows, error, time.monotonic() - started))
 
     @on(Listed)
     def _listed(self, event: Listed) -> None:
@@ -178,6 +193,7 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
         if event.sequence <= self._shown:
             return  # a newer listing is shown already
         self._shown = event.sequence
+        self._listed_at, self._listing_s = time.monotonic(), event.seconds
         self.items = event.items
         self.error = event.error
         self.loads += 1
