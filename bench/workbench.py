@@ -238,7 +238,8 @@ async def run(seconds: float, total: int, rounds: int, outbox: Path) -> dict[str
         for name in ("_refresh_layout", "_compositor_refresh"):
             setattr(screen, name, timeline.timed(name.strip("_"), getattr(screen, name)))
         gc.callbacks.append(timeline.gc_callback)
-        app._fold_slice = timeline.timed("fold", app._fold_slice)  # type: ignore[method-assign]
+        folder = app.folder
+        folder._slice = timeline.timed("fold", folder._slice)  # type: ignore[method-assign]
         await pilot.pause(1.0)
         log("idle repaint rate ...")
         f0, t0 = frames, time.perf_counter()
@@ -289,7 +290,7 @@ async def run(seconds: float, total: int, rounds: int, outbox: Path) -> dict[str
         def set_mode(new: bool) -> None:
             # The app as it is, or as before issue 15 item 8: a fixed fold limit, a view
             # filled before it is shown, no objects frozen out of the collector's passes.
-            app.pacer = FoldPacer(PUMP_BUDGET_S if new else None)
+            app.folder.pacer = FoldPacer(PUMP_BUDGET_S if new else None)
             app.FILL_AFTER_FRAME = new  # type: ignore[misc]
             if new:
                 heap.freeze()

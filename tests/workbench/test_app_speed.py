@@ -37,7 +37,7 @@ async def test_a_backlog_is_folded_in_slices_behind_the_keys() -> None:
         before = model.topics.total
         model.feed_events(flood(BACKLOG))
         app.refresh_now()  # one slice now, the next a moment later
-        assert 0 < model.topics.total - before <= app.pacer.ceiling
+        assert 0 < model.topics.total - before <= app.folder.pacer.ceiling
         queued_at_key: list[int] = []
         show = app.action_show
 
@@ -48,7 +48,7 @@ async def test_a_backlog_is_folded_in_slices_behind_the_keys() -> None:
         app.action_show = timed_show  # type: ignore[method-assign]
         await pilot.press("2")
         # The key came after a slice or two, not after the whole backlog.
-        assert queued_at_key and queued_at_key[0] >= BACKLOG - 2 * app.pacer.ceiling
+        assert queued_at_key and queued_at_key[0] >= BACKLOG - 2 * app.folder.pacer.ceiling
         assert app.active_view_id == "services"
         # No timer runs in this app (live=False): the slices alone fold the rest.
         await until(pilot, lambda: len(model.feed) == 0, "the backlog folded")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sys
 import time
@@ -23,8 +22,8 @@ from mailbus_workbench import heap
 from mailbus_workbench.commands import workbench_commands
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.find_screen import FindScreen
+from mailbus_workbench.folding import Folder
 from mailbus_workbench.model import queues
-from mailbus_workbench.model.pacing import FoldPacer
 from mailbus_workbench.model.settings import Settings, load_keymap, settings_from
 from mailbus_workbench.model.state import Clock, WorkbenchModel
 from mailbus_workbench.model.topics import MessageRecord
@@ -65,8 +64,6 @@ Keys can be changed in `{keymap}`: a `[keys]` table of binding id = "key", for e
 `"topics.pause" = "space"`. Binding ids: {ids}.
 """
 
-
-SLICE_GAP_S = 0.001  # between two fold slices of a backlog: the keys' turn
 
 # Each view: its id (the tab's and the key binding's), its title, its class. Keys 1-9, 0
 # follow this order.
@@ -188,9 +185,8 @@ class WorkbenchApp(App[int]):
         self.status_text = ""
         self._last_refresh: dict[str, float] = {}
         self._rate_mark = (0.0, 0)
-        self.pacer = FoldPacer()  # events folded per refresh: about 10 ms worth
+        self.folder = Folder(model)  # events folded in slices of about 10 ms
         self._heap_frozen = False
-        self._slice_queued = False  # a fold slice waits in the message queue
         self.events_per_s = 0.0
         self.find_query = ""  # the last Find query, offered again
         if engine is not None:
@@ -314,7 +310,7 @@ class WorkbenchApp(App[int]):
 
     def _refresh(self) -> None:
         model = self.model
-        self._pump()
+        self.folder.fold()
         now = model.clock()
         view_id = self.active_view_id
         view = self.view(view_id)
@@ -324,37 +320,17 @@ class WorkbenchApp(App[int]):
             self._last_refresh[view_id] = wall
             view.refresh_view(now)
             if first_fill:
-                # What exists once start-up is over or a view is first filled (widgets,
-                # their caches) lives as long as the app: a full collection need not walk
-                # it (see heap.py).
+                # What exists once start-up is over or a view is first filled lives as
+                # long as the app: a full collection need not walk it (heap.py).
                 self._heap_frozen = True
                 heap.freeze()
         self._update_status(wall)
 
     @on(events.Unmount)
-    def _thaw_heap(self) -> None:
+    def _stop_folding(self) -> None:
+        self.folder.stop()
         if self._heap_frozen:
             heap.thaw()
-
-    def _pump(self) -> None:
-        """Fold queued events in, as many as the pacer allows (about 10 ms worth); a
-        backlog left is folded in more such slices, each a millisecond after the last:
-        a message queued after another does not let the event loop turn, and a key
-        reaches the app's queue only when it turns (the driver hands it over through
-        the loop), so slices queued as messages would hold every key until the last."""
-        model = self.model
-        started = time.perf_counter()
-        limit = self.pacer.limit()
-        taken = model.pump(limit)
-        self.pacer.folded(taken, time.perf_counter() - started)
-        if not self._slice_queued and self.pacer.another_slice(limit, taken, len(model.feed)):
-            self._slice_queued = True
-            asyncio.get_running_loop().call_later(SLICE_GAP_S, self._fold_slice)
-
-    def _fold_slice(self) -> None:
-        self._slice_queued = False
-        if self.screen_stack:  # not once the app is shutting down
-            self._pump()
 
     def _update_connection_badge(self) -> None:
         """The header's subtitle: what is attached, and (for a transport with a server)
@@ -397,14 +373,13 @@ class WorkbenchApp(App[int]):
 
     # -- actions ----------------------------------------------------------------------
     def action_show(self, view_id: str) -> None:
-        """A view's key: the view is shown as it was last filled, and filled (a fold and
-        its own refresh) just after the frame that shows it, so that this frame answers
-        the key without waiting for the fill (issue 15 item 8)."""
+        """A view's key: the view shown as last filled, and filled (a fold, its refresh)
+        after that frame, which answers the key without waiting (issue 15 item 8)."""
         self.show_view(view_id, fill_now=not self.FILL_AFTER_FRAME)
 
     def show_view(self, view_id: str, *, fill_now: bool = True) -> None:
-        """Show a view filled with the model's state now (what an action on it that
-        follows expects), or with `fill_now=False` filled after the next frame."""
+        """Show a view filled now (what an action on it that follows expects), or with
+        `fill_now=False` after the next frame."""
         self.main_screen.query_one("#views", TabbedContent).active = view_id
         self.view(view_id).focus_default()
         if fill_now:
