@@ -16,8 +16,8 @@ from mailbus.outbox.storage import Destination, Entry, Metadata, Schedule
 from mailbus_workbench.fixtures import fixed_app
 from mailbus_workbench.model import queues
 from mailbus_workbench.screens import Confirm
-from mailbus_workbench.views.queues import QueuesView, in_place
-from textual.widgets import DataTable
+from mailbus_workbench.views.queues import QueuesView
+from mailbus_workbench.widgets.queue_list import QueueList
 from wb_helpers import Posted, until
 
 SIZE = (140, 36)
@@ -70,7 +70,7 @@ async def test_queue_view_lists_retries_and_purges(outbox: tuple[Path, Entry, En
         view = app.query_one(QueuesView)
         await until(pilot, lambda: view.loads > 0, "the listing")
         assert {(i.id, i.state) for i in view.items} == {(queued.id, "queued"), (dead.id, "dead")}
-        table = app.query_one("#queue-table", DataTable)
+        table = app.query_one("#queue-table", QueueList)
         row = [i.id for i in view.items].index(dead.id)
         table.move_cursor(row=row)
         await pilot.pause()
@@ -120,7 +120,7 @@ async def test_changes_refused_while_the_outbox_is_locked(
             await pilot.press("6")
             view = app.query_one(QueuesView)
             await until(pilot, lambda: view.loads > 0, "the listing")
-            table = app.query_one("#queue-table", DataTable)
+            table = app.query_one("#queue-table", QueueList)
             table.move_cursor(row=[i.id for i in view.items].index(queued.id))
             await pilot.pause()
             await pilot.press("d")
@@ -143,25 +143,13 @@ async def test_queue_view_says_when_there_is_no_outbox(tmp_path: Path) -> None:
         assert view.error and view.items == []
 
 
-def test_in_place_plan() -> None:
-    assert in_place([], ["a", "b"]) == []
-    assert in_place(["a", "b", "c"], ["a", "c"]) == ["a", "c"]  # a row removed
-    assert in_place(["a", "b"], ["a", "b", "z"]) == ["a", "b"]  # a row added last
-    assert in_place(["a", "c"], ["a", "b", "c"]) is None  # a row added between two
-    assert in_place(["a", "b"], ["b", "a"]) is None  # rows moved
-    assert in_place(["a", "b"], ["z"]) == []  # all gone: only additions
-
-
 def table_ids(app: Any) -> list[str]:
-    table = app.query_one("#queue-table", DataTable)
-    return [
-        str(table.coordinate_to_cell_key((row, 0)).row_key.value) for row in range(table.row_count)
-    ]
+    return app.query_one("#queue-table", QueueList).ids  # type: ignore[no-any-return]
 
 
-async def test_listing_updates_the_table_in_place(tmp_path: Path) -> None:
-    """Entries leaving the outbox are removed from the table, the others kept in place
-    with the cursor on its entry; the listings come as messages, the latest shown."""
+async def test_a_new_listing_keeps_the_cursor_on_its_entry(tmp_path: Path) -> None:
+    """Entries leaving the outbox leave the list, the cursor stays on its entry (not on
+    its row number); the listings come as messages, the latest shown."""
     directory = tmp_path / "outbox"
     storage = FsStorage(directory)
     entries = [add(storage, n) for n in range(1, 5)]
@@ -175,7 +163,7 @@ async def test_listing_updates_the_table_in_place(tmp_path: Path) -> None:
         await until(pilot, lambda: view.loads > 0, "the listing")
         assert table_ids(app) == ids
         assert [i.id for i in posted.of(QueuesView.Listed)[-1].items] == ids  # type: ignore[attr-defined]
-        table = app.query_one("#queue-table", DataTable)
+        table = app.query_one("#queue-table", QueueList)
         table.move_cursor(row=2)
         await pilot.pause()
         assert view.selected() is not None and view.selected().id == ids[2]  # type: ignore[union-attr]
@@ -185,7 +173,6 @@ async def test_listing_updates_the_table_in_place(tmp_path: Path) -> None:
         view.reload()
         await until(pilot, lambda: view.loads > loads, "the next listing")
         assert table_ids(app) == ids[2:]
-        assert view.rebuilds == 0  # removed in place, not cleared and filled again
         assert view.selected() is not None and view.selected().id == ids[2]  # type: ignore[union-attr]
         assert {e.id for e in entries} >= set(ids)
 
@@ -231,7 +218,7 @@ async def test_outbox_calls_never_run_on_the_ui_thread(
         await pilot.press("6")
         view = app.query_one(QueuesView)
         await until(pilot, lambda: view.loads > 0, "the listing")
-        table = app.query_one("#queue-table", DataTable)
+        table = app.query_one("#queue-table", QueueList)
         for verb, key, entry in (("retry", "r", dead), ("purge", "d", queued)):
             table.move_cursor(row=[i.id for i in view.items].index(entry.id))
             await pilot.pause()
@@ -246,3 +233,44 @@ async def test_outbox_calls_never_run_on_the_ui_thread(
         await until(pilot, lambda: [i.id for i in view.items] == [dead.id], "the last listing")
     assert {name for name, _ in threads} == {"load", "retry", "purge"}
     assert all(ident != ui_thread for _, ident in threads), threads
+
+
+async def test_queue_list_draws_untrusted_cells_literally_and_moves_with_keys() -> None:
+    from mailbus.outbox.listing import QueueItem
+    from mailbus_workbench.views.queues import cells
+    from textual.app import App, ComposeResult
+
+    hostile = "[/x] [bold]job\x1b[31m\x07 " + "long " * 20
+    items = [
+        QueueItem(f"{n:08d}-id", "dead" if n == 3 else "queued", f"r{n}@y.org", n, 0, 5.0, 100)
+        for n in range(1, 6)
+    ]
+    items[0] = QueueItem("00000001-id", "queued", "r1@y.org", 0, 0, 5.0, 100, subject=hostile)
+    rows = {item.id: cells(item, 1) for item in items}
+    assert all(cell.isprintable() for row in rows.values() for cell in row)
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield QueueList(id="queue-table")
+
+    app = One()
+    posted = Posted()
+    async with app.run_test(size=(130, 10), message_hook=posted.hook) as pilot:
+        listing = app.query_one(QueueList)
+        listing.show(rows)
+        listing.focus()
+        await pilot.pause()
+        first = listing.render_line(1).text
+        assert "[/x] [bold]job" in first and "…" in first  # literal, cut, not wrapped
+        assert listing.selected_id() == "00000001-id"
+        await pilot.press("down", "down")
+        assert listing.selected_id() == "00000003-id"
+        assert [m.entry_id for m in posted.of(QueueList.Highlighted)][-1] == "00000003-id"  # type: ignore[attr-defined]
+        await pilot.press("end")
+        assert listing.selected_id() == "00000005-id"
+        # Entries above the cursor leave: it stays on its entry.
+        listing.show({k: v for k, v in rows.items() if k not in ("00000001-id", "00000002-id")})
+        assert listing.selected_id() == "00000005-id" and listing.cursor_row == 2
+        # Its own entry leaves: it stays on its row number (clamped).
+        listing.show({k: v for k, v in rows.items() if k in ("00000001-id",)})
+        assert listing.selected_id() == "00000001-id"

@@ -3,8 +3,8 @@ ages, attempts and next attempt; retry and purge with confirmation.
 
 Every outbox call (listing, retry, purge) runs in a worker thread, which hands its result
 back as a message (`Listed`, `Changed`) handled on the UI thread: a key never waits for
-the file system, and the table is updated in place (only the cells that changed) unless
-entries came in between others or moved (issue 15 item 8)."""
+the file system. The rows are formatted in the worker too, and drawn by a line-API list
+(`widgets/queue_list.py`) that renders only the visible lines (issue 15 item 8)."""
 
 from __future__ import annotations
 
@@ -18,39 +18,20 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from mailbus_workbench.model import queues
 from mailbus_workbench.parts import WorkbenchParts
 from mailbus_workbench.views.base import View
 from mailbus_workbench.widgets import format as fmt
+from mailbus_workbench.widgets.queue_list import QueueList, Row
 
-STATE_STYLE = {
-    "queued": "yellow",
-    "inflight": "cyan",
-    "dead": "bold red",
-    "cleanup": "dim",
-    "corrupt": "magenta",
-}
-COLUMNS = (
-    ("state", "state"),
-    ("id", "id"),
-    ("destination", "dest"),
-    ("attempts", "attempts"),
-    ("next attempt", "next"),
-    ("age", "age"),
-    ("size", "size"),
-    ("subject", "subject"),
-    ("last error", "error"),
-)
-
-Cells = tuple[Text | str, ...]
 LISTING_SHARE = 10  # a listing that took t seconds is made again after 10 t at the soonest
 
 
-def cells(item: QueueItem, now_ns: int) -> Cells:
+def cells(item: QueueItem, now_ns: int) -> Row:
     """One entry's row as shown (made in the worker: formatting thousands of entries is
-    no work for the UI thread)."""
+    no work for the UI thread); every cell printable, whatever the entry holds."""
     due = item.next_attempt_ns
     next_attempt = (
         "-"
@@ -60,25 +41,16 @@ def cells(item: QueueItem, now_ns: int) -> Cells:
         else f"in {(due - now_ns) / 1e9:.0f} s"
     )
     return (
-        Text(item.state, style=STATE_STYLE.get(item.state, "")),
-        fmt.plain(item.id[:8]),
-        fmt.plain(item.destination),
+        item.state,
+        fmt.preview(item.id[:8], 8),
+        fmt.preview(item.destination, 200),
         str(item.attempts),
         next_attempt,
         fmt.age(item.age_s).removesuffix(" ago") if item.age_s else "-",
         fmt.size(item.size),
-        fmt.plain(fmt.preview(item.subject, 30)),
-        fmt.plain(fmt.preview(item.last_error, 40)),
+        fmt.preview(item.subject, 30),
+        fmt.preview(item.last_error, 200),
     )
-
-
-def in_place(shown: list[str], wanted: list[str]) -> list[str] | None:
-    """The rows of `shown` kept when the table goes to `wanted` in place (rows removed,
-    cells updated, new rows added last), or None when it cannot: a row new in `wanted`
-    comes before one kept, or kept rows changed order (a table adds rows only last)."""
-    listed = set(wanted)
-    kept = [i for i in shown if i in listed]
-    return kept if wanted[: len(kept)] == kept else None
 
 
 class QueuesView(View):
@@ -113,7 +85,7 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
             self,
             sequence: int,
             items: list[QueueItem],
-            rows: list[Cells],
+            rows: list[Row],
             error: str,
             seconds: float = 0.0,
         ) -> None:
@@ -138,22 +110,16 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
         self.items: list[QueueItem] = []
         self.error = ""
         self.loads = 0
-        self.rebuilds = 0  # the table cleared and filled again (entries came or moved)
         self._requested = 0  # listings asked for; an older one arriving late is dropped
         self._shown = 0
-        self._rows: dict[str, Cells] = {}  # what the table shows, by entry id, in order
+        self._by_id: dict[str, QueueItem] = {}
         self._listed_at = 0.0  # time.monotonic() of the last listing shown
         self._listing_s = 0.0  # how long it took the worker
 
     def compose(self) -> ComposeResult:
         yield Static("", id="queue-dir", markup=False)
-        yield DataTable(id="queue-table", cursor_type="row", zebra_stripes=True)
+        yield QueueList(id="queue-table")
         yield Static("", id="queue-detail", markup=False)
-
-    def on_mount(self) -> None:
-        table = self.query_one("#queue-table", DataTable)
-        for label, key in COLUMNS:
-            table.add_column(label, key=key)
 
     @property
     def directory(self) -> Path | None:
@@ -207,55 +173,15 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
                 style="red" if event.error else "",
             )
         )
-        self._fill({item.id: row for item, row in zip(event.items, event.rows, strict=True)})
+        self._by_id = {item.id: item for item in event.items}
+        rows = {item.id: row for item, row in zip(event.items, event.rows, strict=True)}
+        self.query_one(QueueList).show(rows)
         self._detail()
 
-    def _fill(self, rows: dict[str, Cells]) -> None:
-        """Show `rows` (by entry id, in order): in place when the entries shown before
-        kept their order and new ones come last, else cleared and filled again."""
-        table = self.query_one("#queue-table", DataTable)
-        shown = self._rows
-        kept = in_place(list(shown), list(rows))
-        if kept is None:
-            self._rebuild(table, rows)
-            return
-        selected = self.selected()
-        for entry_id in shown:
-            if entry_id not in rows:
-                table.remove_row(entry_id)
-        for entry_id in kept:
-            for (_, column), old, new in zip(COLUMNS, shown[entry_id], rows[entry_id], strict=True):
-                if old != new:
-                    table.update_cell(entry_id, column, new)
-        for entry_id in list(rows)[len(kept) :]:
-            table.add_row(*rows[entry_id], key=entry_id)
-        self._rows = rows
-        if selected is not None and selected.id in rows and len(kept) < len(shown):
-            # Rows above it went: the cursor follows its entry, not its row number.
-            table.move_cursor(row=table.get_row_index(selected.id), animate=False)
-
-    def _rebuild(self, table: DataTable[Text | str], rows: dict[str, Cells]) -> None:
-        self.rebuilds += 1
-        selected = self.selected()
-        cursor = table.cursor_row
-        table.clear()
-        for entry_id, row in rows.items():
-            table.add_row(*row, key=entry_id)
-        self._rows = rows
-        if rows:
-            # The cursor stays on its entry if it is still listed, else on its row.
-            ids = list(rows)
-            row_index = ids.index(selected.id) if selected and selected.id in rows else cursor
-            table.move_cursor(row=min(row_index, len(ids) - 1), animate=False)
-
     def selected(self) -> QueueItem | None:
-        table = self.query_one("#queue-table", DataTable)
-        if not table.row_count:
-            return None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        return next((i for i in self.items if i.id == key), None)
+        return self._by_id.get(self.query_one(QueueList).selected_id())
 
-    @on(DataTable.RowHighlighted, "#queue-table")
+    @on(QueueList.Highlighted)
     def _detail(self) -> None:
         item = self.selected()
         self.query_one("#queue-detail", Static).update(
