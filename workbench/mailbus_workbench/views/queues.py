@@ -59,7 +59,8 @@ class QueuesView(View):
 ## Queues
 The durable outbox (`[outbox] dir` of the options file or `$MAILBUS_OUTBOX_DIR`): each
 entry's state (queued, inflight, dead, cleanup, corrupt), destination, attempts, next
-attempt, age, size and last error. The listing is read once a second, off the UI.
+attempt, age, size and last error. The listing is read off the UI, once a second (a
+slow one, of thousands of entries, at most a tenth of the time).
 
 - **r** retry the selected entry now (a dead one is revived), after confirmation
 - **d** purge the selected entry (it will never be sent), after confirmation
