@@ -4,6 +4,7 @@ behind the keys, and a view key shows its view before filling it."""
 from __future__ import annotations
 
 from mailbus.trace import Kind, TraceEvent
+from mailbus_workbench import heap
 from mailbus_workbench.fixtures import fixed_app
 from mailbus_workbench.views.services import ServicesView
 from wb_helpers import until
@@ -75,3 +76,16 @@ async def test_a_view_key_shows_the_view_then_fills_it() -> None:
         await until(pilot, lambda: filled, "the fill")
         assert filled[0]
         assert app.active_view_id == "services"
+
+
+async def test_objects_alive_after_start_up_are_frozen_until_the_app_ends() -> None:
+    """A full collection skips what lives as long as the app (heap.py), and the app
+    hands it back to the collector when it ends (a test process runs many apps)."""
+    assert heap.frozen() == 0
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: heap.frozen() > 0, "the freeze after start-up")
+        frozen = heap.frozen()
+        await pilot.press("3")  # a view's first fill freezes what it made
+        await until(pilot, lambda: heap.frozen() > frozen, "the freeze after the fill")
+    assert heap.frozen() == 0

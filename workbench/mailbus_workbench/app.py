@@ -142,9 +142,7 @@ class WorkbenchApp(App[int]):
     SHORT_TITLES = {"waitsets": "Waits", "mailboxes": "Boxes", "participants": "Procs"}
 
     VIEWS = VIEWS
-    # A view key shows the view before filling it (see action_show); False: fill first,
-    # as before issue 15 item 8 (the benchmark's baseline).
-    FILL_AFTER_FRAME = True
+    FILL_AFTER_FRAME = True  # see action_show; False: as before (the benchmark's baseline)
 
     def __init__(
         self,
@@ -186,7 +184,7 @@ class WorkbenchApp(App[int]):
         self._last_refresh: dict[str, float] = {}
         self._rate_mark = (0.0, 0)
         self.folder = Folder(model)  # events folded in slices of about 10 ms
-        self._heap_frozen = False
+        self._showing = False  # a view key's view is on its way to the screen
         self.events_per_s = 0.0
         self.find_query = ""  # the last Find query, offered again
         if engine is not None:
@@ -302,8 +300,9 @@ class WorkbenchApp(App[int]):
     # -- refresh ----------------------------------------------------------------------
     def refresh_now(self) -> None:
         """Fold queued events into the model and repaint the visible view."""
-        # A timer tick can land after the screens are popped at exit: nothing to paint.
-        if not self.screen_stack:
+        # A timer tick can land after the screens are popped at exit (nothing to paint),
+        # or between a view key and the frame that shows the view (the fill follows it).
+        if not self.screen_stack or self._showing:
             return
         with contextlib.suppress(NoMatches):  # views gone: the app is shutting down
             self._refresh()
@@ -322,15 +321,13 @@ class WorkbenchApp(App[int]):
             if first_fill:
                 # What exists once start-up is over or a view is first filled lives as
                 # long as the app: a full collection need not walk it (heap.py).
-                self._heap_frozen = True
                 heap.freeze()
         self._update_status(wall)
 
     @on(events.Unmount)
     def _stop_folding(self) -> None:
         self.folder.stop()
-        if self._heap_frozen:
-            heap.thaw()
+        heap.thaw()  # nothing frozen: nothing done
 
     def _update_connection_badge(self) -> None:
         """The header's subtitle: what is attached, and (for a transport with a server)
@@ -382,10 +379,15 @@ class WorkbenchApp(App[int]):
         `fill_now=False` after the next frame."""
         self.main_screen.query_one("#views", TabbedContent).active = view_id
         self.view(view_id).focus_default()
+        self._showing = not fill_now
         if fill_now:
             self.refresh_now()
         else:
-            self.call_after_refresh(self.refresh_now)
+            self.call_after_refresh(self._fill_shown)
+
+    def _fill_shown(self) -> None:
+        self._showing = False
+        self.refresh_now()
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         """A tab shown by a click: the keys go to its view from now on.
