@@ -15,6 +15,12 @@ Figures (last stdout line, JSON):
   every object), alternated with the app as it is round by round;
 - key_ui_cpu_*: the UI thread's own CPU time from a press to its frame (what the
   workbench spent, whoever else held the CPU meanwhile: steadier on a loaded machine);
+- full_gc_cpu_max_ms: the longest full collection (CPU of the thread that ran it), per
+  mode; fold_slices, fold_slice_max_ms: folds of a backlog made between refreshes;
+- key_to_state_max_ms: the worst from a key to its state change (the frame left out);
+- queue_entries: the entries of the outbox the Queues view lists while it is shown.
+Keys slower than 50 ms are logged on stderr with what the UI thread did meanwhile
+(refreshes, layouts, paints, collections, fold slices).
 - rss_mb_after_1m_msgs: resident memory once a million messages went through the app.
 Baselines measured in the same run: the model alone folding the same events
 (baseline_model_msgs_per_s) and the idle repaint rate. The memory bound is stated in
