@@ -89,3 +89,17 @@ async def test_objects_alive_after_start_up_are_frozen_until_the_app_ends() -> N
         await pilot.press("3")  # a view's first fill freezes what it made
         await until(pilot, lambda: heap.frozen() > frozen, "the freeze after the fill")
     assert heap.frozen() == 0
+
+
+def test_folding_without_an_event_loop_takes_one_slice() -> None:
+    from mailbus_workbench.folding import Folder
+    from mailbus_workbench.model.pacing import FoldPacer
+    from mailbus_workbench.model.state import WorkbenchModel
+
+    model = WorkbenchModel()
+    model.feed_events(flood(2_000))
+    folder = Folder(model, FoldPacer(floor=500, ceiling=1_000))
+    assert folder.fold() == 500  # the first fold is small: it measures the rate
+    assert len(model.feed) == 1_500 and folder.slices == 0  # no loop: no slice queued
+    folder.fold()
+    assert len(model.feed) < 1_500

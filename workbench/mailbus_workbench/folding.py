@@ -34,8 +34,12 @@ class Folder:
         taken = model.pump(limit)
         self.pacer.folded(taken, time.perf_counter() - started)
         if not self._queued and self.pacer.another_slice(limit, taken, len(model.feed)):
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # a caller without an event loop: the next fold goes on
+                return taken
             self._queued = True
-            asyncio.get_running_loop().call_later(SLICE_GAP_S, self._slice)
+            loop.call_later(SLICE_GAP_S, self._slice)
         return taken
 
     def _slice(self) -> None:
