@@ -3,6 +3,7 @@ behind the keys, and a view key shows its view before filling it."""
 
 from __future__ import annotations
 
+import pytest
 from mailbus.trace import Kind, TraceEvent
 from mailbus_workbench import heap
 from mailbus_workbench.fixtures import fixed_app
@@ -78,16 +79,30 @@ async def test_a_view_key_shows_the_view_then_fills_it() -> None:
         assert app.active_view_id == "services"
 
 
-async def test_objects_alive_after_start_up_are_frozen_until_the_app_ends() -> None:
-    """A full collection skips what lives as long as the app (heap.py), and the app
-    hands it back to the collector when it ends (a test process runs many apps)."""
-    assert heap.frozen() == 0
+async def test_objects_alive_after_start_up_are_frozen_until_the_app_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A full collection skips what lives as long as the app (heap.py): frozen once
+    started and at each view's first fill (not at later ones), and handed back to the
+    collector when the app ends (a test process runs many apps)."""
+    freezes: list[str] = []
+    freeze = heap.freeze
+
+    def recorded() -> None:
+        freezes.append(app.active_view_id)
+        freeze()
+
+    monkeypatch.setattr(heap, "freeze", recorded)
     app = fixed_app()
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: heap.frozen() > 0, "the freeze after start-up")
-        frozen = heap.frozen()
-        await pilot.press("3")  # a view's first fill freezes what it made
-        await until(pilot, lambda: heap.frozen() > frozen, "the freeze after the fill")
+        await until(pilot, lambda: freezes == ["topics"], "the freeze after start-up")
+        assert heap.frozen() > 0
+        await pilot.press("3")  # the Wait sets view's first fill
+        await until(pilot, lambda: freezes == ["topics", "waitsets"], "the freeze after it")
+        await pilot.press("1", "3")  # filled again: nothing more to freeze
+        await until(pilot, lambda: app.active_view_id == "waitsets", "the view")
+        app.refresh_now()
+        assert freezes == ["topics", "waitsets"]
     assert heap.frozen() == 0
 
 
