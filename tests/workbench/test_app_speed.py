@@ -3,6 +3,8 @@ behind the keys, and a view key shows its view before filling it."""
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from mailbus.trace import Kind, TraceEvent
 from mailbus_workbench import heap
@@ -93,10 +95,12 @@ async def test_objects_alive_after_start_up_are_frozen_until_the_app_ends(
         freeze()
 
     monkeypatch.setattr(heap, "freeze", recorded)
+    thresholds = gc.get_threshold()
     app = fixed_app()
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: freezes == ["topics"], "the freeze after start-up")
         assert heap.frozen() > 0
+        assert gc.get_threshold()[2] == heap.FULL_PASS_EVERY  # full passes rarer
         await pilot.press("3")  # the Wait sets view's first fill
         await until(pilot, lambda: freezes == ["topics", "waitsets"], "the freeze after it")
         await pilot.press("1", "3")  # filled again: nothing more to freeze
@@ -104,6 +108,7 @@ async def test_objects_alive_after_start_up_are_frozen_until_the_app_ends(
         app.refresh_now()
         assert freezes == ["topics", "waitsets"]
     assert heap.frozen() == 0
+    assert gc.get_threshold() == thresholds
 
 
 def test_folding_without_an_event_loop_takes_one_slice() -> None:
