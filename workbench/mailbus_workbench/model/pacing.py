@@ -3,8 +3,8 @@ fold rate last measured, so that a key never waits behind a long fold (issue 15 
 
 A backlog (after a stall, or a feed filling faster than one fold a refresh takes) is
 folded in slices of that size one after the other, never in one long fold: the app
-queues each next slice behind the keys pressed meanwhile, so a key waits for one slice
-at most. A feed that fills faster than the UI thread can fold drops its oldest events
+(`folding.py`) lets the keys pressed meanwhile in between two slices, so a key waits for
+one slice at most. A feed that fills faster than the UI thread can fold drops its oldest events
 (counted in the status line) rather than hold the keys up."""
 
 from __future__ import annotations
