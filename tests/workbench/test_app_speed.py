@@ -1,5 +1,6 @@
-"""Keys under a flood (issue 15 item 8): a backlog of events is folded in slices queued
-behind the keys, and a view key shows its view before filling it."""
+"""Keys under a flood (issue 15 item 8): a backlog of events is folded in slices with
+the keys in between, a view key shows its view before filling it, and what lives as
+long as the app is frozen out of the collector's passes until it ends."""
 
 from __future__ import annotations
 
