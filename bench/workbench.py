@@ -5,12 +5,22 @@ Figures (last stdout line, JSON):
 - input_msgs_per_s: messages folded into the model per second during the flood;
 - repaints_per_s: screen updates (compositor frames) per second during the flood;
 - key_latency_p95_ms: from a key press (next/previous topic, a switch to every view in
-  turn) to the state it changes, 95th percentile (the pause key is reported apart: pausing
+  turn) to the first frame painted once the state it changes changed (for a switch: with
+  the view on the screen), 95th percentile (the pause key is reported apart: pausing
   loads the whole history kept into the list);
 - key_latency_max_ms: the worst of any of those keys (the pause key included), with the
   worst per key in key_latency_max_ms_by_key;
-- baseline_key_latency_*: the same keys with a fixed PUMP_LIMIT folded per refresh (the
-  app before issue 15 item 8), alternated with the app's own setting round by round;
+- baseline_key_latency_*: the same keys with the app as before issue 15 item 8 (a fixed
+  PUMP_LIMIT folded per refresh, a view filled before it is shown, the collector walking
+  every object), alternated with the app as it is round by round;
+- key_ui_cpu_*: the UI thread's own CPU time from a press to its frame (what the
+  workbench spent, whoever else held the CPU meanwhile: steadier on a loaded machine);
+- full_gc_cpu_max_ms: the longest full collection (CPU of the thread that ran it), per
+  mode; fold_slices, fold_slice_max_ms: folds of a backlog made between refreshes;
+- key_to_state_max_ms: the worst from a key to its state change (the frame left out);
+- queue_entries: the entries of the outbox the Queues view lists while it is shown.
+Keys slower than 50 ms are logged on stderr with what the UI thread did meanwhile
+(refreshes, layouts, paints, collections, fold slices).
 - rss_mb_after_1m_msgs: resident memory once a million messages went through the app.
 Baselines measured in the same run: the model alone folding the same events
 (baseline_model_msgs_per_s) and the idle repaint rate. The memory bound is stated in
@@ -21,16 +31,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import resource
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from mailbus.outbox.fs_storage import FsStorage
+from mailbus.outbox.storage import Destination, Metadata, Schedule
 from mailbus.trace import Kind, TraceEvent
+from mailbus_workbench import heap
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.model.pacing import PUMP_BUDGET_S, FoldPacer
@@ -38,9 +53,11 @@ from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.model.state import WorkbenchModel
 from mailbus_workbench.views.topics import TopicsView
 from textual import events
+from textual.binding import Binding
 from textual.widgets import Input, TextArea
 
 TARGET_RATE = 10_000
+QUEUE_ENTRIES = 500  # in the outbox the Queues view lists (once a second while shown)
 FLOOD_TOPICS = ("bench/pose", "bench/imu", "bench/lidar", "bench/status")
 
 
@@ -87,6 +104,18 @@ class Flood:
             self._stop.wait(0.005)  # pacing of the generator
 
 
+def make_outbox(directory: Path, n: int) -> Path:
+    """An outbox of `n` queued entries, for the Queues view to list while it is shown."""
+    storage = FsStorage(directory)
+    for i in range(n):
+        data = f"Message-ID: <q{i}@bench>\r\nSubject: job {i}\r\n\r\nbody {i}\r\n".encode()
+        enqueuer = storage.enqueue()
+        enqueuer.write(data)
+        meta = Metadata(f"<q{i}@bench>", "s@x.org", (f"r{i}@y.org",), f"job {i}", len(data), 1)
+        enqueuer.commit([Destination(meta, Schedule(0, 2**62, 0, ""))])
+    return directory
+
+
 def synthetic(n: int, start: int) -> list[TraceEvent]:
     body = '{"seq": 0, "x": 1.25, "y": -0.5, "ok": true}'
     now = time.time_ns()
@@ -114,29 +143,91 @@ def baseline_model(n: int) -> float:
     return n / (time.perf_counter() - started)
 
 
-async def run(seconds: float, total: int) -> dict[str, Any]:
+class Timeline:
+    """What took the UI thread's time (refreshes, layouts, paints, collections), kept to
+    say why a slow key was slow."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[float, float, str]] = []  # start, end, what
+        self.mode = ""
+        self.full_gc_cpu_ms: dict[str, list[float]] = {}
+
+    def timed(self, what: str, call: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self.spans.append((started, time.perf_counter(), what))
+
+        return wrapper
+
+    def gc_callback(self, phase: str, info: dict[str, int]) -> None:
+        # A collection runs on the thread that triggered it, holding the GIL throughout.
+        if phase == "start":
+            self._gc_started = time.perf_counter(), time.thread_time()
+        else:
+            started, cpu = self._gc_started
+            self.spans.append((started, time.perf_counter(), f"gc{info['generation']}"))
+            if info["generation"] == 2:
+                self.full_gc_cpu_ms.setdefault(self.mode, []).append(
+                    (time.thread_time() - cpu) * 1000
+                )
+
+    def within(self, start: float, end: float, longer_than_ms: float = 2.0) -> str:
+        return ", ".join(
+            f"{what} {(e - s) * 1000:.0f} ms @{(s - start) * 1000:+.0f}"
+            for s, e, what in self.spans
+            if e >= start and s <= end and (e - s) * 1000 >= longer_than_ms
+        )
+
+    def longest(self, prefix: str, since: float) -> float:
+        return max(
+            ((e - s) * 1000 for s, e, w in self.spans if w.startswith(prefix) and s >= since),
+            default=0.0,
+        )
+
+
+def quantile95(values: list[float]) -> float:
+    if len(values) < 2:
+        return values[0]
+    return statistics.quantiles(values, n=20, method="inclusive")[18]
+
+
+async def run(seconds: float, total: int, rounds: int, outbox: Path) -> dict[str, Any]:
     settings = Settings(
         keymap_file=Path("/nonexistent/k.toml"), templates_file=Path("/nonexistent/t.toml")
     )
     engine = EngineHost(seed=1)
-    app = WorkbenchApp(engine=engine, settings=settings)
+    app = WorkbenchApp(engine=engine, settings=settings, outbox_dir=outbox)
     frames = 0
     original = app._display
+    # The press being timed: it is answered at the first frame painted once its state
+    # changed (for a view switch, once the view has a place on the screen).
+    pending: dict[str, Any] = {}
 
     def counting(screen: Any, renderable: Any) -> None:
         nonlocal frames
         if renderable is not None:
             frames += 1
         original(screen, renderable)
+        if renderable is not None and pending and "painted" not in pending:
+            shown = pending["view"] is None or app.view(pending["view"]).region.area > 0
+            if shown and pending["state"]() != pending["before"]:
+                pending["painted"] = time.perf_counter()
+                pending["cpu"] = time.thread_time()
 
     app._display = counting  # type: ignore[method-assign]
+    timeline = Timeline()
     tick_ms: list[float] = []
     original_refresh = app.refresh_now
 
     def timed_refresh() -> None:
         started = time.perf_counter()
         original_refresh()
-        tick_ms.append((time.perf_counter() - started) * 1000)
+        ended = time.perf_counter()
+        tick_ms.append((ended - started) * 1000)
+        timeline.spans.append((started, ended, "refresh"))
 
     app.refresh_now = timed_refresh  # type: ignore[method-assign]
     handled: list[float] = []
@@ -149,6 +240,12 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
     TopicsView.action_pause = timed_pause  # type: ignore[method-assign]
     out: dict[str, Any] = {"rss_mb_start": rss_mb()}
     async with app.run_test(size=(120, 36)) as pilot:
+        screen = app.main_screen
+        for name in ("_refresh_layout", "_compositor_refresh"):
+            setattr(screen, name, timeline.timed(name.strip("_"), getattr(screen, name)))
+        gc.callbacks.append(timeline.gc_callback)
+        folder = app.folder
+        folder._slice = timeline.timed("fold", folder._slice)  # type: ignore[method-assign]
         await pilot.pause(1.0)
         log("idle repaint rate ...")
         f0, t0 = frames, time.perf_counter()
@@ -161,19 +258,30 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
         await pilot.pause(1.0)  # warm up
         m0, f0, t0 = app.model.topics.total, frames, time.perf_counter()
         # Two modes, alternated each round of keys so that both see the same load: the
-        # app as it is (a refresh folds events for about PUMP_BUDGET_S) and the baseline
-        # (a fixed PUMP_LIMIT per refresh, as before issue 15 item 8).
-        modes = {"": PUMP_BUDGET_S, "baseline_": None}
+        # app as it is and the baseline, the app before issue 15 item 8 (see set_mode).
+        modes = ("", "baseline_")
         latencies: dict[str, list[float]] = {m: [] for m in modes}
+        state_latencies: dict[str, list[float]] = {m: [] for m in modes}
         by_key: dict[str, dict[str, list[float]]] = {m: {} for m in modes}
         pause_latencies: dict[str, list[float]] = {m: [] for m in modes}
+        unanswered: dict[str, int] = {m: 0 for m in modes}
+        # The UI thread's own CPU time from a press to its frame: what the workbench
+        # spent, apart from the time other threads and processes held the CPU.
+        cpu: dict[str, list[float]] = {m: [] for m in modes}
         tick_ms.clear()
+        timeline.spans.clear()
+        timeline.full_gc_cpu_ms = {m: [] for m in modes}
         tree = app.query_one("#topic-tree")
         tree.focus()
         # Browsing keys (next/previous topic, a switch to every view: keys 2..9, 0, N,
-        # then back to 1), each timed from the key event to the state it changes; and the
-        # pause key, timed to its action.
+        # then back to 1), each timed from the key event to the first frame painted
+        # after the state it changes; and the pause key, timed to its action's frame.
         switches = [str(n % 10) for n in range(2, min(len(app.VIEWS), 10) + 1)] + ["N", "1"]
+        targets = {
+            b.key: b.action[len("show('") : -2]
+            for b in app.BINDINGS
+            if isinstance(b, Binding) and b.action.startswith("show(")
+        }
         probes = [
             ("down", lambda: tree.cursor_line),
             ("up", lambda: tree.cursor_line),
@@ -183,10 +291,25 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
         # A first round, untimed, shows every view once: a view's first showing mounts
         # and lays it out for the first time, which neither mode should be charged with.
         n = -len(probes)
-        rounds = 2 * len(probes)  # one round of each mode at least, and whole pairs
-        while time.perf_counter() - t0 < seconds or n % rounds or n < rounds:
+        previous_mode = ""
+
+        def set_mode(new: bool) -> None:
+            # The app as it is, or as before issue 15 item 8: a fixed fold limit, a view
+            # filled before it is shown, no objects frozen out of the collector's passes.
+            app.folder.pacer = FoldPacer(PUMP_BUDGET_S if new else None)
+            app.FILL_AFTER_FRAME = new  # type: ignore[misc]
+            if new:
+                heap.freeze()
+            else:
+                heap.thaw()
+
+        least = 2 * rounds * len(probes)  # `rounds` of each mode at least, whole pairs
+        while time.perf_counter() - t0 < seconds or n % (2 * len(probes)) or n < least:
             mode = "warm-up" if n < 0 else list(modes)[n // len(probes) % len(modes)]
-            app.pacer = FoldPacer(modes.get(mode, PUMP_BUDGET_S))
+            if mode != previous_mode:
+                timeline.mode = mode
+                set_mode(mode != "baseline_")
+                previous_mode = mode
             await asyncio.sleep(0.2)
             key, state = probes[n % len(probes)]
             n += 1
@@ -201,35 +324,68 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
                         break
                     await asyncio.sleep(0.001)
             before_state = state()
-            before = time.perf_counter()
+            pending.clear()
+            pending.update(state=state, before=before_state, view=targets.get(key))
+            before, cpu_before = time.perf_counter(), time.thread_time()
             app.post_message(events.Key(key, key if len(key) == 1 else None))
             deadline = before + 5.0
-            while state() == before_state and time.perf_counter() < deadline:
+            changed = None
+            while "painted" not in pending and time.perf_counter() < deadline:
+                if changed is None and state() != before_state:
+                    changed = time.perf_counter()
                 await asyncio.sleep(0.001)
-            if state() != before_state and mode in modes:
-                took = (time.perf_counter() - before) * 1000
-                (pause_latencies if key == "p" else latencies)[mode].append(took)
-                by_key[mode].setdefault(key, []).append(took)
-        app.pacer = FoldPacer()
+            painted, cpu_after = pending.get("painted"), pending.get("cpu", 0.0)
+            pending.clear()
+            if mode not in modes:
+                continue
+            if painted is None:
+                unanswered[mode] += 1
+                log(f"{mode or 'app'} {key}: no answer within 5 s")
+                continue
+            took = (painted - before) * 1000
+            cpu[mode].append((cpu_after - cpu_before) * 1000)
+            state_latencies[mode].append(((changed or painted) - before) * 1000)
+            (pause_latencies if key == "p" else latencies)[mode].append(took)
+            by_key[mode].setdefault(key, []).append(took)
+            if took > 50:
+                spent = cpu[mode][-1]
+                log(
+                    f"{mode or 'app'} {key}: {took:.0f} ms ({spent:.0f} ms CPU): "
+                    + timeline.within(before, painted)
+                )
+        set_mode(True)
+        gc.callbacks.remove(timeline.gc_callback)
         elapsed = time.perf_counter() - t0
         out["refresh_p50_ms"] = statistics.median(tick_ms)
         out["refresh_max_ms"] = max(tick_ms)
         out["refreshes_per_s"] = len(tick_ms) / elapsed
+        out["layout_max_ms"] = timeline.longest("refresh_layout", t0)
+        out["paint_max_ms"] = timeline.longest("compositor_refresh", t0)
+        out["gc_max_ms"] = timeline.longest("gc", t0)
+        out["fold_slice_max_ms"] = timeline.longest("fold", t0)
+        out["fold_slices"] = sum(1 for _, _, w in timeline.spans if w == "fold")
         out["input_msgs_per_s"] = (app.model.topics.total - m0) / elapsed
         out["repaints_per_s"] = (frames - f0) / elapsed
         out["published_msgs_per_s"] = flood.sent / (elapsed + 1.0)
         for mode in modes:
             keys, pauses = latencies[mode], pause_latencies[mode]
-            out[f"{mode}key_presses"] = len(keys)
+            out[f"{mode}key_presses"] = len(keys) + len(pauses)
+            out[f"{mode}key_unanswered"] = unanswered[mode]
             out[f"{mode}key_latency_p50_ms"] = statistics.median(keys)
-            out[f"{mode}key_latency_p95_ms"] = statistics.quantiles(keys, n=20, method="inclusive")[
-                18
-            ]
+            out[f"{mode}key_latency_p95_ms"] = quantile95(keys)
             out[f"{mode}key_latency_max_ms"] = max([*keys, *pauses])
             out[f"{mode}key_latency_max_ms_by_key"] = {
                 k: round(max(v), 1) for k, v in by_key[mode].items()
             }
+            out[f"{mode}key_latency_p95_ms_all_keys"] = quantile95([*keys, *pauses])
+            out[f"{mode}key_to_state_max_ms"] = max(state_latencies[mode])
+            out[f"{mode}key_ui_cpu_p50_ms"] = statistics.median(cpu[mode])
+            out[f"{mode}key_ui_cpu_p95_ms"] = quantile95(cpu[mode])
+            out[f"{mode}key_ui_cpu_max_ms"] = max(cpu[mode])
             out[f"{mode}pause_key_latency_max_ms"] = max(pauses, default=None)
+            full = timeline.full_gc_cpu_ms.get(mode, [])
+            out[f"{mode}full_gc_count"] = len(full)
+            out[f"{mode}full_gc_cpu_max_ms"] = max(full, default=None)
         flood.stop()
         app.model.set_paused(False)
 
@@ -261,11 +417,19 @@ async def run(seconds: float, total: int) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="shorter run (fewer messages)")
+    parser.add_argument(
+        "--rounds", type=int, help="rounds of keys per mode at least (default 3, quick 2)"
+    )
     args = parser.parse_args()
     seconds, total = (5.0, 200_000) if args.quick else (20.0, 1_000_000)
+    rounds = args.rounds or (2 if args.quick else 3)
     log("baseline: the model alone ...")
     baseline = baseline_model(200_000)
-    result = asyncio.run(run(seconds, total))
+    with tempfile.TemporaryDirectory() as scratch:
+        log(f"an outbox of {QUEUE_ENTRIES} entries for the Queues view ...")
+        outbox = make_outbox(Path(scratch) / "outbox", QUEUE_ENTRIES)
+        result = asyncio.run(run(seconds, total, rounds, outbox))
+    result["queue_entries"] = QUEUE_ENTRIES
     result["baseline_model_msgs_per_s"] = baseline
     result["input_ratio_to_model"] = result["input_msgs_per_s"] / baseline
     result["quick"] = args.quick

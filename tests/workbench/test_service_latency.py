@@ -150,21 +150,25 @@ def test_waterfall_labels_are_never_cut(width: int) -> None:
         assert label.startswith("fleet/") and "…" in label and label.endswith("close#12345")
 
 
-def test_the_pacer_folds_about_its_budget_and_catches_up_when_the_feed_fills() -> None:
+def test_the_pacer_folds_about_its_budget_in_slices() -> None:
     pacer = FoldPacer(budget_s=0.010, ceiling=20_000, floor=500)
-    assert pacer.limit(backlog=1_000, capacity=200_000) == 20_000  # no rate measured yet
+    assert pacer.limit() == 500  # no rate measured yet: a small first fold measures it
     pacer.folded(10_000, 0.100)  # 100k events/s: 10 ms is 1,000 events
-    assert pacer.limit(backlog=50_000, capacity=200_000) == 1_000
-    assert pacer.limit(backlog=100_001, capacity=200_000) == 20_000  # over half full
+    assert pacer.limit() == 1_000
+    # A fold stopped by its limit with events left is followed by another slice at once.
+    assert pacer.another_slice(asked=1_000, taken=1_000, left=50_000)
+    assert not pacer.another_slice(asked=1_000, taken=400, left=3)  # it took all there was
+    assert not pacer.another_slice(asked=1_000, taken=1_000, left=0)
     pacer.folded(100, 1.0)  # too few events to measure: the limit stays
-    assert pacer.limit(0, 200_000) == 1_000
+    assert pacer.limit() == 1_000
     pacer.folded(600, 60.0)  # very slow: never under the floor
-    assert pacer.limit(0, 200_000) == 500
+    assert pacer.limit() == 500
     pacer.folded(20_000, 0.001)  # very fast: never over the ceiling
-    assert pacer.limit(0, 200_000) == 20_000
-    fixed = FoldPacer(budget_s=None)
+    assert pacer.limit() == 20_000
+    fixed = FoldPacer(budget_s=None)  # before issue 15 item 8: the ceiling, no slices
     fixed.folded(10_000, 0.100)
-    assert fixed.limit(0, 200_000) == PUMP_LIMIT
+    assert fixed.limit() == PUMP_LIMIT
+    assert not fixed.another_slice(asked=PUMP_LIMIT, taken=PUMP_LIMIT, left=50_000)
     with pytest.raises(ValueError, match="floor"):
         FoldPacer(floor=0)
     with pytest.raises(ValueError, match="budget"):

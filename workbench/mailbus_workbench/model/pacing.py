@@ -1,19 +1,24 @@
-"""How many queued events one refresh folds into the model: about `budget_s` worth at the
+"""How many queued events one fold takes into the model: about `budget_s` worth at the
 fold rate last measured, so that a key never waits behind a long fold (issue 15 item 8).
-A feed more than half full folds `ceiling` at once to catch up before it drops events."""
+
+A backlog (after a stall, or a feed filling faster than one fold a refresh takes) is
+folded in slices of that size one after the other, never in one long fold: the app
+(`folding.py`) lets the keys pressed meanwhile in between two slices, so a key waits for
+one slice at most. A feed that fills faster than the UI thread can fold drops its oldest events
+(counted in the status line) rather than hold the keys up."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-PUMP_LIMIT = 20_000  # events folded per refresh at most (200k/s at 10 Hz)
+PUMP_LIMIT = 20_000  # events folded per fold at most (200k/s at 10 Hz)
 PUMP_BUDGET_S = 0.010
-PUMP_FLOOR = 500  # events per refresh at least, however slow the fold
+PUMP_FLOOR = 500  # events per fold at least, however slow the fold
 
 
 @dataclass
 class FoldPacer:
-    budget_s: float | None = PUMP_BUDGET_S  # None: `ceiling` every refresh
+    budget_s: float | None = PUMP_BUDGET_S  # None: `ceiling` every refresh, no slices
     ceiling: int = PUMP_LIMIT
     floor: int = PUMP_FLOOR
 
@@ -22,13 +27,12 @@ class FoldPacer:
             raise ValueError("need 1 <= floor <= ceiling")
         if self.budget_s is not None and self.budget_s <= 0:
             raise ValueError("the budget must be positive (or None)")
-        self._limit = self.ceiling
+        # No rate measured yet: a small first fold, which measures it.
+        self._limit = self.ceiling if self.budget_s is None else self.floor
 
-    def limit(self, backlog: int, capacity: int) -> int:
-        """Events to fold now, with `backlog` queued in a feed of `capacity`."""
-        if self.budget_s is None or backlog > capacity // 2:
-            return self.ceiling
-        return self._limit
+    def limit(self) -> int:
+        """Events to fold now."""
+        return self.ceiling if self.budget_s is None else self._limit
 
     def folded(self, taken: int, seconds: float) -> None:
         """`taken` events took `seconds`: the next limit follows that rate."""
@@ -36,3 +40,8 @@ class FoldPacer:
             return  # too few to measure a rate
         wanted = int(taken / seconds * self.budget_s)
         self._limit = max(self.floor, min(self.ceiling, wanted))
+
+    def another_slice(self, asked: int, taken: int, left: int) -> bool:
+        """Whether a fold that was allowed `asked` events and took `taken`, with `left`
+        still queued, should be followed by another at once: it stopped at its limit."""
+        return self.budget_s is not None and left > 0 and taken >= asked

@@ -1,8 +1,14 @@
 """Queues: the durable outbox's entries (queued, in flight, dead, cleanup, corrupt) with
-ages, attempts and next attempt; retry and purge with confirmation."""
+ages, attempts and next attempt; retry and purge with confirmation.
+
+Every outbox call (listing, retry, purge) runs in a worker thread, which hands its result
+back as a message (`Listed`, `Changed`) handled on the UI thread: a key never waits for
+the file system. The rows are formatted in the worker too, and drawn by a line-API list
+(`widgets/queue_list.py`) that renders only the visible lines (issue 15 item 8)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from mailbus.errors import MailbusError
@@ -12,20 +18,39 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from mailbus_workbench.model import queues
 from mailbus_workbench.parts import WorkbenchParts
 from mailbus_workbench.views.base import View
 from mailbus_workbench.widgets import format as fmt
+from mailbus_workbench.widgets.queue_list import QueueList, Row
 
-STATE_STYLE = {
-    "queued": "yellow",
-    "inflight": "cyan",
-    "dead": "bold red",
-    "cleanup": "dim",
-    "corrupt": "magenta",
-}
+LISTING_SHARE = 10  # a listing that took t seconds is made again after 10 t at the soonest
+
+
+def cells(item: QueueItem, now_ns: int) -> Row:
+    """One entry's row as shown (made in the worker: formatting thousands of entries is
+    no work for the UI thread); every cell printable, whatever the entry holds."""
+    due = item.next_attempt_ns
+    next_attempt = (
+        "-"
+        if item.state in ("cleanup", "corrupt", "dead")
+        else "now"
+        if due <= now_ns
+        else f"in {(due - now_ns) / 1e9:.0f} s"
+    )
+    return (
+        item.state,
+        fmt.preview(item.id[:8], 8),
+        fmt.preview(item.destination, 200),
+        str(item.attempts),
+        next_attempt,
+        fmt.age(item.age_s).removesuffix(" ago") if item.age_s else "-",
+        fmt.size(item.size),
+        fmt.preview(item.subject, 30),
+        fmt.preview(item.last_error, 200),
+    )
 
 
 class QueuesView(View):
@@ -34,7 +59,8 @@ class QueuesView(View):
 ## Queues
 The durable outbox (`[outbox] dir` of the options file or `$MAILBUS_OUTBOX_DIR`): each
 entry's state (queued, inflight, dead, cleanup, corrupt), destination, attempts, next
-attempt, age, size and last error. The listing is read once a second, off the UI.
+attempt, age, size and last error. The listing is read off the UI, once a second (a
+slow one, of thousands of entries, at most a tenth of the time).
 
 - **r** retry the selected entry now (a dead one is revived), after confirmation
 - **d** purge the selected entry (it will never be sent), after confirmation
@@ -53,7 +79,27 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
     #queue-detail { height: 5; padding: 0 1; border-top: solid $panel; }
     """
 
+    class Listed(Message):
+        """A listing of the outbox, read in a worker (`error`: why there is none)."""
+
+        def __init__(
+            self,
+            sequence: int,
+            items: list[QueueItem],
+            rows: list[Row],
+            error: str,
+            seconds: float = 0.0,
+        ) -> None:
+            super().__init__()
+            self.sequence = sequence
+            self.items = items
+            self.rows = rows
+            self.error = error
+            self.seconds = seconds  # how long the listing took
+
     class Changed(Message):
+        """A retry or purge carried out in a worker: the ids done, or why none."""
+
         def __init__(self, verb: str, ids: list[str], error: str = "") -> None:
             super().__init__()
             self.verb = verb
@@ -65,26 +111,16 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
         self.items: list[QueueItem] = []
         self.error = ""
         self.loads = 0
+        self._requested = 0  # listings asked for; an older one arriving late is dropped
+        self._shown = 0
+        self._by_id: dict[str, QueueItem] = {}
+        self._listed_at = 0.0  # time.monotonic() of the last listing shown
+        self._listing_s = 0.0  # how long it took the worker
 
     def compose(self) -> ComposeResult:
         yield Static("", id="queue-dir", markup=False)
-        yield DataTable(id="queue-table", cursor_type="row", zebra_stripes=True)
+        yield QueueList(id="queue-table")
         yield Static("", id="queue-detail", markup=False)
-
-    def on_mount(self) -> None:
-        table = self.query_one("#queue-table", DataTable)
-        for label, key in (
-            ("state", "state"),
-            ("id", "id"),
-            ("destination", "dest"),
-            ("attempts", "attempts"),
-            ("next attempt", "next"),
-            ("age", "age"),
-            ("size", "size"),
-            ("subject", "subject"),
-            ("last error", "error"),
-        ):
-            table.add_column(label, key=key)
 
     @property
     def directory(self) -> Path | None:
@@ -96,69 +132,57 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
                 "No outbox: set [outbox] dir in the options file or $MAILBUS_OUTBOX_DIR."
             )
             return
-        self.reload()
+        # No pile-up (a listing on its way), and a slow listing (thousands of entries)
+        # made at most a tenth of the time: the worker holds the GIL the UI thread needs.
+        due = self._listed_at + max(self.REFRESH_EVERY_S, LISTING_SHARE * self._listing_s)
+        if self._shown == self._requested and time.monotonic() >= due:
+            self.reload()
 
     def reload(self) -> None:
+        """Ask a worker for a listing (it comes back as `Listed`)."""
         if self.directory is not None:
-            self._load(self.directory, int(self.parts.model.clock() * 1e9))
+            self._requested += 1
+            self._load(self._requested, self.directory, int(self.parts.model.clock() * 1e9))
 
-    @work(thread=True, exclusive=True, group="queues-load")
-    def _load(self, directory: Path, now_ns: int) -> None:
+    @work(thread=True, group="queues-load")
+    def _load(self, sequence: int, directory: Path, now_ns: int) -> None:
+        started = time.monotonic()
         try:
             items, error = queues.load(directory, now_ns), ""
         except (MailbusError, OSError) as exc:
             items, error = [], str(exc)
-        self.app.call_from_thread(self._show, items, error, now_ns)
+        rows = [cells(i, now_ns) for i in items]
+        self.post_message(self.Listed(sequence, items, rows, error, time.monotonic() - started))
 
-    def _show(self, items: list[QueueItem], error: str, now_ns: int) -> None:
-        self.items = items
-        self.error = error
+    @on(Listed)
+    def _listed(self, event: Listed) -> None:
+        event.stop()  # the view's own business: the app need not see every listing
+        if event.sequence <= self._shown:
+            return  # a newer listing is shown already
+        self._shown = event.sequence
+        self._listed_at, self._listing_s = time.monotonic(), event.seconds
+        self.items = event.items
+        self.error = event.error
         self.loads += 1
         counts: dict[str, int] = {}
-        for item in items:
+        for item in event.items:
             counts[item.state] = counts.get(item.state, 0) + 1
         summary = "  ".join(f"{state} {n}" for state, n in sorted(counts.items()))
         self.query_one("#queue-dir", Static).update(
             Text(
-                f"{self.directory}  ·  {error or summary or 'empty'}", style="red" if error else ""
+                f"{self.directory}  ·  {event.error or summary or 'empty'}",
+                style="red" if event.error else "",
             )
         )
-        table = self.query_one("#queue-table", DataTable)
-        cursor = table.cursor_row
-        table.clear()
-        for item in items:
-            due = item.next_attempt_ns
-            next_attempt = (
-                "-"
-                if item.state in ("cleanup", "corrupt", "dead")
-                else "now"
-                if due <= now_ns
-                else f"in {(due - now_ns) / 1e9:.0f} s"
-            )
-            table.add_row(
-                Text(item.state, style=STATE_STYLE.get(item.state, "")),
-                fmt.plain(item.id[:8]),
-                fmt.plain(item.destination),
-                str(item.attempts),
-                next_attempt,
-                fmt.age(item.age_s).removesuffix(" ago") if item.age_s else "-",
-                fmt.size(item.size),
-                fmt.plain(fmt.preview(item.subject, 30)),
-                fmt.plain(fmt.preview(item.last_error, 40)),
-                key=item.id,
-            )
-        if items:
-            table.move_cursor(row=min(cursor, len(items) - 1), animate=False)
+        self._by_id = {item.id: item for item in event.items}
+        rows = {item.id: row for item, row in zip(event.items, event.rows, strict=True)}
+        self.query_one(QueueList).show(rows)
         self._detail()
 
     def selected(self) -> QueueItem | None:
-        table = self.query_one("#queue-table", DataTable)
-        if not table.row_count:
-            return None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        return next((i for i in self.items if i.id == key), None)
+        return self._by_id.get(self.query_one(QueueList).selected_id())
 
-    @on(DataTable.RowHighlighted, "#queue-table")
+    @on(QueueList.Highlighted)
     def _detail(self) -> None:
         item = self.selected()
         self.query_one("#queue-detail", Static).update(
@@ -206,12 +230,16 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
             error = ""
         except (MailbusError, OSError) as exc:
             done, error = [], str(exc)
-        self.app.call_from_thread(self._changed, verb, done, error)
-
-    def _changed(self, verb: str, done: list[str], error: str) -> None:
-        if error:
-            self.notify(f"{verb} failed: {error}", severity="error", timeout=8, markup=False)
-        else:
-            self.notify(f"{verb}: {len(done)} entr{'y' if len(done) == 1 else 'ies'}")
         self.post_message(self.Changed(verb, done, error))
+
+    @on(Changed)
+    def _changed(self, event: Changed) -> None:
+        # Not stopped: the app (and a test) may want to know that the queue changed.
+        if event.error:
+            self.notify(
+                f"{event.verb} failed: {event.error}", severity="error", timeout=8, markup=False
+            )
+        else:
+            n = len(event.ids)
+            self.notify(f"{event.verb}: {n} entr{'y' if n == 1 else 'ies'}")
         self.reload()

@@ -1,0 +1,126 @@
+"""Keys under a flood (issue 15 item 8): a backlog of events is folded in slices with
+the keys in between, a view key shows its view before filling it, and what lives as
+long as the app is frozen out of the collector's passes until it ends."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+from mailbus.trace import Kind, TraceEvent
+from mailbus_workbench import heap
+from mailbus_workbench.fixtures import fixed_app
+from mailbus_workbench.views.services import ServicesView
+from wb_helpers import until
+
+SIZE = (120, 36)
+BACKLOG = 100_000
+
+
+def flood(n: int) -> list[TraceEvent]:
+    body = '{"x": 1.25}'
+    return [
+        TraceEvent(
+            Kind.RECEIVED.value,
+            1_000_000_000 + i,
+            name=f"flood/t{i % 4}",
+            message_id=f"<{i}@flood>",
+            reception_timestamp_ns=1_000_000_000 + i,
+            body=body,
+            size=len(body),
+            detail="message",
+        )
+        for i in range(n)
+    ]
+
+
+async def test_a_backlog_is_folded_in_slices_behind_the_keys() -> None:
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        model = app.model
+        before = model.topics.total
+        model.feed_events(flood(BACKLOG))
+        app.refresh_now()  # one slice now, the next a moment later
+        assert 0 < model.topics.total - before <= app.folder.pacer.ceiling
+        queued_at_key: list[int] = []
+        show = app.action_show
+
+        def timed_show(view_id: str) -> None:
+            queued_at_key.append(len(model.feed))
+            show(view_id)
+
+        app.action_show = timed_show  # type: ignore[method-assign]
+        await pilot.press("2")
+        # The key came after a slice or two, not after the whole backlog.
+        assert queued_at_key and queued_at_key[0] >= BACKLOG - 2 * app.folder.pacer.ceiling
+        assert app.active_view_id == "services"
+        # No timer runs in this app (live=False): the slices alone fold the rest.
+        await until(pilot, lambda: len(model.feed) == 0, "the backlog folded")
+        assert model.topics.total - before == BACKLOG
+        assert model.feed.dropped == 0
+
+
+async def test_a_view_key_shows_the_view_then_fills_it() -> None:
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        view = app.view("services")
+        assert isinstance(view, ServicesView)
+        filled: list[bool] = []
+        refresh_view = view.refresh_view
+
+        def recorded(now: float) -> None:
+            # Filled once the view had its place on the screen: after its first frame.
+            filled.append(view.region.area > 0)
+            refresh_view(now)
+
+        view.refresh_view = recorded  # type: ignore[method-assign]
+        await pilot.press("2")
+        await until(pilot, lambda: filled, "the fill")
+        assert filled[0]
+        assert app.active_view_id == "services"
+
+
+async def test_objects_alive_after_start_up_are_frozen_until_the_app_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A full collection skips what lives as long as the app (heap.py): frozen once
+    started and at each view's first fill (not at later ones), and handed back to the
+    collector when the app ends (a test process runs many apps)."""
+    freezes: list[str] = []
+    freeze = heap.freeze
+
+    def recorded() -> None:
+        freezes.append(app.active_view_id)
+        freeze()
+
+    monkeypatch.setattr(heap, "freeze", recorded)
+    thresholds = gc.get_threshold()
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: freezes == ["topics"], "the freeze after start-up")
+        assert heap.frozen() > 0
+        assert gc.get_threshold()[2] == heap.FULL_PASS_EVERY  # full passes rarer
+        await pilot.press("3")  # the Wait sets view's first fill
+        await until(pilot, lambda: freezes == ["topics", "waitsets"], "the freeze after it")
+        await pilot.press("1", "3")  # filled again: nothing more to freeze
+        await until(pilot, lambda: app.active_view_id == "waitsets", "the view")
+        app.refresh_now()
+        assert freezes == ["topics", "waitsets"]
+    assert heap.frozen() == 0
+    assert gc.get_threshold() == thresholds
+
+
+def test_folding_without_an_event_loop_takes_one_slice() -> None:
+    from mailbus_workbench.folding import Folder
+    from mailbus_workbench.model.pacing import FoldPacer
+    from mailbus_workbench.model.state import WorkbenchModel
+
+    model = WorkbenchModel()
+    model.feed_events(flood(2_000))
+    folder = Folder(model, FoldPacer(floor=500, ceiling=1_000))
+    assert folder.fold() == 500  # the first fold is small: it measures the rate
+    assert len(model.feed) == 1_500 and folder.slices == 0  # no loop: no slice queued
+    folder.fold()
+    assert len(model.feed) < 1_500
