@@ -43,9 +43,9 @@ from mailbus_workbench.views.services import ServicesView
 from mailbus_workbench.views.sessions import SessionsView
 from mailbus_workbench.views.topics import TopicsView
 from mailbus_workbench.views.waitsets import WaitSetsView
-from mailbus_workbench.widgets import format as fmt
 from mailbus_workbench.widgets.inspector import Inspector
 from mailbus_workbench.widgets.key_bar import KeyBar
+from mailbus_workbench.widgets.status_line import status_text
 
 GLOBAL_HELP = """\
 # Mailbus workbench
@@ -352,22 +352,8 @@ class WorkbenchApp(App[int]):
             if last_wall:
                 self.events_per_s = (model.events_seen - last_seen) / (wall - last_wall)
             self._rate_mark = (wall, model.events_seen)
-        parts = [
-            f"{model.topics.total} msgs",
-            f"{len(model.topics.stats)} topics",
-            f"{len(model.services)} calls",
-            f"{fmt.rate(self.events_per_s)} events",
-        ]
-        if model.paused:
-            parts.append("PAUSED")
-        if model.feed.dropped:
-            parts.append(f"feed dropped {model.feed.dropped}")
-        if model.topics.untracked:
-            parts.append(f"{model.topics.untracked} msgs on untracked topics")
-        if self.engine_error:
-            parts.append(f"engine: {self.engine_error}")
         self._update_connection_badge()
-        text = "  ·  ".join(parts)
+        text = status_text(model, self.events_per_s, self.engine_error)
         if text != self.status_text:
             self.status_text = text
             # One fixed line: no layout pass (a layout reflows the whole screen).
