@@ -58,34 +58,39 @@ def message_event(topic: str, body: str, t: float, n: int, gid: str = GID_PUB) -
 
 
 def request_event(service: str, body: str, t: float, seq: int, mid: str) -> TraceEvent:
-    return TraceEvent(
-        Kind.RECEIVED.value,
-        ns(t),
-        name=service,
-        source_gid=GID_CLIENT,
-        sequence_number=seq,
-        message_id=mid,
-        source_timestamp_ns=ns(t),
-        reception_timestamp_ns=ns(t),
-        body=body,
-        size=len(body),
-        headers={
-            H.SOURCE_TIMESTAMP: str(ns(t)),
-            H.CLIENT_GID: GID_CLIENT,
-            H.REQUEST_SEQUENCE_NUMBER: str(seq),
-        },
-        detail="request",
-    )
+    return _call_event(service, body, t, seq, mid, GID_CLIENT, "", "request")
 
 
 def response_event(
     service: str, body: str, t: float, seq: int, mid: str, in_reply_to: str
 ) -> TraceEvent:
+    return _call_event(service, body, t, seq, mid, GID_SERVER, in_reply_to, "response")
+
+
+def _call_event(
+    service: str,
+    body: str,
+    t: float,
+    seq: int,
+    mid: str,
+    source: str,
+    in_reply_to: str,
+    detail: str,
+) -> TraceEvent:
+    """A request (from the client) or a response (from the server) as the workbench's
+    own context receives it."""
+    headers = {
+        H.SOURCE_TIMESTAMP: str(ns(t)),
+        H.CLIENT_GID: GID_CLIENT,
+        H.REQUEST_SEQUENCE_NUMBER: str(seq),
+    }
+    if source == GID_SERVER:
+        headers[H.SERVER_GID] = GID_SERVER
     return TraceEvent(
         Kind.RECEIVED.value,
         ns(t),
         name=service,
-        source_gid=GID_SERVER,
+        source_gid=source,
         sequence_number=seq,
         message_id=mid,
         in_reply_to=in_reply_to,
@@ -93,13 +98,8 @@ def response_event(
         reception_timestamp_ns=ns(t),
         body=body,
         size=len(body),
-        headers={
-            H.SOURCE_TIMESTAMP: str(ns(t)),
-            H.CLIENT_GID: GID_CLIENT,
-            H.REQUEST_SEQUENCE_NUMBER: str(seq),
-            H.SERVER_GID: GID_SERVER,
-        },
-        detail="response",
+        headers=headers,
+        detail=detail,
     )
 
 
