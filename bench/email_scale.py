@@ -231,9 +231,9 @@ class Relay:
 def relay_main(state_dir: str) -> int:
     """The relay of `--modes relay`: the same MailRelay as `mailbus mail-relay`, with
     the options from the environment (as the participants get them)."""
+    from mailbus.mail.relay.config import socket_path
+    from mailbus.mail.relay.server import MailRelay
     from mailbus.mail.transport import mail_section
-    from mailbus.relay.config import socket_path
-    from mailbus.relay.server import MailRelay
 
     options = options_from_mapping(json.loads(os.environ[ENV_OPTIONS]), {})
     section = mail_section(options)

@@ -22,7 +22,7 @@ COMMAND_MODULES = (
     "mailbus.postoffice.cli",
     "mailbus.mail.check",
     "mailbus.mail.sieve_cli",
-    "mailbus.relay.cli",
+    "mailbus.mail.relay.cli",
     "mailbus.stem.cli",
     "mailbus.sessions.cli",
     "mailbus.signing.cli",

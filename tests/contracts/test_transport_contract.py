@@ -215,8 +215,8 @@ def _email(
 
 def _email_relay(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Subject]:
     """Email received through the host relay (`share = "relay"`), the relay on a thread."""
+    from mailbus.mail.relay.server import MailRelay
     from mailbus.mail.transport import create_transport, mail_section
-    from mailbus.relay.server import MailRelay
 
     stack = request.getfixturevalue("mail_stack")
     user = stack.add_user()

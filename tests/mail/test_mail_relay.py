@@ -23,11 +23,11 @@ import pytest
 from conftest import OptionsFactory, make_options
 from mailbus.errors import ConfigError
 from mailbus.mail.kinds import MailKind
+from mailbus.mail.relay import server
+from mailbus.mail.relay.receiver import RelayReceiver, RelayUnavailableError
+from mailbus.mail.relay.server import MailRelay
+from mailbus.mail.relay.state import load_state
 from mailbus.mail.transport import mail_section
-from mailbus.relay import server
-from mailbus.relay.receiver import RelayReceiver, RelayUnavailableError
-from mailbus.relay.server import MailRelay
-from mailbus.relay.state import load_state
 from mailbus.trace import Tracer
 from mailstack import MAX_USERIP_CONNECTIONS, MailStack, User
 from test_multiprocess import Proc, write_config

@@ -17,9 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from mailbus.backoff import Backoff
 from mailbus.errors import ConfigError
-from mailbus.mail.transport import mail_section
-from mailbus.options import options_from_mapping
-from mailbus.relay.codec import (
+from mailbus.mail.relay.codec import (
     PARTICIPANT_SENDS,
     RELAY_SENDS,
     Bye,
@@ -31,10 +29,12 @@ from mailbus.relay.codec import (
     Welcome,
     encode,
 )
-from mailbus.relay.config import MAX_SOCKET_PATH_BYTES, socket_path
-from mailbus.relay.hub import Hub
-from mailbus.relay.receiver import RelayReceiver, RelayUnavailableError
-from mailbus.relay.state import RelayState, load_state, save_state
+from mailbus.mail.relay.config import MAX_SOCKET_PATH_BYTES, socket_path
+from mailbus.mail.relay.hub import Hub
+from mailbus.mail.relay.receiver import RelayReceiver, RelayUnavailableError
+from mailbus.mail.relay.state import RelayState, load_state, save_state
+from mailbus.mail.transport import mail_section
+from mailbus.options import options_from_mapping
 from mailbus.trace import Tracer
 from mailbus.transport import Inbound, RawEmail
 from waiting import eventually
@@ -152,7 +152,7 @@ def test_state_is_replaced_whole_and_a_corrupt_file_is_reported(tmp_path: Path) 
 
 
 def test_the_relay_refuses_a_socket_directory_others_may_write(tmp_path: Path) -> None:
-    from mailbus.relay.server import MailRelay
+    from mailbus.mail.relay.server import MailRelay
 
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -274,7 +274,9 @@ def test_no_relay_is_an_error_that_says_how_to_start_one(tmp_path: Path) -> None
 
 
 def test_a_socket_of_another_user_is_not_trusted(hub: HubThread, monkeypatch: Any) -> None:
-    monkeypatch.setattr("mailbus.relay.receiver.os.getuid", lambda: os.stat(hub.path).st_uid + 1)
+    monkeypatch.setattr(
+        "mailbus.mail.relay.receiver.os.getuid", lambda: os.stat(hub.path).st_uid + 1
+    )
     with pytest.raises(RelayUnavailableError, match="not a relay to trust"):
         receiver(hub.path)
 

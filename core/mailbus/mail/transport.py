@@ -26,7 +26,7 @@ tls-verify, ca-file, polling-period-ms) and an optional `[mail]` table for tunin
     routed-read = "own"      # "all": every routed folder and INBOX (an observer)
     # Or every participant process of the host reads through `mailbus mail-relay`:
     share = "relay"          # (docs/mail.md, "The mail relay")
-    relay-socket = "/run/user/1000/mailbus/relay.sock"  # default: named after the account
+    relay-socket = "/run/user/1000/mailbus/mail/relay.sock"  # default: named after the account
 
 Both servers are contacted before it returns: a wrong password, an unreachable server
 or a certificate that does not verify is an error at init, not a log line.
@@ -43,6 +43,8 @@ from mailbus.errors import ConfigError, InvalidNameError
 from mailbus.mail.imap_receiver import ImapReceiver, ImapSettings
 from mailbus.mail.kinds import MailKind
 from mailbus.mail.receiver_options import imap_settings, receiver_parameters
+from mailbus.mail.relay.config import check_share
+from mailbus.mail.relay.receiver import NudgingSender, relay_receiver
 from mailbus.mail.routed_receiver import RoutedImapReceiver
 from mailbus.mail.shared_receiver import SharedReceiverHandle, ShareKey
 from mailbus.mail.sieve_install import SieveSettings, install_script
@@ -50,8 +52,6 @@ from mailbus.mail.sieve_script import DEFAULT_PREFIX, Routes, check_prefix, siev
 from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
 from mailbus.mail.tls import TlsSettings
 from mailbus.options import Options, check_url
-from mailbus.relay.config import check_share
-from mailbus.relay.receiver import NudgingSender, relay_receiver
 from mailbus.trace import Tracer
 from mailbus.transport import Transport
 
@@ -200,7 +200,7 @@ def create_transport(options: Options, tracer: Tracer) -> Transport:
     )
     imap = imap_settings(options, section)
     routes = routes_of(section) if section.get("routing") == "sieve" else None
-    # share = "relay": the participants of a host read through their relay (mailbus.relay).
+    # share = "relay": the participants of a host read through their relay (mailbus.mail.relay).
     relay = relay_receiver(options, section, tracer) if section.get("share") == "relay" else None
     receiver = relay or _receiver(
         section,

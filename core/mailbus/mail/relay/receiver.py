@@ -29,8 +29,7 @@ from mailbus.email_message import Email
 from mailbus.errors import TransportError
 from mailbus.mail.imap_receiver import DEFAULT_MAX_MESSAGE_BYTES
 from mailbus.mail.kinds import MailKind
-from mailbus.options import Options
-from mailbus.relay.codec import (
+from mailbus.mail.relay.codec import (
     RELAY_SENDS,
     Bye,
     Decoder,
@@ -41,7 +40,8 @@ from mailbus.relay.codec import (
     Welcome,
     encode,
 )
-from mailbus.relay.config import socket_path
+from mailbus.mail.relay.config import socket_path
+from mailbus.options import Options
 from mailbus.trace import Tracer
 from mailbus.transport import EmailReceiver, EmailSender, Inbound, RawEmail
 

@@ -19,10 +19,10 @@ from pathlib import Path
 def _run(args: argparse.Namespace) -> int:
     # Imported here so that `mailbus --help` does not load imapclient.
     from mailbus.errors import ConfigError
+    from mailbus.mail.relay.config import check_socket_path, socket_path, state_dir_default
+    from mailbus.mail.relay.server import MailRelay
     from mailbus.mail.transport import mail_section
     from mailbus.options import load_options
-    from mailbus.relay.config import check_socket_path, socket_path, state_dir_default
-    from mailbus.relay.server import MailRelay
 
     options = load_options(args.config)
     if options.transport != "email":

@@ -3,7 +3,7 @@ so that the relay and its participants, reading the same options file, agree.
 
     [mail]
     share = "relay"                        # receive from the host relay
-    relay-socket = "/run/user/1000/mailbus/relay-<account>.sock"   # the default
+    relay-socket = "/run/user/1000/mailbus/mail/relay-<account>.sock"   # the default
     relay-queue-bytes = 16777216           # a slower participant is cut off past this
 
 The default socket is under $XDG_RUNTIME_DIR (else /tmp/mailbus-<uid>), in a directory

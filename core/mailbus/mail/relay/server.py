@@ -25,12 +25,12 @@ from mailbus.mail.imap_receiver import ImapSettings
 from mailbus.mail.imap_session import open_session, shut, uid_fetch
 from mailbus.mail.kinds import MailKind
 from mailbus.mail.receiver_options import imap_settings, receiver_parameters
+from mailbus.mail.relay.config import DEFAULT_QUEUE_BYTES, DEFAULT_RING_BYTES, account_key
+from mailbus.mail.relay.hub import Hub
+from mailbus.mail.relay.reader import RelayImapReceiver
+from mailbus.mail.relay.state import RelayState, load_state, save_state
 from mailbus.mail.uids import uid_set
 from mailbus.options import Options
-from mailbus.relay.config import DEFAULT_QUEUE_BYTES, DEFAULT_RING_BYTES, account_key
-from mailbus.relay.hub import Hub
-from mailbus.relay.reader import RelayImapReceiver
-from mailbus.relay.state import RelayState, load_state, save_state
 from mailbus.trace import Tracer
 from mailbus.transport import RawEmail
 

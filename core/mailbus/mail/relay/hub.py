@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mailbus.mail.kinds import MailKind
-from mailbus.relay.codec import (
+from mailbus.mail.relay.codec import (
     PARTICIPANT_SENDS,
     Bye,
     Decoder,
