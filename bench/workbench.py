@@ -12,7 +12,8 @@ Figures (last stdout line, JSON):
   worst per key in key_latency_max_ms_by_key;
 - baseline_key_latency_*: the same keys with the app as before issue 15 item 8 (a fixed
   PUMP_LIMIT folded per refresh, a view filled before it is shown, the collector walking
-  every object), alternated with the app as it is round by round;
+  every object, the usual GIL switch interval during a key), alternated with the app as
+  it is round by round;
 - key_ui_cpu_*: the UI thread's own CPU time from a press to its frame (what the
   workbench spent, whoever else held the CPU meanwhile: steadier on a loaded machine);
 - full_gc_cpu_max_ms: the longest full collection (CPU of the thread that ran it), per
@@ -220,6 +221,8 @@ async def run(
             if shown and pending["state"]() != pending["before"]:
                 pending["painted"] = time.perf_counter()
                 pending["cpu"] = time.thread_time()
+                if pending.get("profiler"):  # what follows the frame is not the key's
+                    pending["profiler"].disable()
 
     app._display = counting  # type: ignore[method-assign]
     timeline = Timeline()
@@ -272,7 +275,7 @@ async def run(
         # The UI thread's own CPU time from a press to its frame: what the workbench
         # spent, apart from the time other threads and processes held the CPU.
         cpu: dict[str, list[float]] = {m: [] for m in modes}
-        profiles: list[cProfile.Profile] = []
+        profiles: list[tuple[str, cProfile.Profile]] = []
         tick_ms.clear()
         timeline.spans.clear()
         timeline.full_gc_cpu_ms = {m: [] for m in modes}
@@ -300,9 +303,13 @@ async def run(
 
         def set_mode(new: bool) -> None:
             # The app as it is, or as before issue 15 item 8: a fixed fold limit, a view
-            # filled before it is shown, no objects frozen out of the collector's passes.
+            # filled before it is shown, no objects frozen out of the collector's passes,
+            # the GIL's usual switch interval while a key is answered (key_turn.py).
             app.folder.pacer = FoldPacer(PUMP_BUDGET_S if new else None)
             app.FILL_AFTER_FRAME = new  # type: ignore[misc]
+            app.KEY_TURN = new  # type: ignore[misc]
+            if not new:
+                app.key_turn.release()
             if new:
                 heap.freeze()
             else:
@@ -333,6 +340,7 @@ async def run(
             pending.update(state=state, before=before_state, view=targets.get(key))
             # The UI thread (this one) profiled from the press to its frame, app mode only.
             profiler = cProfile.Profile() if profile and mode == "" else None
+            pending["profiler"] = profiler
             if profiler:
                 profiler.enable()
             before, cpu_before = time.perf_counter(), time.thread_time()
@@ -347,7 +355,7 @@ async def run(
             pending.clear()
             if profiler:
                 profiler.disable()
-                profiles.append(profiler)
+                profiles.append((key, profiler))
             if mode not in modes:
                 continue
             if painted is None:
@@ -368,11 +376,17 @@ async def run(
         set_mode(True)
         gc.callbacks.remove(timeline.gc_callback)
         if profile and profiles:
-            stats = pstats.Stats(profiles[0])
-            for more in profiles[1:]:
-                stats.add(more)
-            stats.dump_stats(profile)
-            log(f"profile of the app's keys: {profile}")
+            # One file for the switches, one for the other keys (down, up, pause).
+            for kind, chosen in (
+                ("switch", [p for k, p in profiles if k in targets]),
+                ("other", [p for k, p in profiles if k not in targets]),
+            ):
+                stats = pstats.Stats(chosen[0])
+                for more in chosen[1:]:
+                    stats.add(more)
+                path = profile.with_name(f"{profile.stem}-{kind}{profile.suffix}")
+                stats.dump_stats(path)
+                log(f"profile of the app's keys ({kind}): {path}")
         elapsed = time.perf_counter() - t0
         out["refresh_p50_ms"] = statistics.median(tick_ms)
         out["refresh_max_ms"] = max(tick_ms)

@@ -1,15 +1,18 @@
 """Keys under a flood (issue 15 item 8): a backlog of events is folded in slices with
-the keys in between, a view key shows its view before filling it, and what lives as
-long as the app is frozen out of the collector's passes until it ends."""
+the keys in between, a view key shows its view before filling it, what lives as long
+as the app is frozen out of the collector's passes until it ends, and a key is answered
+with the GIL held longer."""
 
 from __future__ import annotations
 
 import gc
+import sys
 
 import pytest
 from mailbus.trace import Kind, TraceEvent
 from mailbus_workbench import heap
 from mailbus_workbench.fixtures import fixed_app
+from mailbus_workbench.key_turn import KEY_SWITCH_INTERVAL_S
 from mailbus_workbench.views.services import ServicesView
 from wb_helpers import until
 
@@ -110,6 +113,35 @@ async def test_objects_alive_after_start_up_are_frozen_until_the_app_ends(
         assert freezes == ["topics", "waitsets"]
     assert heap.frozen() == 0
     assert gc.get_threshold() == thresholds
+
+
+async def test_a_key_is_answered_with_a_longer_switch_interval_then_it_is_put_back() -> None:
+    """key_turn.py: from the key event to the frame after the view's fill the UI thread
+    keeps the GIL longer; then, and when the app ends, the interval is as it was."""
+    usual = sys.getswitchinterval()
+    assert usual != KEY_SWITCH_INTERVAL_S
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert sys.getswitchinterval() == usual
+        during: list[float] = []
+        show = app.action_show
+
+        def recorded(view_id: str) -> None:
+            during.append(sys.getswitchinterval())
+            show(view_id)
+
+        app.action_show = recorded  # type: ignore[method-assign]
+        await pilot.press("2")
+        assert during == [KEY_SWITCH_INTERVAL_S]
+        await until(pilot, lambda: sys.getswitchinterval() == usual, "the interval back")
+        assert not app.key_turn.active
+        await pilot.press("3")
+        assert during[-1] == KEY_SWITCH_INTERVAL_S
+        # The app ends before the key's refreshes: the interval is put back all the same.
+        app.key_turn.key()
+        assert sys.getswitchinterval() == KEY_SWITCH_INTERVAL_S
+    assert sys.getswitchinterval() == usual
 
 
 def test_folding_without_an_event_loop_takes_one_slice() -> None:

@@ -24,6 +24,7 @@ from mailbus_workbench.commands import workbench_commands
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.find_screen import FindScreen
 from mailbus_workbench.folding import Folder
+from mailbus_workbench.key_turn import KeyTurn
 from mailbus_workbench.model import queues
 from mailbus_workbench.model.settings import Settings, load_keymap, settings_from
 from mailbus_workbench.model.state import Clock, WorkbenchModel
@@ -146,6 +147,7 @@ class WorkbenchApp(App[int]):
 
     VIEWS = VIEWS
     FILL_AFTER_FRAME = True  # see action_show; False: as before (the benchmark's baseline)
+    KEY_TURN = True  # a key's answer keeps the GIL longer (key_turn.py); False: as before
 
     def __init__(
         self,
@@ -188,6 +190,7 @@ class WorkbenchApp(App[int]):
         self._rate_mark = (0.0, 0)
         self.folder = Folder(model)  # events folded in slices of about 10 ms
         self._showing = False  # a view key's view is on its way to the screen
+        self.key_turn = KeyTurn(self.call_after_refresh)
         self.events_per_s = 0.0
         self.find_query = ""  # the last Find query, offered again
         if engine is not None:
@@ -329,10 +332,16 @@ class WorkbenchApp(App[int]):
                 heap.freeze()
         self._update_status(wall)
 
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and self.KEY_TURN:
+            self.key_turn.key()
+        await super().on_event(event)
+
     @on(events.Unmount)
     def _stop_folding(self) -> None:
         self.folder.stop()
         heap.thaw()  # nothing frozen: nothing done
+        self.key_turn.release()
 
     def _update_connection_badge(self) -> None:
         """The header's subtitle: what is attached, and (for a transport with a server)
