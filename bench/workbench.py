@@ -12,8 +12,8 @@ Figures (last stdout line, JSON):
   worst per key in key_latency_max_ms_by_key;
 - baseline_key_latency_*: the same keys with the app as before issue 15 item 8 (a fixed
   PUMP_LIMIT folded per refresh, a view filled before it is shown, the collector walking
-  every object, the usual GIL switch interval during a key), alternated with the app as
-  it is round by round;
+  every object, the usual GIL switch interval during a key, a key's frame at the 60 Hz
+  timer's next slot), alternated with the app as it is round by round;
 - key_ui_cpu_*: the UI thread's own CPU time from a press to its frame (what the
   workbench spent, whoever else held the CPU meanwhile: steadier on a loaded machine);
 - full_gc_cpu_max_ms: the longest full collection (CPU of the thread that ran it), per
@@ -304,10 +304,12 @@ async def run(
         def set_mode(new: bool) -> None:
             # The app as it is, or as before issue 15 item 8: a fixed fold limit, a view
             # filled before it is shown, no objects frozen out of the collector's passes,
-            # the GIL's usual switch interval while a key is answered (key_turn.py).
+            # the GIL's usual switch interval while a key is answered (key_turn.py), a
+            # key's frame at the 60 Hz timer's next slot (key_screen.py).
             app.folder.pacer = FoldPacer(PUMP_BUDGET_S if new else None)
             app.FILL_AFTER_FRAME = new  # type: ignore[misc]
             app.KEY_TURN = new  # type: ignore[misc]
+            app.KEY_FRAMES = new  # type: ignore[misc]
             if not new:
                 app.key_turn.release()
             if new:
