@@ -10,8 +10,8 @@ whole process, the interval answered keys sooner but delayed the engine all the 
 here it is raised only from a key event to the frame that answers it and the view fill
 that follows (two refreshes), then put back. It works both ways: a thread that takes
 the lock while the UI thread waits in the event loop may keep it up to 20 ms too; the
-net, measured in the same run (docs/workbench.md, "Speed under a flood"), is keys 3 ms
-sooner at the median and 4-7 ms at p95, the engine's rate unchanged.
+net, measured in the same run (docs/benchmarks.md, "Workbench keys under a flood"),
+is keys 2-4 ms sooner at the median and 3-7 ms at p95, the engine's rate unchanged.
 """
 
 from __future__ import annotations
