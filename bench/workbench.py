@@ -12,7 +12,8 @@ Figures (last stdout line, JSON):
   worst per key in key_latency_max_ms_by_key;
 - baseline_key_latency_*: the same keys with the app as before issue 15 item 8 (a fixed
   PUMP_LIMIT folded per refresh, a view filled before it is shown, the collector walking
-  every object), alternated with the app as it is round by round;
+  every object, the usual GIL switch interval during a key, a key's frame at the 60 Hz
+  timer's next slot), alternated with the app as it is round by round;
 - key_ui_cpu_*: the UI thread's own CPU time from a press to its frame (what the
   workbench spent, whoever else held the CPU meanwhile: steadier on a loaded machine);
 - full_gc_cpu_max_ms: the longest full collection (CPU of the thread that ran it), per
@@ -31,8 +32,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import gc
 import json
+import pstats
 import resource
 import statistics
 import sys
@@ -194,7 +197,9 @@ def quantile95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20, method="inclusive")[18]
 
 
-async def run(seconds: float, total: int, rounds: int, outbox: Path) -> dict[str, Any]:
+async def run(
+    seconds: float, total: int, rounds: int, outbox: Path, profile: Path | None = None
+) -> dict[str, Any]:
     settings = Settings(
         keymap_file=Path("/nonexistent/k.toml"), templates_file=Path("/nonexistent/t.toml")
     )
@@ -216,6 +221,8 @@ async def run(seconds: float, total: int, rounds: int, outbox: Path) -> dict[str
             if shown and pending["state"]() != pending["before"]:
                 pending["painted"] = time.perf_counter()
                 pending["cpu"] = time.thread_time()
+                if pending.get("profiler"):  # what follows the frame is not the key's
+                    pending["profiler"].disable()
 
     app._display = counting  # type: ignore[method-assign]
     timeline = Timeline()
@@ -268,6 +275,7 @@ async def run(seconds: float, total: int, rounds: int, outbox: Path) -> dict[str
         # The UI thread's own CPU time from a press to its frame: what the workbench
         # spent, apart from the time other threads and processes held the CPU.
         cpu: dict[str, list[float]] = {m: [] for m in modes}
+        profiles: list[tuple[str, cProfile.Profile]] = []
         tick_ms.clear()
         timeline.spans.clear()
         timeline.full_gc_cpu_ms = {m: [] for m in modes}
@@ -295,9 +303,15 @@ async def run(seconds: float, total: int, rounds: int, outbox: Path) -> dict[str
 
         def set_mode(new: bool) -> None:
             # The app as it is, or as before issue 15 item 8: a fixed fold limit, a view
-            # filled before it is shown, no objects frozen out of the collector's passes.
+            # filled before it is shown, no objects frozen out of the collector's passes,
+            # the GIL's usual switch interval while a key is answered (key_turn.py), a
+            # key's frame at the 60 Hz timer's next slot (key_screen.py).
             app.folder.pacer = FoldPacer(PUMP_BUDGET_S if new else None)
             app.FILL_AFTER_FRAME = new  # type: ignore[misc]
+            app.KEY_TURN = new  # type: ignore[misc]
+            app.KEY_FRAMES = new  # type: ignore[misc]
+            if not new:
+                app.key_turn.release()
             if new:
                 heap.freeze()
             else:
@@ -326,6 +340,11 @@ async def run(seconds: float, total: int, rounds: int, outbox: Path) -> dict[str
             before_state = state()
             pending.clear()
             pending.update(state=state, before=before_state, view=targets.get(key))
+            # The UI thread (this one) profiled from the press to its frame, app mode only.
+            profiler = cProfile.Profile() if profile and mode == "" else None
+            pending["profiler"] = profiler
+            if profiler:
+                profiler.enable()
             before, cpu_before = time.perf_counter(), time.thread_time()
             app.post_message(events.Key(key, key if len(key) == 1 else None))
             deadline = before + 5.0
@@ -336,6 +355,9 @@ async def run(seconds: float, total: int, rounds: int, outbox: Path) -> dict[str
                 await asyncio.sleep(0.001)
             painted, cpu_after = pending.get("painted"), pending.get("cpu", 0.0)
             pending.clear()
+            if profiler:
+                profiler.disable()
+                profiles.append((key, profiler))
             if mode not in modes:
                 continue
             if painted is None:
@@ -355,6 +377,18 @@ async def run(seconds: float, total: int, rounds: int, outbox: Path) -> dict[str
                 )
         set_mode(True)
         gc.callbacks.remove(timeline.gc_callback)
+        if profile and profiles:
+            # One file for the switches, one for the other keys (down, up, pause).
+            for kind, chosen in (
+                ("switch", [p for k, p in profiles if k in targets]),
+                ("other", [p for k, p in profiles if k not in targets]),
+            ):
+                stats = pstats.Stats(chosen[0])
+                for more in chosen[1:]:
+                    stats.add(more)
+                path = profile.with_name(f"{profile.stem}-{kind}{profile.suffix}")
+                stats.dump_stats(path)
+                log(f"profile of the app's keys ({kind}): {path}")
         elapsed = time.perf_counter() - t0
         out["refresh_p50_ms"] = statistics.median(tick_ms)
         out["refresh_max_ms"] = max(tick_ms)
@@ -376,6 +410,9 @@ async def run(seconds: float, total: int, rounds: int, outbox: Path) -> dict[str
             out[f"{mode}key_latency_max_ms"] = max([*keys, *pauses])
             out[f"{mode}key_latency_max_ms_by_key"] = {
                 k: round(max(v), 1) for k, v in by_key[mode].items()
+            }
+            out[f"{mode}key_latency_p95_ms_by_key"] = {
+                k: round(quantile95(v), 1) for k, v in by_key[mode].items()
             }
             out[f"{mode}key_latency_p95_ms_all_keys"] = quantile95([*keys, *pauses])
             out[f"{mode}key_to_state_max_ms"] = max(state_latencies[mode])
@@ -420,6 +457,9 @@ def main() -> int:
     parser.add_argument(
         "--rounds", type=int, help="rounds of keys per mode at least (default 3, quick 2)"
     )
+    parser.add_argument(
+        "--profile", type=Path, help="cProfile the UI thread on the app's keys into this file"
+    )
     args = parser.parse_args()
     seconds, total = (5.0, 200_000) if args.quick else (20.0, 1_000_000)
     rounds = args.rounds or (2 if args.quick else 3)
@@ -428,7 +468,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         log(f"an outbox of {QUEUE_ENTRIES} entries for the Queues view ...")
         outbox = make_outbox(Path(scratch) / "outbox", QUEUE_ENTRIES)
-        result = asyncio.run(run(seconds, total, rounds, outbox))
+        result = asyncio.run(run(seconds, total, rounds, outbox, args.profile))
     result["queue_entries"] = QUEUE_ENTRIES
     result["baseline_model_msgs_per_s"] = baseline
     result["input_ratio_to_model"] = result["input_msgs_per_s"] / baseline

@@ -1,16 +1,25 @@
 """Keys under a flood (issue 15 item 8): a backlog of events is folded in slices with
-the keys in between, a view key shows its view before filling it, and what lives as
-long as the app is frozen out of the collector's passes until it ends."""
+the keys in between, a view key shows its view before filling it, what lives as long
+as the app is frozen out of the collector's passes until it ends, and a key is answered
+with the GIL held longer and painted without waiting for the frame timer."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import sys
+import time
+from collections.abc import Callable
 
 import pytest
 from mailbus.trace import Kind, TraceEvent
 from mailbus_workbench import heap
 from mailbus_workbench.fixtures import fixed_app
+from mailbus_workbench.key_screen import KeyScreen
+from mailbus_workbench.key_turn import KEY_SWITCH_INTERVAL_S
 from mailbus_workbench.views.services import ServicesView
+from textual import events
+from textual.widgets import Static
 from wb_helpers import until
 
 SIZE = (120, 36)
@@ -110,6 +119,77 @@ async def test_objects_alive_after_start_up_are_frozen_until_the_app_ends(
         assert freezes == ["topics", "waitsets"]
     assert heap.frozen() == 0
     assert gc.get_threshold() == thresholds
+
+
+async def test_a_key_is_answered_with_a_longer_switch_interval_then_it_is_put_back() -> None:
+    """key_turn.py: from the key event to the frame after the view's fill the UI thread
+    keeps the GIL longer; then, and when the app ends, the interval is as it was."""
+    usual = sys.getswitchinterval()
+    assert usual != KEY_SWITCH_INTERVAL_S
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert sys.getswitchinterval() == usual
+        during: list[float] = []
+        show = app.action_show
+
+        def recorded(view_id: str) -> None:
+            during.append(sys.getswitchinterval())
+            show(view_id)
+
+        app.action_show = recorded  # type: ignore[method-assign]
+        await pilot.press("2")
+        assert during == [KEY_SWITCH_INTERVAL_S]
+        await until(pilot, lambda: sys.getswitchinterval() == usual, "the interval back")
+        assert not app.key_turn.active
+        await pilot.press("3")
+        assert during[-1] == KEY_SWITCH_INTERVAL_S
+        # The app ends before the key's refreshes: the interval is put back all the same.
+        app.key_turn.key()
+        assert sys.getswitchinterval() == KEY_SWITCH_INTERVAL_S
+    assert sys.getswitchinterval() == usual
+
+
+async def test_a_key_is_painted_at_once_without_waiting_for_the_frame_timer() -> None:
+    """key_screen.py: just after a key a change is painted as soon as the screen is idle;
+    away from keys, at the 60 Hz timer's slots. With that timer stopped, a key's view
+    still reaches the screen, and a change with no key waits for the timer. (No Pilot
+    call meanwhile: the Pilot paints a frame itself after each one.)"""
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        screen = app.main_screen
+        assert isinstance(screen, KeyScreen)
+        frames: list[bool] = []  # per frame: whether the Services view was on it
+        display = app._display
+
+        def recorded(on: object, update: object) -> None:
+            if update is not None:
+                frames.append(app.view("services").region.area > 0)
+            display(on, update)  # type: ignore[arg-type]
+
+        app._display = recorded  # type: ignore[method-assign]
+        timer = screen._update_timer
+        timer.pause()
+        timer_asked: list[bool] = []
+        timer.resume = lambda: timer_asked.append(True)  # type: ignore[method-assign]
+
+        async def within(condition: Callable[[], object], what: str) -> None:
+            deadline = time.monotonic() + 5.0
+            while not condition():
+                assert time.monotonic() < deadline, f"not within 5 s: {what}"
+                await asyncio.sleep(0.001)  # polling, bounded by the deadline
+
+        app.post_message(events.Key("2", "2"))
+        await within(lambda: any(frames), "the view painted")
+        assert app.active_view_id == "services"
+        # No key: the screen asks for the timer (stopped here) and paints nothing.
+        painted = len(frames)
+        screen._key_at = float("-inf")
+        timer_asked.clear()
+        screen.query_one("#status", Static).update("changed", layout=False)
+        await within(lambda: timer_asked, "the repaint left to the timer")
+        assert len(frames) == painted
 
 
 def test_folding_without_an_event_loop_takes_one_slice() -> None:

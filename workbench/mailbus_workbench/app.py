@@ -24,6 +24,8 @@ from mailbus_workbench.commands import workbench_commands
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.find_screen import FindScreen
 from mailbus_workbench.folding import Folder
+from mailbus_workbench.key_screen import KeyScreen
+from mailbus_workbench.key_turn import KeyTurn
 from mailbus_workbench.model import queues
 from mailbus_workbench.model.settings import Settings, load_keymap, settings_from
 from mailbus_workbench.model.state import Clock, WorkbenchModel
@@ -146,6 +148,8 @@ class WorkbenchApp(App[int]):
 
     VIEWS = VIEWS
     FILL_AFTER_FRAME = True  # see action_show; False: as before (the benchmark's baseline)
+    KEY_TURN = True  # a key's answer keeps the GIL longer (key_turn.py); False: as before
+    KEY_FRAMES = True  # a key's change painted at once (key_screen.py); False: as before
 
     def __init__(
         self,
@@ -188,6 +192,7 @@ class WorkbenchApp(App[int]):
         self._rate_mark = (0.0, 0)
         self.folder = Folder(model)  # events folded in slices of about 10 ms
         self._showing = False  # a view key's view is on its way to the screen
+        self.key_turn = KeyTurn(self.call_after_refresh)
         self.events_per_s = 0.0
         self.find_query = ""  # the last Find query, offered again
         if engine is not None:
@@ -301,6 +306,9 @@ class WorkbenchApp(App[int]):
     def on_unmount(self) -> None:
         if self.engine is not None:
             self.engine.stop()
+        self.folder.stop()
+        heap.thaw()  # nothing frozen: nothing done
+        self.key_turn.release()  # the GIL's switch interval as it was
 
     # -- refresh ----------------------------------------------------------------------
     def refresh_now(self) -> None:
@@ -329,14 +337,19 @@ class WorkbenchApp(App[int]):
                 heap.freeze()
         self._update_status(wall)
 
-    @on(events.Unmount)
-    def _stop_folding(self) -> None:
-        self.folder.stop()
-        heap.thaw()  # nothing frozen: nothing done
+    def get_default_screen(self) -> Screen[object]:
+        return KeyScreen(id="_default")
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key):
+            if self.KEY_TURN:
+                self.key_turn.key()
+            if self.KEY_FRAMES and isinstance(self.screen, KeyScreen):
+                self.screen.key_pressed()
+        await super().on_event(event)
 
     def _update_connection_badge(self) -> None:
-        """The header's subtitle: what is attached, and (for a transport with a server)
-        whether it is connected, retrying (why, and when) or reconnected."""
+        """The header's subtitle: what is attached, and whether it is connected."""
         engine = self.engine
         if engine is None or engine.options.transport == "inprocess":
             return
@@ -361,13 +374,11 @@ class WorkbenchApp(App[int]):
 
     # -- actions ----------------------------------------------------------------------
     def action_show(self, view_id: str) -> None:
-        """A view's key: the view shown as last filled, and filled (a fold, its refresh)
-        after that frame, which answers the key without waiting (issue 15 item 8)."""
+        """A view's key: shown as last filled, filled after that frame (issue 15 item 8)."""
         self.show_view(view_id, fill_now=not self.FILL_AFTER_FRAME)
 
     def show_view(self, view_id: str, *, fill_now: bool = True) -> None:
-        """Show a view filled now (what an action on it that follows expects), or with
-        `fill_now=False` after the next frame."""
+        """Show a view filled now (as actions on it expect), or after the next frame."""
         self.main_screen.query_one("#views", TabbedContent).active = view_id
         self.view(view_id).focus_default()
         self._showing = not fill_now
