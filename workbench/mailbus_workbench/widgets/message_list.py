@@ -12,73 +12,31 @@ from bisect import bisect_left
 
 from rich.segment import Segment
 from rich.style import Style
-from textual import events
-from textual.binding import Binding
 from textual.geometry import Size
 from textual.message import Message
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from mailbus_workbench.model.session_control import REPLAY_MARK
 from mailbus_workbench.model.topics import MessageRecord
 from mailbus_workbench.widgets import format as fmt
+from mailbus_workbench.widgets.cursor_list import CursorList
 
 # (title, width); the body takes the rest of the line.
 COLUMNS = (("#", 9), ("time (UTC)", 14), ("size", 10))
 BODY_PREVIEW = 400  # characters of the body kept on a line (wider than any terminal)
 
 
-class MessageList(ScrollView, can_focus=True):
+class MessageList(CursorList):
     class MessageChosen(Message):
         def __init__(self, record: MessageRecord) -> None:
             super().__init__()
             self.record = record
-
-    BINDINGS = [
-        Binding("up", "cursor(-1)", "Up", show=False),
-        Binding("down", "cursor(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home", "jump(0)", "First", show=False),
-        Binding("end", "jump(-1)", "Last", show=False),
-    ]
-    COMPONENT_CLASSES = {
-        "message-list--header",
-        "message-list--cursor",
-        "message-list--even-row",
-    }
-    DEFAULT_CSS = """
-    MessageList {
-        height: 1fr;
-        overflow-x: hidden;
-        overflow-y: scroll;  /* always a scrollbar: scrolling works before the next layout */
-        background: $surface;
-        color: $foreground;
-        &:focus {
-            background-tint: $foreground 5%;
-            & > .message-list--cursor {
-                background: $block-cursor-background;
-                color: $block-cursor-foreground;
-                text-style: $block-cursor-text-style;
-            }
-        }
-        & > .message-list--header { text-style: bold; background: $panel; color: $foreground; }
-        & > .message-list--even-row { background: $surface-lighten-1 50%; }
-        &:dark > .message-list--even-row { background: $surface-darken-1 40%; }
-        & > .message-list--cursor {
-            background: $block-cursor-blurred-background;
-            color: $block-cursor-blurred-foreground;
-            text-style: $block-cursor-blurred-text-style;
-        }
-    }
-    """
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.topic: str | None = None
         self._rows: list[MessageRecord] = []
         self._numbers: list[int] = []  # ascending, for finding a record again
-        self.cursor_row = 0
         self._chosen: int | None = None  # number of the message under the cursor
 
     # -- content --------------------------------------------------------------------
@@ -145,51 +103,21 @@ class MessageList(ScrollView, can_focus=True):
         before = self._chosen
         self.cursor_row = row
         self._chosen = self._rows[row].number
-        visible = max(1, self.scrollable_content_region.height - 1)
-        top = int(self.scroll_y)
-        if row < top:
-            self.scroll_to(y=row, animate=animate, immediate=True)
-        elif row >= top + visible:
-            self.scroll_to(y=row - visible + 1, animate=animate, immediate=True)
-        self.refresh()
+        self.scroll_to_row(row, animate=animate)
         if announce or self._chosen != before:  # a move onto the same message is silent
             self.post_message(self.MessageChosen(self._rows[row]))
-
-    def action_cursor(self, delta: int) -> None:
-        self.move_cursor(row=self.cursor_row + delta)
-
-    def action_page(self, direction: int) -> None:
-        page = max(1, self.scrollable_content_region.height - 2)
-        self.move_cursor(row=self.cursor_row + direction * page)
-
-    def action_jump(self, row: int) -> None:
-        self.move_cursor(row=row if row >= 0 else len(self._rows) - 1)
-
-    def on_click(self, event: events.Click) -> None:
-        offset = event.get_content_offset(self)
-        if offset is None or offset.y == 0:  # the header
-            return
-        row = int(self.scroll_y) + offset.y - 1
-        if 0 <= row < len(self._rows):
-            self.move_cursor(row=row)
 
     # -- drawing ----------------------------------------------------------------------
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
-        base = self.rich_style
         if y == 0:
-            style = base + self.get_component_rich_style("message-list--header")
-            return self._strip([*(title for title, _ in COLUMNS), "body"], style, width)
-        row = int(self.scroll_y) + y - 1
+            return self._strip(
+                [*(title for title, _ in COLUMNS), "body"], self.header_style(), width
+            )
+        row = self.list_row(y)
         if row >= len(self._rows):
-            return Strip.blank(width, base)
-        if row == self.cursor_row:
-            style = base + self.get_component_rich_style("message-list--cursor")
-        elif row % 2:
-            style = base + self.get_component_rich_style("message-list--even-row")
-        else:
-            style = base
-        return self._strip(self.get_row_at(row), style, width)
+            return Strip.blank(width, self.rich_style)
+        return self._strip(self.get_row_at(row), self.row_style(row), width)
 
     @staticmethod
     def _strip(cells: list[str], style: Style, width: int) -> Strip:

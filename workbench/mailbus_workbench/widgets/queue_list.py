@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from rich.segment import Segment
 from rich.style import Style
-from textual import events
-from textual.binding import Binding
 from textual.geometry import Size
 from textual.message import Message
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
+
+from mailbus_workbench.widgets.cursor_list import CursorList
 
 # (title, width); the last column takes the rest of the line.
 COLUMNS = (
@@ -40,7 +39,7 @@ STATE_STYLE = {
 Row = tuple[str, ...]  # one entry's cells, printable, in COLUMNS order
 
 
-class QueueList(ScrollView, can_focus=True):
+class QueueList(CursorList):
     class Highlighted(Message):
         """The cursor is on another entry (or on none: `entry_id` empty)."""
 
@@ -48,46 +47,12 @@ class QueueList(ScrollView, can_focus=True):
             super().__init__()
             self.entry_id = entry_id
 
-    BINDINGS = [
-        Binding("up", "cursor(-1)", "Up", show=False),
-        Binding("down", "cursor(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home", "jump(0)", "First", show=False),
-        Binding("end", "jump(-1)", "Last", show=False),
-    ]
-    COMPONENT_CLASSES = {"queue-list--header", "queue-list--cursor", "queue-list--even-row"}
-    DEFAULT_CSS = """
-    QueueList {
-        height: 1fr;
-        overflow-x: hidden;
-        overflow-y: scroll;
-        background: $surface;
-        color: $foreground;
-        &:focus {
-            background-tint: $foreground 5%;
-            & > .queue-list--cursor {
-                background: $block-cursor-background;
-                color: $block-cursor-foreground;
-                text-style: $block-cursor-text-style;
-            }
-        }
-        & > .queue-list--header { text-style: bold; background: $panel; color: $foreground; }
-        & > .queue-list--even-row { background: $surface-lighten-1 50%; }
-        &:dark > .queue-list--even-row { background: $surface-darken-1 40%; }
-        & > .queue-list--cursor {
-            background: $block-cursor-blurred-background;
-            color: $block-cursor-blurred-foreground;
-            text-style: $block-cursor-blurred-text-style;
-        }
-    }
-    """
+    ANNOUNCE_MOVES = False  # Highlighted only when the entry under the cursor changes
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._ids: list[str] = []
         self._rows: list[Row] = []
-        self.cursor_row = 0
 
     # -- content --------------------------------------------------------------------
     def show(self, rows: dict[str, Row]) -> None:
@@ -121,49 +86,22 @@ class QueueList(ScrollView, can_focus=True):
         when it is on another entry (or when `announce`)."""
         before = self.selected_id()
         self.cursor_row = max(0, min(row, len(self._rows) - 1))
-        visible = max(1, self.scrollable_content_region.height - 1)
-        top = int(self.scroll_y)
-        if self.cursor_row < top:
-            self.scroll_to(y=self.cursor_row, animate=False, immediate=True)
-        elif self.cursor_row >= top + visible:
-            self.scroll_to(y=self.cursor_row - visible + 1, animate=False, immediate=True)
-        self.refresh()
+        self.scroll_to_row(self.cursor_row)
         if announce or self.selected_id() != before:
             self.post_message(self.Highlighted(self.selected_id()))
-
-    def action_cursor(self, delta: int) -> None:
-        self.move_cursor(row=self.cursor_row + delta, announce=False)
-
-    def action_page(self, direction: int) -> None:
-        page = max(1, self.scrollable_content_region.height - 2)
-        self.move_cursor(row=self.cursor_row + direction * page, announce=False)
-
-    def action_jump(self, row: int) -> None:
-        self.move_cursor(row=row if row >= 0 else len(self._rows) - 1, announce=False)
-
-    def on_click(self, event: events.Click) -> None:
-        offset = event.get_content_offset(self)
-        if offset is None or offset.y == 0:  # the header
-            return
-        row = int(self.scroll_y) + offset.y - 1
-        if 0 <= row < len(self._rows):
-            self.move_cursor(row=row, announce=False)
 
     # -- drawing ----------------------------------------------------------------------
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
-        base = self.rich_style
         if y == 0:
-            style = base + self.get_component_rich_style("queue-list--header")
-            return _strip(tuple(title for title, _ in COLUMNS), style, width, color=False)
-        row = int(self.scroll_y) + y - 1
+            titles = tuple(title for title, _ in COLUMNS)
+            return _strip(titles, self.header_style(), width, color=False)
+        row = self.list_row(y)
         if row >= len(self._rows):
-            return Strip.blank(width, base)
-        if row == self.cursor_row:
-            style = base + self.get_component_rich_style("queue-list--cursor")
-            return _strip(self._rows[row], style, width, color=False)
-        style = base + self.get_component_rich_style("queue-list--even-row") if row % 2 else base
-        return _strip(self._rows[row], style, width, color=True)
+            return Strip.blank(width, self.rich_style)
+        # The state column in its colour, except under the cursor (whose colours say where it is).
+        style = self.row_style(row)
+        return _strip(self._rows[row], style, width, color=row != self.cursor_row)
 
 
 def _cell(text: str, width: int) -> str:
@@ -175,7 +113,6 @@ def _cell(text: str, width: int) -> str:
 
 
 def _strip(cells: Row, style: Style, width: int, *, color: bool) -> Strip:
-    # The state column in its colour (not under the cursor, whose colours say where it is).
     first = _cell(cells[0], COLUMNS[0][1])
     rest = "".join(_cell(c, w) for c, (_, w) in zip(cells[1:], COLUMNS[1:], strict=False))
     state = style + STATE_STYLE[cells[0]] if color and cells[0] in STATE_STYLE else style
