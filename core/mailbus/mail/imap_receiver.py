@@ -51,6 +51,7 @@ from mailbus.mail.imap_session import (  # re-exported: ImapSettings is public h
     CONNECTION_ERRORS,
     ImapSettings,
     connection_limit_refusal,
+    input_waiting,
     open_session,
     shut,
     uid_fetch,
@@ -329,7 +330,9 @@ class ImapReceiver(EmailReceiver):
             if line is None:  # "+ idling"
                 imap.untagged_responses.clear()
                 self.counters["idles"] += 1
-                return news
+                # What the server said at once (mail that came since the last poll) may
+                # already be read into imaplib's buffer, out of sight of the IDLE's poll.
+                return news or input_waiting(client)
             if imap.tagged_commands.get(tag):
                 raise imap_errors.IMAPClientError(f"IDLE refused: {line!r}")
             if line.endswith((b" EXISTS", b" RECENT")) or line.startswith(b"* STATUS "):

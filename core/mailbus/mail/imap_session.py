@@ -150,3 +150,20 @@ def uid_fetch(
         counters["body_bytes_fetched"] += size
     parsed: dict[int, Any] = dict(parse_fetch_response(data, False, True))
     return parsed
+
+
+def input_waiting(client: imapclient.IMAPClient) -> bool:
+    """Whether the server's next line is already here. imaplib reads the socket through
+    a buffer: a line that came with the previous one (Dovecot sends "* n EXISTS" right
+    after "+ idling" for mail that landed just before the IDLE) sits there, where a poll
+    of the socket cannot see it."""
+    imap = client._imap
+    sock = imap.sock
+    timeout = sock.gettimeout()
+    sock.setblocking(False)  # an empty buffer: one read that does not wait
+    try:
+        return bool(imap.file.peek(1))
+    except (BlockingIOError, ssl.SSLWantReadError):
+        return False
+    finally:
+        sock.settimeout(timeout)
