@@ -43,7 +43,7 @@ from mailbus.errors import ConfigError, InvalidNameError
 from mailbus.mail.imap_receiver import ImapReceiver, ImapSettings
 from mailbus.mail.kinds import MailKind
 from mailbus.mail.receiver_options import imap_settings, receiver_parameters
-from mailbus.mail.relay.config import check_share
+from mailbus.mail.relay.config import check_relay_keys
 from mailbus.mail.relay.receiver import NudgingSender, relay_receiver
 from mailbus.mail.routed_receiver import RoutedImapReceiver
 from mailbus.mail.shared_receiver import SharedReceiverHandle, ShareKey
@@ -76,6 +76,7 @@ _MAIL_KEYS = {
     "relay-queue-bytes": int,
 }
 ROUTING_MODES = ("inbox", "sieve")
+SHARE_MODES = ("process", "none", "relay")
 
 
 def mail_section(options: Options) -> dict[str, Any]:
@@ -102,16 +103,24 @@ def mail_section(options: Options) -> dict[str, Any]:
 
 
 def _check_share(section: dict[str, Any]) -> None:
-    share = section.get("share")
-    check_share(section)  # the modes, and the relay's keys only with share = "relay"
-    if share is None or share in ("none", "relay"):
-        return
-    # Asked for explicitly where it cannot be had: say so rather than ignore it.
+    """The `share` mode, with the keys that only go with it: asked for explicitly where
+    it cannot be had, it is refused rather than ignored."""
+    share = section.get("share", "process")
+    if share not in SHARE_MODES:
+        raise ConfigError("mail.share", f"expected one of {', '.join(SHARE_MODES)}, got {share!r}")
+    if share != "relay":
+        for key in ("relay-socket", "relay-queue-bytes"):
+            if key in section:
+                raise ConfigError(f"mail.{key}", 'only with share = "relay"')
+    if share == "none" or "share" not in section:
+        return  # the default gives way to routing and start-uid (see _receiver)
     if section.get("routing") == "sieve":
         raise ConfigError(
             "mail.share", 'only with routing = "inbox": a routed receiver reads its own folders'
         )
-    if "start-uid" in section:
+    if share == "relay":
+        check_relay_keys(section)
+    elif "start-uid" in section:
         raise ConfigError("mail.share", "not with start-uid: a shared receiver reads only new mail")
 
 

@@ -21,7 +21,6 @@ from typing import Any
 from mailbus.errors import ConfigError
 from mailbus.options import Options
 
-SHARE_MODES = ("process", "none", "relay")
 # sun_path is 108 bytes on Linux, NUL included.
 MAX_SOCKET_PATH_BYTES = 107
 DEFAULT_QUEUE_BYTES = 16 * 1024 * 1024
@@ -67,23 +66,10 @@ def state_dir_default() -> Path:
     return root / "mailbus"
 
 
-def check_share(section: Mapping[str, Any]) -> str:
-    """The `share` mode, checked with the keys that only make sense with it."""
-    share = str(section.get("share", "process"))
-    if share not in SHARE_MODES:
-        raise ConfigError("mail.share", f"expected one of {', '.join(SHARE_MODES)}, got {share!r}")
-    if share != "relay":
-        for key in ("relay-socket", "relay-queue-bytes"):
-            if key in section:
-                raise ConfigError(f"mail.{key}", 'only with share = "relay"')
-        return share
-    if section.get("routing", "inbox") != "inbox":
-        raise ConfigError(
-            "mail.share", 'the relay reads the shared inbox: not with routing = "sieve"'
-        )
+def check_relay_keys(section: Mapping[str, Any]) -> None:
+    """The keys of `share = "relay"` (the mode itself is checked with the other modes)."""
     if "start-uid" in section:
         # The relay decides where reading starts (its state file); a participant cannot.
         raise ConfigError("mail.start-uid", 'not with share = "relay" (the relay reads)')
     if section.get("relay-queue-bytes", DEFAULT_QUEUE_BYTES) < 1024:
         raise ConfigError("mail.relay-queue-bytes", "must be >= 1024")
-    return share
