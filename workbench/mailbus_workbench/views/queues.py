@@ -9,6 +9,7 @@ the file system. The rows are formatted in the worker too, and drawn by a line-A
 from __future__ import annotations
 
 import time
+from collections import Counter
 from pathlib import Path
 
 from mailbus.errors import MailbusError
@@ -164,9 +165,7 @@ carries them out itself (it reads `<dir>/control/` within half a second) and rep
         self.items = event.items
         self.error = event.error
         self.loads += 1
-        counts: dict[str, int] = {}
-        for item in event.items:
-            counts[item.state] = counts.get(item.state, 0) + 1
+        counts = Counter(item.state for item in event.items)
         summary = "  ".join(f"{state} {n}" for state, n in sorted(counts.items()))
         self.query_one("#queue-dir", Static).update(
             Text(
