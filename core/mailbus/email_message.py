@@ -69,6 +69,9 @@ class Email:
     references: tuple[str, ...] = ()
     # The bytes this email was parsed from, when it came over the wire.
     raw: bytes | None = field(default=None, compare=False, repr=False)
+    # With `raw`: every (name, raw value) field the parser read, in order, duplicates
+    # included; what a signature must have covered (the verifier compares the two).
+    fields: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def recipients(self) -> tuple[str, ...]:
@@ -87,6 +90,7 @@ class Email:
             in_reply_to=self.in_reply_to,
             references=self.references,
             raw=self.raw,
+            fields=self.fields,
         )
 
 
@@ -318,20 +322,34 @@ def from_bytes(raw: bytes) -> Email:
         raise EmailFormatError(f"email could not be parsed: {type(exc).__name__}") from None
 
 
+def split_header_block(raw: bytes) -> tuple[int, int] | None:
+    """Where the header block of `raw` ends and its body starts, as `from_bytes` splits
+    them; None when there is no blank line within MAX_HEADER_BLOCK bytes."""
+    separator = _BODY_START.search(raw, 0, MAX_HEADER_BLOCK + 4)
+    return None if separator is None else separator.span()
+
+
+def header_fields(block: bytes) -> list[tuple[str, str]]:
+    """The (name, raw value) fields `from_bytes` reads from a header block, in order."""
+    return list(_HEADER_PARSER.parsebytes(block + b"\r\n\r\n").raw_items())
+
+
 def _from_bytes(raw: bytes) -> Email:
     if not isinstance(raw, bytes | bytearray | memoryview):
         raise EmailFormatError(f"expected bytes, got {type(raw).__name__}")
     raw = bytes(raw)
-    separator = _BODY_START.search(raw, 0, MAX_HEADER_BLOCK + 4)
-    if separator is None:
+    split = split_header_block(raw)
+    if split is None:
         if len(raw) > MAX_HEADER_BLOCK:
             raise EmailFormatError(f"header block longer than {MAX_HEADER_BLOCK} bytes")
         raise EmailFormatError("no blank line between header block and body")
+    head_end, body_start = split
     # Only the header block goes through the stdlib parser; the body is decoded here.
-    msg = _HEADER_PARSER.parsebytes(raw[: separator.start()] + b"\r\n\r\n")
+    msg = _HEADER_PARSER.parsebytes(raw[:head_end] + b"\r\n\r\n")
     reserved: dict[str, list[str]] = {}
     extra: dict[str, str] = {}
-    for name, value in msg.raw_items():
+    fields = tuple(msg.raw_items())
+    for name, value in fields:
         lowered = name.lower()
         if lowered in H.RESERVED:
             reserved.setdefault(lowered, []).append(_text(value))
@@ -350,7 +368,7 @@ def _from_bytes(raw: bytes) -> Email:
         subject=reserved["subject"][0],
         body=_body(
             raw,
-            separator.end(),
+            body_start,
             reserved.get("content-type", ["text/plain"])[0],
             reserved.get("content-transfer-encoding", ["7bit"])[0],
         ),
@@ -362,4 +380,5 @@ def _from_bytes(raw: bytes) -> Email:
         in_reply_to=first_id("in-reply-to"),
         references=_message_ids(reserved["references"][0]) if "references" in reserved else (),
         raw=raw,
+        fields=fields,
     )

@@ -133,7 +133,7 @@ class PollingManager:
         if signature is not None and gate is not None:
             replayed = gate.replayed(message_id, envelope.info.source_timestamp_ns)
             if replayed is not None:
-                self._refuse(item, email, "replayed", replayed)
+                self._refuse(item, email, *replayed)
                 return
         self._count("received")
         tracer = self._tracer

@@ -76,7 +76,8 @@ class Kind(EventKind):
     SKIPPED = (
         "email.skipped",
         "a malformed, foreign or duplicate email was skipped, or one the signature rules "
-        "refuse (`unsigned`, `bad_signature`, `replayed`: [mail.md](mail.md#signed-mail)) "
+        "refuse (`unsigned`, `bad_signature`, `replayed`, `replay_window_full`: "
+        "[mail.md](mail.md#signed-mail)) "
         "| detail",
         {
             "origin": Extra(str, "where it came from (IMAP `uid:N`, a PostOffice letter...)"),

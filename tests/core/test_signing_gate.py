@@ -46,8 +46,9 @@ def test_replay_guard_age_window_and_seen_ids() -> None:
 def test_replay_guard_is_bounded() -> None:
     guard = ReplayGuard(max_age_s=600, capacity=50)
     now = time.time_ns()
-    for i in range(500):
-        assert guard.check(f"<{i}@x>", now, now) is None
+    refused = [guard.check(f"<{i}@x>", now, now) for i in range(500)]
+    assert refused[:50] == [None] * 50
+    assert all(r is not None and r.startswith("replay window full") for r in refused[50:])
     assert len(guard) == 50
     # Entries that left the window are forgotten first, even below capacity.
     guard = ReplayGuard(max_age_s=10, capacity=1000)

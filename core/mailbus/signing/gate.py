@@ -17,7 +17,7 @@ from mailbus.errors import ConfigError
 from mailbus.options import Options
 from mailbus.signing.config import SigningConfig, signing_config
 from mailbus.signing.keys import load_private_key
-from mailbus.signing.replay import ReplayGuard
+from mailbus.signing.replay import WINDOW_FULL, ReplayGuard
 from mailbus.signing.sign import Signer
 from mailbus.signing.verify import UNSIGNED, Verdict, Verifier
 
@@ -65,7 +65,7 @@ class SignatureGate:
         """The verdict on `email`, or None when it never travelled as bytes."""
         if email.raw is None:
             return None
-        return self.verifier.verify(email.raw)
+        return self.verifier.verify(email.raw, email.fields)
 
     def refusal(self, verdict: Verdict | None) -> tuple[str, str] | None:
         """(counter, reason) when `verdict` keeps the email out, else None."""
@@ -75,11 +75,15 @@ class SignatureGate:
             return "unsigned", "unsigned: the email has no DKIM signature"
         return "bad_signature", f"bad signature: {verdict.status.removeprefix('failed: ')}"
 
-    def replayed(self, message_id: str, sent_ns: int) -> str | None:
-        """Why a verified email is a replay, or None (it is then remembered)."""
+    def replayed(self, message_id: str, sent_ns: int) -> tuple[str, str] | None:
+        """(counter, reason) when a verified email may not be taken again, or None (it is
+        then remembered). A full replay window is counted apart from a replay."""
         if self.replay is None:
             return None
-        return self.replay.check(message_id, sent_ns)
+        reason = self.replay.check(message_id, sent_ns)
+        if reason is None:
+            return None
+        return ("replay_window_full" if reason.startswith(WINDOW_FULL) else "replayed"), reason
 
     def close(self) -> None:
         if self.replay is not None:

@@ -4,7 +4,10 @@ A captured signed email stays valid for ever as far as DKIM is concerned; re-sen
 would repeat its message or request. So, when signatures are required, an email whose
 timestamp is further than `max_age_s` from now, or whose Message-ID was seen already, is
 refused. Only Message-IDs within the window need remembering (older ones fail the age
-test), so the set is bounded by time and by `capacity`.
+test), so the set is bounded by time and by `capacity`. When `capacity` Message-IDs
+within the window are remembered, a new email is refused ("replay window full") rather
+than one of them forgotten: forgetting would let that email be replayed. The sustained
+rate the guard takes is capacity / max_age_s emails per second.
 
 With a state directory the set is also kept on disk (`seen-message-ids.log`, one
 "<timestamp_ns> <Message-ID>" line per email, appended and flushed as it is taken), so a
@@ -26,6 +29,7 @@ from typing import IO
 from mailbus.errors import ConfigError
 
 LOG_NAME = "seen-message-ids.log"
+WINDOW_FULL = "replay window full"
 LOCK_NAME = "seen.lock"
 _LINE = re.compile(r"([0-9]{1,19}) (<[^<>\s]{1,996}>)")
 
@@ -119,6 +123,11 @@ class ReplayGuard:
                 if now - oldest_ns <= self.max_age_ns:
                     break
                 del seen[oldest_id]
+            if len(seen) >= self.capacity:
+                return (
+                    f"{WINDOW_FULL}: {self.capacity} Message-IDs taken within max-age-s "
+                    f"({self.max_age_ns / 1e9:.0f} s); raise seen-capacity or lower max-age-s"
+                )
             self._remember(message_id, sent_ns)
             if self._log is not None:
                 self._log.write(f"{sent_ns} {message_id}\n")
