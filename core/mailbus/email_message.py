@@ -173,12 +173,18 @@ def _body_is_seven_bit(body: str) -> bool:
 
 
 def to_bytes(email: Email, *, date: str | None = None) -> bytes:
-    """RFC 5322 bytes of `email` (CRLF line ends). Sets a Message-ID when it has none.
+    """RFC 5322 bytes of `email` (CRLF line ends), validated first (InvalidNameError).
+    Sets a Message-ID when it has none."""
+    validate(email)
+    return encode(email, date=date)
+
+
+def encode(email: Email, *, date: str | None = None) -> bytes:
+    """RFC 5322 bytes of an `email` already validated (by `EmailSender.send`).
 
     A body that is plain ASCII with short lines travels as 7bit so that it stays readable
     in any mail client; anything else travels as base64, which keeps every byte exact.
     """
-    validate(email)
     message_id = email.message_id or new_message_id(email.sender)
     lines = [
         f"Message-ID: {message_id}",

@@ -74,7 +74,7 @@ class InProcessSender(EmailSender):
     def __init__(self, receiver: InProcessReceiver) -> None:
         self._receiver = receiver
 
-    def send(self, email: Email) -> None:
+    def deliver(self, email: Email) -> None:
         self._receiver.push(email)
 
 

@@ -10,7 +10,7 @@ import abc
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mailbus.email_message import Email
+from mailbus.email_message import Email, validate
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,11 +26,22 @@ Inbound = Email | RawEmail
 
 
 class EmailSender(abc.ABC):
-    """Sends emails. `send` must not block the caller on the network for long."""
+    """Sends emails. `send` must not block the caller on the network for long.
+
+    Every email is validated here, once, whatever the transport: in-process delivery
+    must refuse what a mail server would (header injection, bad names), or code that
+    works in a unit test fails over mail. Transports implement `deliver`."""
+
+    def send(self, email: Email) -> None:
+        """Hand `email` to the transport; InvalidNameError if it would corrupt or inject
+        headers, TransportError if the transport cannot take it."""
+        validate(email)
+        self.deliver(email)
 
     @abc.abstractmethod
-    def send(self, email: Email) -> None:
-        """Hand `email` to the transport; raise TransportError if it cannot take it."""
+    def deliver(self, email: Email) -> None:
+        """Hand a validated `email` to the transport; raise TransportError if it cannot
+        take it."""
 
     def reply(self, original: Email, reply: Email) -> None:
         """Send `reply` as an answer to `original`: In-Reply-To and References name

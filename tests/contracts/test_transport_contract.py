@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mailbus.email_message import Email, from_bytes, new_message_id, to_bytes
-from mailbus.errors import TransportError
+from mailbus.email_message import Email, from_bytes, new_message_id, to_bytes, validate
+from mailbus.errors import InvalidNameError, TransportError
 from mailbus.event_kind import EventKind
 from mailbus.inprocess import in_process_transport
 from mailbus.mail.kinds import MailKind
@@ -303,18 +304,64 @@ def test_a_wake_before_the_wait_is_not_lost(subject: Subject) -> None:
     assert results == [[]]
 
 
-def test_header_injection_is_refused_before_anything_is_sent(
-    subject: Subject, request: pytest.FixtureRequest
-) -> None:
-    if subject.transport.name == "inprocess":
-        # Found by this suite: the in-process sender hands Email objects over without
-        # validate(); only the engine above it refuses. Strict: passes once it is fixed.
-        request.applymarker(pytest.mark.xfail(strict=True, reason="in-process skips validate"))
+def test_header_injection_is_refused_before_anything_is_sent(subject: Subject) -> None:
     evil = subject.email("evil", headers={"X-Note": "a\r\nBcc: victim@example.org"})
-    with pytest.raises((ValueError, TransportError)):
+    with pytest.raises(InvalidNameError, match="X-Note"):
         subject.transport.sender.send(evil)
     subject.transport.sender.send(subject.email("after"))
     assert [b.rstrip("\n") for b in subject.receive_bodies(1)] == ["after"]
+
+
+def test_an_email_is_validated_once_on_its_way_out(
+    subject: Subject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One place validates, for every transport: the same rules, paid for once by the
+    caller. (The outbox checks again what it reads back from disk, in its own thread.)"""
+    calls: list[str] = []
+    caller = threading.get_ident()
+    original = validate
+
+    def counting(email: Email) -> None:
+        if threading.get_ident() == caller:
+            calls.append(email.subject)
+        original(email)
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "validate", None) is original:
+            monkeypatch.setattr(module, "validate", counting)
+    subject.transport.sender.send(subject.email("once"))
+    assert [b.rstrip("\n") for b in subject.receive_bodies(1)] == ["once"]
+    assert calls.count(subject.email("once").subject) == 1
+
+
+def test_a_publish_with_headers_is_validated_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The publisher leaves validation to the sender (before, it validated too, and the
+    outbox and the mail senders once more as they encoded)."""
+    import mailbus
+
+    calls: list[str] = []
+    caller = threading.get_ident()
+    original = validate
+
+    def counting(email: Email) -> None:
+        if threading.get_ident() == caller:
+            calls.append(email.subject)
+        original(email)
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "validate", None) is original:
+            monkeypatch.setattr(module, "validate", counting)
+    inner = in_process_transport()
+    sender = OutboxSender(inner.sender, tmp_path / "outbox")
+    with mailbus.Context(transport=Transport(sender, inner.receiver, name="outbox")) as ctx:
+        subscription = ctx.subscription("contract/headers")
+        ctx.publisher("contract/headers").publish("{}", headers={"Unit": "celsius"})
+        assert mailbus.wait_for_message(subscription, WAIT_S) is not None
+        with pytest.raises(InvalidNameError, match="Unit"):
+            ctx.publisher("contract/headers").publish("{}", headers={"Unit": "c\r\nBcc: x@y"})
+    assert calls.count("contract/headers") == 2  # the good one once, the bad one once
 
 
 def test_sending_after_close_is_a_clear_error(subject: Subject) -> None:

@@ -112,7 +112,7 @@ class RefusingSender(EmailSender):
     def __init__(self, inner: EmailSender) -> None:
         self.inner = inner
 
-    def send(self, email: Email) -> None:
+    def deliver(self, email: Email) -> None:
         if email.subject == TOPIC:
             raise TransportError("server said no")
         self.inner.send(email)

@@ -23,7 +23,7 @@ class Flaky(EmailSender):
     def __init__(self, down: Path) -> None:
         self.down = down
 
-    def send(self, email: Email) -> None:
+    def deliver(self, email: Email) -> None:
         ok = not self.down.exists()
         print(json.dumps({"attempt": email.message_id, "ok": ok}), flush=True)
         if not ok:

@@ -127,7 +127,7 @@ class SmtplibSender(EmailSender):
         self._smtp: smtplib.SMTP | None = None
         self.sent = 0
 
-    def send(self, email: Email) -> None:
+    def deliver(self, email: Email) -> None:
         data = email.raw if email.raw is not None else to_bytes(email)
         try:
             if self._smtp is None:
@@ -171,7 +171,7 @@ class RecordingSender(EmailSender):
         self.fail_with: Exception | None = None
         self.lock = threading.Lock()
 
-    def send(self, email: Email) -> None:
+    def deliver(self, email: Email) -> None:
         with self.lock:
             if self.fail_with is not None:
                 raise self.fail_with

@@ -140,13 +140,13 @@ def test_contents_lost_while_in_flight_is_set_aside_by_the_running_scheduler(
     class RemovingSender(RecordingSender):
         """Deletes the next mail's contents while the first is being sent."""
 
-        def send(self, email):  # type: ignore[no-untyped-def]
+        def deliver(self, email):  # type: ignore[no-untyped-def]
             if not self.sent:
                 for mail in os.listdir(outbox_dir / "data"):
                     contents = outbox_dir / "data" / mail / "contents"
                     if b"<second@x>" in contents.read_bytes():
                         contents.unlink()
-            super().send(email)
+            super().deliver(email)
 
     recorder = RemovingSender()
     sender = OutboxSender(recorder, outbox_dir, tracer=tracer, start=False)

@@ -34,8 +34,8 @@ def test_killed_after_the_server_accepted_the_mail_is_sent_again_with_its_messag
         from mailbus.outbox import OutboxSender
 
         class DieAfterSending(SmtplibSender):
-            def send(self, email):
-                super().send(email)
+            def deliver(self, email):
+                super().deliver(email)
                 os.kill(os.getpid(), signal.SIGKILL)
 
         sender = OutboxSender(DieAfterSending({sink.port}), {str(outbox_dir)!r})
@@ -80,7 +80,7 @@ class LosesTheFirstReply(EmailSender):
         self.box = box
         self.calls = 0
 
-    def send(self, email: Email) -> None:
+    def deliver(self, email: Email) -> None:
         self.calls += 1
         self.box.box.put(RawEmail(email.raw or to_bytes(email)))
         if self.calls == 1:
@@ -124,7 +124,7 @@ class LosesTheFirstInProcess(EmailSender):
         self.inner = inner
         self.calls = 0
 
-    def send(self, email: Email) -> None:
+    def deliver(self, email: Email) -> None:
         self.calls += 1
         self.inner.send(email)
         if self.calls == 1:

@@ -289,11 +289,11 @@ class QueueingSender(RecordingSender):
         super().__init__()
         self.queued: list[Email] = []
 
-    def send(self, email: Email) -> None:
+    def deliver(self, email: Email) -> None:
         self.queued.append(email)
 
     def send_sync(self, email: Email) -> None:
-        super().send(email)
+        super().deliver(email)
 
 
 def test_the_outbox_uses_the_inner_senders_synchronous_send(outbox_dir: Path) -> None:

@@ -35,7 +35,7 @@ class DirSender(EmailSender):
         self._sequence = itertools.count()
         self._pid = os.getpid()
 
-    def send(self, email: Email) -> None:
+    def deliver(self, email: Email) -> None:
         data = to_bytes(email)
         # Time first, then this sender's counter: names sort in sending order.
         name = f"{time.time_ns():020d}.{self._pid}.{next(self._sequence):09d}.eml"

@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 import pycurl
 
 from mailbus.backoff import Backoff
-from mailbus.email_message import Email, to_bytes
+from mailbus.email_message import Email, encode, validate
 from mailbus.errors import TransportError
 from mailbus.mail.errors import MailConnectError, MailLoginError, MailTLSError
 from mailbus.mail.kinds import MailKind
@@ -233,7 +233,7 @@ class SmtpSender(EmailSender):
         self._thread.start()
 
     def _outgoing(self, email: Email) -> _Outgoing:
-        data = to_bytes(email)  # validates: bad names raise here, in the caller
+        data = encode(email)
         if self.settings.sign is not None:
             data = self.settings.sign(data)  # in the caller too: the queue holds it signed
         recipients = email.recipients or self.settings.default_recipients
@@ -248,7 +248,7 @@ class SmtpSender(EmailSender):
             time.time_ns(),
         )
 
-    def send(self, email: Email) -> None:
+    def deliver(self, email: Email) -> None:
         """Queue `email` for the delivery thread and return at once."""
         item = self._outgoing(email)
         with self._cond:
@@ -411,6 +411,7 @@ class SmtpSender(EmailSender):
         TransportError if it did not, with `permanent = True` when the server refused
         the email for good (5xx). No retry here: for the durable outbox, which keeps the
         email on disk and retries by its own policy."""
+        validate(email)  # the outbox's way in, beside `send`
         item = self._outgoing(email)
         if self._closing:
             raise TransportError("SMTP sender is closed")

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mailbus.email_message import Email, from_bytes, new_message_id, to_bytes
+from mailbus.email_message import Email, encode, from_bytes, new_message_id
 from mailbus.errors import ConfigError, MailbusError, TransportError
 from mailbus.options import Options
 from mailbus.outbox import admin, control
@@ -194,14 +194,14 @@ class OutboxSender(EmailSender):
             done=len(applied.done),
         )
 
-    def send(self, email: Email) -> None:
+    def deliver(self, email: Email) -> None:
         """Store `email` durably, then return; raise TransportError (StorageFullError
-        when the disk is full) if it cannot be stored, InvalidNameError if it is invalid."""
+        when the disk is full) if it cannot be stored."""
         if self._closed:
             raise TransportError("outbox sender is closed")
         if not email.message_id:
             email = email.with_message_id(new_message_id(email.sender))
-        data = to_bytes(email)
+        data = encode(email)
         now = time.time_ns()
         metadata = Metadata(
             message_id=email.message_id,

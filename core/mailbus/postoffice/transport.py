@@ -52,7 +52,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mailbus.email_message import Email, from_bytes, to_bytes
+from mailbus.email_message import Email, encode, from_bytes, to_bytes
 from mailbus.errors import ConfigError, EmailFormatError, TransportError
 from mailbus.options import Options
 from mailbus.postoffice.background import (
@@ -303,9 +303,9 @@ class PostOfficeSender(EmailSender):
             observe_responses=self.opts.observe_responses,
         )
 
-    def send(self, email: Email) -> None:
-        """Queue `email` (validated here, in the caller) for the delivery thread."""
-        data = to_bytes(email)
+    def deliver(self, email: Email) -> None:
+        """Queue `email` for the delivery thread."""
+        data = encode(email)
         self.delivery.put(self.targets(email), data, email.message_id, email.subject)
 
     def send_sync(self, email: Email) -> None:

@@ -307,8 +307,8 @@ class NudgingSender(EmailSender):
         self.sender = sender
         self._receiver = receiver
 
-    def send(self, email: Email) -> None:
-        self.sender.send(email)
+    def deliver(self, email: Email) -> None:
+        self.sender.deliver(email)
         self._receiver.nudge()
 
     def close(self) -> None:
