@@ -218,9 +218,11 @@ def test_without_list_status_and_notify_the_routed_receiver_polls_each_folder(
     )
     settings = ImapSettings(mail_stack.imaps_url, user.address, user.password, tls(mail_stack))
     receiver = OlderServer(settings, routes=Routes((TOPIC, OTHER)), quiet_s=0.0)
-    receiver.follow(frozenset({TOPIC, OTHER}), frozenset(), frozenset())
     receiver.connect()
     try:
+        assert receiver.receive(0.0) == []  # this thread receives: follow() applies at once
+        receiver.follow(frozenset({TOPIC, OTHER}), frozenset(), frozenset())
+        assert len(receiver.folders) == 2  # followed before anything is published
         with mailbus.Context(options_for(user)) as publisher:
             publisher.publisher(OTHER).publish("one")
             publisher.publisher(TOPIC).publish("two")
@@ -234,6 +236,40 @@ def test_without_list_status_and_notify_the_routed_receiver_polls_each_folder(
         assert receiver.counters["status_polls"] >= receiver.counters["polls"]
     finally:
         receiver.close()
+
+
+@pytest.mark.mailstack
+def test_a_folder_sieve_creates_while_the_receiver_subscribes_is_read_from_its_first_message(
+    mail_stack: MailStack, user: User, options_for: OptionsFactory, monkeypatch: Any
+) -> None:
+    # The window: our STATUS finds the folder missing, Sieve's `fileinto :create` makes
+    # it with the first message inside, our CREATE is refused. The wrapper puts the
+    # delivery there every time.
+    routed = {"routing": "sieve", "routed-topics": [TOPIC], "url-sieve": mail_stack.sieve_url}
+    folder = folder_name("mailbus", "t", TOPIC)
+    create = imapclient.IMAPClient.create_folder
+    raced: list[bool] = []
+    kinds: list[str] = []
+    with (
+        mailbus.Context(options_for(user)) as publisher,
+        mailbus.Context(options_for(user, mail=routed)) as ctx,
+    ):
+
+        def deliver_first(client: imapclient.IMAPClient, name: str) -> Any:
+            publisher.publisher(TOPIC).publish("first")
+            raced.append(wait_until(lambda: mailbox_counts(mail_stack, user).get(name) == 1, 15))
+            return create(client, name)
+
+        monkeypatch.setattr(imapclient.IMAPClient, "create_folder", deliver_first)
+        ctx.tracer.add_listener(lambda e: kinds.append(e.kind))
+        sub = ctx.subscription(TOPIC, depth=10)
+        receiver: Any = ctx.transport.receiver
+        assert raced == [True]  # Sieve made the folder before our CREATE
+        assert receiver.folders == [folder]  # followed when subscription() returned
+        publisher.publisher(TOPIC).publish("second")
+        got = [mailbus.wait_for_message(sub, 15.0) for _ in range(2)]
+        assert [m.body if m else None for m in got] == ["first", "second"]
+        assert "mail.disconnected" not in kinds
 
 
 def tls(stack: MailStack) -> TlsSettings:

@@ -15,15 +15,17 @@ serves every folder:
   after delivery, as plain IDLE), so an idle participant costs nothing but its
   connection. Without NOTIFY it polls at `max_period_s` when quiet.
 - UIDs and UIDVALIDITY are per folder: each folder has its own UidCursor. A folder
-  followed later is read from its UIDNEXT then (from UID 1 if the receiver created it);
-  `follow` ends an IDLE and returns once the folder is read (at most FOLLOW_WAIT_S),
-  so mail sent after `ctx.subscription(...)` returned is delivered.
+  followed later is read from its UIDNEXT then; one missing at that first look is read
+  from UID 1, whoever created it (we, another participant, or Sieve filing the first
+  message). `follow` ends an IDLE and returns once the folder is read (at most the
+  IMAP timeout), so mail sent after `ctx.subscription(...)` returned is delivered.
 """
 
 from __future__ import annotations
 
 import contextlib
 import imaplib
+import logging
 import threading
 import time
 from collections.abc import Iterable
@@ -43,9 +45,9 @@ from mailbus.mail.uids import UidCursor, UidValidityChanged, uid_set
 from mailbus.trace import Tracer
 from mailbus.transport import Inbound, RawEmail
 
+log = logging.getLogger(__name__)
+
 INBOX = "INBOX"
-# The longest `follow` (so a new subscription) waits for its folders to be read.
-FOLLOW_WAIT_S = 2.0
 # imaplib checks each command against its table; NOTIFY (RFC 5465) is not in it.
 imaplib.Commands.setdefault("NOTIFY", ("AUTH", "SELECTED"))
 
@@ -90,8 +92,12 @@ class RoutedImapReceiver(ImapReceiver):
         self._changed = True  # `_wanted` differs from `_cursors`
         self._follow_lock = threading.Condition()
         self._asked = self._applied = 0  # follow() calls, and how many are read now
-        self._receiving: int | None = None  # the thread in receive()
+        self._receiving: int | None = None  # the thread that calls receive()
+        self._in_receive = False  # that thread is inside it now
         self._has_notify = self._has_list_status = False
+        # Wanted folders found missing and not read yet: read from UID 1, also if the
+        # connection drops before they are (then they look pre-existing).
+        self._missing: set[str] = set()
 
     # -- what to read --------------------------------------------------------------------
     def folders_for(
@@ -106,9 +112,10 @@ class RoutedImapReceiver(ImapReceiver):
     def follow(
         self, topics: frozenset[str], services: frozenset[str], clients: frozenset[str]
     ) -> None:
-        """Read these folders from now on. Returns once the receiving thread reads
-        them (at most FOLLOW_WAIT_S; at once on that thread itself), so mail sent after
-        `ctx.subscription(...)` returned is in a folder being read."""
+        """Read these folders from now on. Returns once they are read, so mail sent
+        after `ctx.subscription(...)` returned is in a folder being read: on the
+        receiving thread (a handler) they are applied at once; from another thread it
+        waits for the receiving thread, at most the IMAP timeout."""
         if self.read_all:
             return
         wanted = self.folders_for(topics, services, clients)
@@ -118,16 +125,46 @@ class RoutedImapReceiver(ImapReceiver):
             self._wanted, self._changed = wanted, True
             self._asked += 1
             asked = self._asked
-        self._woken.set()  # end an IDLE: read the new folders now
         adds = wanted - self._cursors.keys()  # dropping a folder needs no wait
-        if not adds or self._receiving == threading.get_ident() or self._client is None:
+        client = self._client
+        if self._receiving == threading.get_ident():
+            # Between two receive() calls the connection is this thread's: apply now
+            # (inside one, a trace listener's, the receive loop applies it next).
+            if adds and client is not None and not self._in_receive:
+                self._apply_now(client)
+            return
+        self._woken.set()  # end an IDLE: read the new folders now
+        if not adds or client is None:
             return
         with self._follow_lock:
-            self._follow_lock.wait_for(lambda: self._applied >= asked, FOLLOW_WAIT_S)
+            applied = self._follow_lock.wait_for(
+                lambda: self._applied >= asked or self._closed,
+                self.settings.timeout_s,
+            )
+        if not applied:
+            log.warning("folders %s are not read yet: mail sent now may be missed", adds)
+
+    def _apply_now(self, client: imapclient.IMAPClient) -> None:
+        try:
+            if self._idle_until is not None:
+                self._end_idle(client)
+            self._apply_follow(client)
+        except CONNECTION_ERRORS as exc:
+            self._drop(exc)  # the reconnect applies them (missing ones from UID 1)
+        self._next_poll = 0.0
 
     def receive(self, timeout: float | None) -> list[Inbound]:
         self._receiving = threading.get_ident()
-        return super().receive(timeout)
+        self._in_receive = True
+        try:
+            return super().receive(timeout)
+        finally:
+            self._in_receive = False
+
+    def close(self) -> None:
+        super().close()
+        with self._follow_lock:
+            self._follow_lock.notify_all()  # a follow() waiting gives up
 
     @property
     def folders(self) -> list[str]:
@@ -219,16 +256,18 @@ class RoutedImapReceiver(ImapReceiver):
         with self._follow_lock:
             wanted, self._changed, asked = self._wanted, False, self._asked
         new = sorted(wanted - self._cursors.keys())
-        created: set[str] = set()
+        self._missing &= wanted
         if new:
             self._refresh_status(client, new)
-            for folder in new:
-                if folder not in self._status:
-                    # Refused when another participant (or Sieve) created it since.
-                    with contextlib.suppress(imap_errors.IMAPClientError):
-                        client.create_folder(folder)
-                        created.add(folder)
-            if created:
+            missing = [folder for folder in new if folder not in self._status]
+            # Missing now: whoever creates it (we, another participant, or Sieve's
+            # `fileinto :create` with a message inside), all of it is new mail.
+            self._missing.update(missing)
+            for folder in missing:
+                # Refused when another participant (or Sieve) created it since.
+                with contextlib.suppress(imap_errors.IMAPClientError):
+                    client.create_folder(folder)
+            if missing:  # after every CREATE, refused or not: it exists now
                 self._refresh_status(client, new)
         # A new dict, not changes to the old one: `folders` reads it from other threads.
         cursors = {f: c for f, c in self._cursors.items() if f in wanted}
@@ -236,12 +275,14 @@ class RoutedImapReceiver(ImapReceiver):
             status = self._status.get(folder)
             if status is None or b"UIDVALIDITY" not in status:
                 raise imap_errors.IMAPClientError(f"folder {folder} cannot be read")
-            # One we created: all of it; one that existed: what comes from now on.
-            start = 1 if folder in created else status.get(b"UIDNEXT", 1)
+            # One missing at the first look: all of it; one that existed: what comes
+            # from now on.
+            start = 1 if folder in self._missing else status.get(b"UIDNEXT", 1)
             cursor = UidCursor(start, self.cursor.batch)
             cursor.selected(status[b"UIDVALIDITY"], status.get(b"UIDNEXT", 1))
             cursors[folder] = cursor
         self._cursors = cursors
+        self._missing.difference_update(new)
         if self._has_notify and self._notified != wanted:
             self._set_notify(client, wanted)
         with self._follow_lock:
