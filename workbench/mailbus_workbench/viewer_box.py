@@ -18,7 +18,7 @@ from typing import Any
 
 from mailbus.errors import ConfigError
 from mailbus.options import Options
-from mailbus.postoffice.client import PostOfficeClient, PostOfficeError
+from mailbus.postoffice.client import PostOfficeError
 from mailbus.postoffice.transport import SEND_SUFFIX, PostOfficeOptions
 
 # Box names are dotted runs of letters and digits: the suffix is a letter and hex digits.
@@ -69,7 +69,7 @@ def remove_viewer_boxes(options: Options) -> list[str]:
     for name in (opts.box, opts.box + SEND_SUFFIX):
         with (
             contextlib.suppress(PostOfficeError, OSError),
-            PostOfficeClient(opts.host, opts.port, timeout=opts.timeout_s) as client,
+            opts.client() as client,
         ):
             client.check_out(name, opts.password)
             client.remove()

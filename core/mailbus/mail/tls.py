@@ -17,6 +17,7 @@ import pycurl
 
 from mailbus.errors import ConfigError
 from mailbus.mail.kinds import MailKind
+from mailbus.tls import client_context
 from mailbus.trace import Tracer
 
 log = logging.getLogger(__name__)
@@ -51,12 +52,7 @@ def warn_unverified(settings: TlsSettings, server: str, tracer: Tracer | None) -
 
 def ssl_context(settings: TlsSettings) -> ssl.SSLContext:
     """A client context: TLS 1.2 or newer, hostname and chain verified unless disabled."""
-    context = ssl.create_default_context(cafile=settings.ca_file or None)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    if not settings.verify:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
+    return client_context(ca_file=settings.ca_file, verify=settings.verify)
 
 
 def curl_options(settings: TlsSettings) -> list[tuple[int, object]]:

@@ -85,6 +85,14 @@ class Clerk(GetMail, asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
         office = self.office
+        if self.config.plain_refused(self.host):
+            # Answered once, then closed: the client says why (Unsupported).
+            log.warning("%s: plain connection from another host refused (use TLS)", self.peer)
+            office.refused_connections += 1
+            self.transport.write(bytes((ResponseCode.UNSUPPORTED,)))
+            transport.close()
+            self._lost = True
+            return
         if len(office.clerks) >= self.config.max_connections:
             office.refused_connections += 1
             self.transport.write(bytes((ResponseCode.SHUTDOWN,)))

@@ -49,6 +49,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="remove boxes nobody checked out for this long (default a day; 0: never)",
     )
     serve.add_argument("--hash-cost", type=int, default=14, help="scrypt log2(N)")
+    serve.add_argument("--tls-cert", type=Path, default=None, help="serve TLS: certificate (PEM)")
+    serve.add_argument("--tls-key", type=Path, default=None, help="its private key (PEM)")
+    serve.add_argument(
+        "--tls-client-ca",
+        type=Path,
+        default=None,
+        help="mutual TLS: clients must show a certificate signed by this CA",
+    )
+    serve.add_argument(
+        "--allow-plain-remote",
+        action="store_true",
+        help="take plain connections from other hosts too (their password digests "
+        "cross the network readable: see docs/postoffice.md)",
+    )
     serve.add_argument(
         "--trace-log", type=Path, default=None, help="append trace events as JSON lines"
     )
@@ -89,6 +103,10 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         when_full=args.when_full,
         expire_idle_s=args.expire_idle,
         hash_params=HashParams(log2_n=args.hash_cost),
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_client_ca=args.tls_client_ca,
+        allow_plain_remote=args.allow_plain_remote,
     )
 
 
@@ -98,14 +116,26 @@ def run_serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    from mailbus.errors import ConfigError
     from mailbus.postoffice.store import StoreError
 
     config = config_from_args(args)
+    if (config.tls_key or config.tls_client_ca) and config.tls_cert is None:
+        print("error: --tls-key and --tls-client-ca need --tls-cert", file=sys.stderr)
+        return 2
     with contextlib.suppress(ValueError):
-        if not ipaddress.ip_address(config.host).is_loopback:
-            print(f"warning: listening on {config.host}, not loopback", file=sys.stderr)
+        if not ipaddress.ip_address(config.host).is_loopback and config.tls_cert is None:
+            refused = "taken" if config.allow_plain_remote else "refused (use --tls-cert)"
+            print(
+                f"warning: listening on {config.host} without TLS: plain connections from "
+                f"other hosts are {refused}",
+                file=sys.stderr,
+            )
     try:
         asyncio.run(_serve(config, args.trace_log))
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except StoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Iterator
@@ -49,6 +50,7 @@ from mailbus.postoffice.protocol import (
     Timeout,
     check_identifier,
 )
+from mailbus.tls import handshake_hint
 
 
 class PostOfficeError(TransportError):
@@ -141,7 +143,8 @@ class CommTimeout(ResponseError):
 
 
 class Unsupported(ResponseError):
-    """UNSUPPORTED: the daemon does not support this request."""
+    """UNSUPPORTED: the daemon does not support this request (or refuses a plain
+    connection from another host: connect with TLS, tls = true)."""
 
     code = ResponseCode.UNSUPPORTED
 
@@ -190,7 +193,12 @@ class PostOfficeClient:
         timeout: float = 30.0,
         max_letter_bytes: int = 64 * 1024 * 1024,
         pipeline: bool = True,
+        tls: ssl.SSLContext | None = None,
+        server_name: str = "",
     ) -> None:
+        """`tls`: speak the same protocol inside TLS with this client context (see
+        mailbus.tls.client_context); the certificate must be for `server_name` (default:
+        `host`)."""
         self.host = host
         self.port = port
         self.timeout = timeout
@@ -206,12 +214,31 @@ class PostOfficeClient:
         except OSError as exc:
             raise ConnectionLost(f"cannot connect to PostOffice at {host}:{port}: {exc}") from exc
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._answered = False  # a close before any reply gets a hint about TLS
+        if tls is not None:
+            self._sock = self._handshake(self._sock, tls, server_name or host)
         # A blocking socket with kernel timeouts: Python's own socket timeout polls before
         # every recv and send, doubling the system calls per letter.
         self._sock.settimeout(None)
         self._recv_timeout = -1.0
         self._set_timeout(socket.SO_SNDTIMEO, timeout)
         self._set_timeout(socket.SO_RCVTIMEO, timeout)
+
+    def _handshake(
+        self, sock: socket.socket, context: ssl.SSLContext, server_name: str
+    ) -> ssl.SSLSocket:
+        where = f"PostOffice at {self.host}:{self.port}"
+        try:
+            return context.wrap_socket(sock, server_hostname=server_name)
+        except ssl.SSLError as exc:
+            sock.close()
+            raise ConnectionLost(f"TLS with {where} failed: {handshake_hint(exc)}") from None
+        except OSError as exc:
+            sock.close()
+            raise ConnectionLost(
+                f"TLS with {where} failed: the server closed the connection during the "
+                f"handshake ({exc}); does it require a client certificate?"
+            ) from None
 
     def __repr__(self) -> str:
         return f"PostOfficeClient({self.host}:{self.port}, box={self.box!r})"
@@ -271,8 +298,16 @@ class PostOfficeClient:
             try:
                 event = self._proto.next_event()
             except ProtocolError as exc:
+                if not self._answered and not isinstance(sock, ssl.SSLSocket):
+                    raise self._fail(
+                        ProtocolViolation(
+                            f"the daemon's first answer is not PostOffice ({exc}): is it a "
+                            "TLS port? (set tls = true)"
+                        )
+                    ) from exc
                 raise self._fail(ProtocolViolation(str(exc))) from exc
             if isinstance(event, Reply | Mail):
+                self._answered = True
                 if isinstance(event, Reply) and event.response in (
                     ResponseCode.SHUTDOWN,
                     ResponseCode.COMMTIMEOUT,
@@ -280,6 +315,17 @@ class PostOfficeClient:
                     raise self._fail(ERRORS[event.response]())
                 return event
             if isinstance(event, EndOfStream) or event is PAUSED:
+                if not self._answered:
+                    hint = (
+                        "does it require a client certificate? (cert-file)"
+                        if isinstance(sock, ssl.SSLSocket)
+                        else "is it a TLS port? (set tls = true)"
+                    )
+                    raise self._fail(
+                        ConnectionLost(
+                            f"the daemon closed the connection without answering: {hint}"
+                        )
+                    )
                 raise self._fail(ConnectionLost("the daemon closed the connection"))
             assert event is NEED_DATA
             if time.monotonic() >= deadline:
@@ -289,10 +335,21 @@ class PostOfficeClient:
                 self._set_timeout(socket.SO_RCVTIMEO, bound)
             try:
                 data = sock.recv(256 * 1024)
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantReadError):
                 continue  # SO_RCVTIMEO expired: the deadline check above decides
+            except ssl.SSLError as exc:  # TLS 1.3 refuses a client certificate here
+                raise self._fail(ConnectionLost(f"TLS: {handshake_hint(exc)}")) from exc
             except OSError as exc:
                 raise self._fail(ConnectionLost(f"receive failed: {exc}")) from exc
+            if not self._answered and data[:1] == bytes((ResponseCode.UNSUPPORTED,)):
+                # The daemon's one answer to a plain connection it refuses from afar,
+                # whatever was pipelined.
+                raise self._fail(
+                    Unsupported(
+                        "the daemon refuses a plain connection from another host: "
+                        "connect with TLS (tls = true)"
+                    )
+                )
             try:
                 self._proto.receive_data(data)
             except ProtocolError as exc:

@@ -10,6 +10,7 @@ from mailbus.postoffice import store as st
 from mailbus.postoffice.protocol import (
     DEFAULT_PORT,
 )
+from mailbus.tls import is_loopback
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,18 @@ class ServerConfig:
     # instead of queueing.
     hash_queue: int | None = None
     max_buffer_bytes: int = 1024 * 1024  # input a client may send ahead of the replies
+    # TLS: the same protocol inside it. With a client CA, clients must show a certificate
+    # it signed (mutual TLS).
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
+    # Without TLS, a password's digest crosses the network as is (docs/postoffice.md):
+    # plain connections from other hosts are refused unless this says otherwise.
+    allow_plain_remote: bool = False
+
+    def plain_refused(self, peer_host: str) -> bool:
+        """Whether a connection from `peer_host` is refused for being plain."""
+        return self.tls_cert is None and not self.allow_plain_remote and not is_loopback(peer_host)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from mailbus.postoffice.mailbox import Box
 from mailbus.postoffice.protocol import (
     Limits,
 )
+from mailbus.tls import server_context
 from mailbus.trace import Tracer
 
 log = logging.getLogger(__name__)
@@ -76,11 +77,21 @@ class PostOffice:
             letter_ids = letters.get(record.box_id, [])
             self.add_box(Box(record.box_id, record.name, record.secret, letter_ids, now))
         loop = asyncio.get_running_loop()
+        config = self.config
+        tls = None
+        if config.tls_cert is not None:
+            tls = server_context(config.tls_cert, config.tls_key or "", config.tls_client_ca or "")
         self._server = await loop.create_server(
-            lambda: Clerk(self), self.config.host, self.config.port, reuse_address=True
+            lambda: Clerk(self), config.host, config.port, reuse_address=True, ssl=tls
         )
         self.port = self._server.sockets[0].getsockname()[1]
-        log.info("PostOffice on %s:%d, %d mailboxes", self.config.host, self.port, len(self.boxes))
+        log.info(
+            "PostOffice on %s:%d (%s), %d mailboxes",
+            config.host,
+            self.port,
+            "TLS" if tls else "plain: other hosts refused unless --allow-plain-remote",
+            len(self.boxes),
+        )
         await self.housekeeper.start()
         await self.admin.start()
         return self.port

@@ -47,8 +47,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import ssl
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +77,7 @@ from mailbus.postoffice.kinds import PostOfficeKind
 from mailbus.postoffice.protocol import DEFAULT_PORT, IDENTIFIER
 from mailbus.postoffice.routing import send_targets
 from mailbus.registry import TRANSPORTS
+from mailbus.tls import client_context
 from mailbus.trace import Tracer
 from mailbus.transport import EmailReceiver, EmailSender, Inbound, RawEmail, Transport
 
@@ -100,6 +102,16 @@ class PostOfficeOptions:
     observe_responses: bool = True  # responses to the group (observers see them)
     send_queue: int = DEFAULT_MAX_PENDING
     retry_for_s: float = DEFAULT_RETRY_FOR_S
+    # TLS (tls = true): the daemon's certificate is verified against ca-file (else the
+    # system's trust store) for server-name (else host); cert-file/key-file for mutual TLS.
+    tls: ssl.SSLContext | None = field(default=None, repr=False, compare=False)
+    server_name: str = ""
+
+    def client(self) -> PostOfficeClient:
+        """A connection to the daemon these options name."""
+        return PostOfficeClient(
+            self.host, self.port, timeout=self.timeout_s, tls=self.tls, server_name=self.server_name
+        )
 
     @property
     def send_box(self) -> str:
@@ -125,6 +137,12 @@ class PostOfficeOptions:
             "send-queue",
             "retry-for-s",
             "observe-responses",
+            "tls",
+            "ca-file",
+            "tls-verify",
+            "cert-file",
+            "key-file",
+            "server-name",
         }
         unknown = sorted(set(table) - known)
         if unknown:
@@ -182,7 +200,19 @@ class PostOfficeOptions:
             send_queue=send_queue,
             retry_for_s=retry_for,
             observe_responses=get("observe-responses", bool, True),
+            tls=_tls(get) if get("tls", bool, False) else None,
+            server_name=get("server-name", str, ""),
         )
+
+
+def _tls(get: Callable[[str, type, Any], Any]) -> ssl.SSLContext:
+    return client_context(
+        ca_file=get("ca-file", str, ""),
+        verify=get("tls-verify", bool, True),
+        cert_file=get("cert-file", str, ""),
+        key_file=get("key-file", str, ""),
+        key="postoffice",
+    )
 
 
 def box_address(box: str) -> str:
@@ -223,7 +253,7 @@ class _Connection:
             return self.client
         self.client = None
         opts = self.opts
-        client = PostOfficeClient(opts.host, opts.port, timeout=opts.timeout_s)
+        client = opts.client()
         try:
             if opts.create:
                 try:
