@@ -143,9 +143,10 @@ class Journal:
                 fsync_dir(os.path.dirname(self.path))
         return self._fd
 
-    def append(self, record: Record) -> None:
-        """Append `record` and fsync: durable when this returns. On OSError the journal
-        is cut back to what it was, so no damaged record sits before later ones."""
+    def append(self, record: Record) -> int:
+        """Append `record` and fsync: durable when this returns; the journal's size
+        before it. On OSError the journal is cut back to what it was, so no damaged
+        record sits before later ones."""
         fd = self._open()
         data = encode(record)
         # The file's own size, not a count kept here: another FsStorage of this process
@@ -162,6 +163,7 @@ class Journal:
             raise
         self.size = start + len(data)
         self.records += 1
+        return start
 
     def withdraw(self, size_before: int) -> None:
         """Take back the records appended since the file had `size_before` bytes (their

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Sequence
 
 from mailbus.outbox import replay
-from mailbus.outbox.journal import Enqueued, Gone, Journal, Record, encode
+from mailbus.outbox.journal import Enqueued, Gone, Journal, Record
 from mailbus.outbox.layout import JOURNAL
 from mailbus.outbox.storage import Entry, State
 
@@ -36,8 +36,7 @@ class JournaledLayout:
         """The commit point of an enqueue: its journal record, fsynced, then its queue
         links. If a link cannot be made, the record is taken back (and the links)."""
         with self.lock:
-            self._append(record)
-            before = self.journal.size - len(encode(record))
+            before = self._append(record)
             links: list[str] = []
             try:
                 for entry in entries:
@@ -53,16 +52,16 @@ class JournaledLayout:
                 raise
             self._after_record()
 
-    def _append(self, record: Record) -> None:
-        """Append and fsync `record`; on a full disk, checkpoint first (an empty journal
-        frees its space) and try once more."""
+    def _append(self, record: Record) -> int:
+        """Append and fsync `record` (the journal's size before it); on a full disk,
+        checkpoint first (an empty journal frees its space) and try once more."""
         try:
-            self.journal.append(record)
+            return self.journal.append(record)
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
             self._checkpoint()
-            self.journal.append(record)
+            return self.journal.append(record)
 
     def gone(self, ids: Sequence[str]) -> None:
         """Record, durably, that these entries left the queue for good (lock held, the
@@ -88,6 +87,8 @@ class JournaledLayout:
 
     def _checkpoint(self) -> None:
         records = self.journal.read()
+        if self.journal.size == 0:
+            return  # nothing recorded since the last checkpoint
         replay.checkpoint_fsyncs(self.root, records)
         self.journal.reset()
 
