@@ -10,7 +10,8 @@ total cycles over total time, and `ratio` is the median of the rounds' paired ra
     python -m bench.outbox [--quick] [--dir DIR]
 
 The last stdout line is JSON: cycles_per_s, floor_cycles_per_s, ratio (BENCH.md), plus
-ratio_of_totals and the fsyncs per cycle of each.
+ratio_of_totals and the fsyncs per cycle of each. The queue's fsyncs are counted over
+2 x CHECKPOINT_RECORDS cycles and a close, so the journal's checkpoints are included.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from mailbus.email_message import Email, to_bytes
-from mailbus.outbox import fs_storage
 from mailbus.outbox.fs_storage import FsStorage
+from mailbus.outbox.journaled import CHECKPOINT_RECORDS
 from mailbus.outbox.scheduler import Scheduler
 from mailbus.outbox.storage import Destination, Entry, Metadata, Schedule
 
@@ -46,7 +48,7 @@ def progress(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def queue_cycles(directory: Path, cycles: int) -> float:
+def queue_cycles(directory: Path, cycles: int, *, close: bool = False) -> float:
     storage = FsStorage(directory)
     delivered: list[int] = []
 
@@ -64,6 +66,8 @@ def queue_cycles(directory: Path, cycles: int) -> float:
         enqueuer.write(CONTENTS)
         scheduler.add(enqueuer.commit([Destination(metadata, Schedule(0, now, 0, ""))]))
         scheduler.run_due()
+    if close:
+        storage.checkpoint()
     elapsed = time.perf_counter() - start
     if len(delivered) != cycles or os.listdir(storage.data):
         raise RuntimeError("queue run did not deliver and clean up every mail")
@@ -92,21 +96,26 @@ def floor_cycles(directory: Path, cycles: int) -> float:
 
 
 def fsyncs_per_cycle(directory: Path) -> float:
-    """Count os.fsync calls over a few queue cycles."""
-    real = os.fsync
+    """Count fsync and fdatasync calls (of any module) over enough queue cycles to include
+    the journal's checkpoints, and the checkpoint a close does."""
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
     count = 0
 
-    def counting(fd: int) -> None:
-        nonlocal count
-        count += 1
-        real(fd)
+    def counting(real: Callable[[int], None]) -> Callable[[int], None]:
+        def call(fd: int) -> None:
+            nonlocal count
+            count += 1
+            real(fd)
 
-    fs_storage.os.fsync = counting  # type: ignore[assignment]
+        return call
+
+    cycles = 2 * CHECKPOINT_RECORDS  # two records (enqueued, gone) a cycle
+    os.fsync, os.fdatasync = counting(real_fsync), counting(real_fdatasync)
     try:
-        queue_cycles(directory, 20)
+        queue_cycles(directory, cycles, close=True)
     finally:
-        fs_storage.os.fsync = real
-    return count / 20
+        os.fsync, os.fdatasync = real_fsync, real_fdatasync
+    return count / cycles
 
 
 def main() -> int:

@@ -1,6 +1,6 @@
 """PostOffice throughput and latency beside Redis, measured in the same run.
 
-    python -m bench.postoffice [--quick] [--sync full|normal|both]
+    python -m bench.postoffice [--quick] [--pairs N] [--rounds N]
 
 Both systems get the same work from the same kind of clients: sender processes push
 small letters to receiver processes (PostOffice: SENDLETTER / GETMAIL+NEXTLETTER with
@@ -12,7 +12,13 @@ Durability: with `--sync full` (the daemon's default) a letter is fsynced before
 REQGRANTED, stronger than Redis's everysec; with `--sync normal` it is written before
 REQGRANTED and fsynced within a second, which is what everysec promises (the issue's
 bar: on disk no later than Redis's). The headline `letters_per_s` and `ratio` are that
-like-for-like mode (normal); the full-fsync figures are reported beside them.
+like-for-like mode (normal); `ratio_full` is full against everysec.
+
+`--sync full` is also compared with what promises the same: a second redis-server with
+`appendfsync always` (the AOF is fsynced before the answer). 1 and then 8 sender
+processes push to one receiver, taking turns with Redis round after round;
+`full_ratio_to_redis_always_1` and `full_ratio_to_redis_always_8` are the medians of the
+per-round ratios. With 8 senders the commits of concurrent letters share one fsync.
 
 Units: `letters_per_s` and `redis_ops_per_s` both count messages that went all the way
 from a sender to a receiver per second (a Redis "op" here is one LPUSH plus its BRPOP),
@@ -46,6 +52,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 PAYLOAD = 100
+FULL_SENDERS = (1, 8)  # concurrent senders for --sync full against appendfsync always
 
 
 def log(text: str) -> None:
@@ -98,8 +105,9 @@ def start_postoffice(store: Path, sync: str) -> tuple[subprocess.Popen[bytes], i
     return proc, int(match.group(1))
 
 
-def start_redis(directory: Path) -> tuple[subprocess.Popen[bytes], int]:
+def start_redis(directory: Path, fsync: str = "everysec") -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
+    directory.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(
         [
             "redis-server",
@@ -112,7 +120,7 @@ def start_redis(directory: Path) -> tuple[subprocess.Popen[bytes], int]:
             "--appendonly",
             "yes",
             "--appendfsync",
-            "everysec",
+            fsync,
             "--save",
             "",
             "--protected-mode",
@@ -230,6 +238,37 @@ def throughput(
     return pairs * per_sender / (max(finished) - started)
 
 
+def fanin_throughput(
+    kind: str, port: int, senders: int, per_sender: int, prepare: Callable[[list[str]], None]
+) -> float:
+    """`senders` processes send to one receiver at once: how many commits one fsync can
+    cover is what this measures (group commit)."""
+    ctx = mp.get_context("fork")
+    go = ctx.Event()
+    out: Any = ctx.Queue()
+    target = "bench.fanin"
+    prepare([target])
+    sender, receiver = (po_sender, po_receiver) if kind == "po" else (redis_sender, redis_receiver)
+    procs = [ctx.Process(target=receiver, args=(port, target, senders * per_sender, go, out))]
+    procs += [
+        ctx.Process(target=sender, args=(port, 100 + i, target, per_sender, go, out))
+        for i in range(senders)
+    ]
+    for p in procs:
+        p.start()
+    time.sleep(1.0)  # let every worker connect and check out before the clock starts
+    started = time.monotonic()
+    go.set()
+    finished = []
+    for _ in range(senders + 1):
+        what, value = out.get(timeout=600)
+        if what == "done":
+            finished.append(value)
+    for p in procs:
+        p.join(60)
+    return senders * per_sender / (max(finished) - started)
+
+
 def po_prepare(port: int) -> Callable[[list[str]], None]:
     def prepare(names: list[str]) -> None:
         from mailbus.postoffice.client import BoxExists, PostOfficeClient
@@ -321,6 +360,7 @@ def main() -> None:
     per_sender = 1500 if args.quick else 5000
     rounds = args.rounds or (3 if args.quick else 5)
     latency_count = 200 if args.quick else 1000
+    full_letters = 400 if args.quick else 1200  # per round, all senders together
     pairs = args.pairs
     work = Path(tempfile.mkdtemp(prefix="bench-postoffice-"))
     results: dict[str, Any] = {}
@@ -346,6 +386,24 @@ def main() -> None:
                 rate = throughput("po", port, pairs, per_sender, po_prepare(port))
                 rates[sync].append(rate)
                 log(f"round {round_ + 1}: postoffice {sync} {rate:,.0f} letters/s")
+        # --sync full against what promises the same: Redis with appendfsync always
+        # (it fsyncs the AOF before it answers; the writes of one event-loop turn share
+        # that fsync). N senders push to one receiver, taking turns as above.
+        always_proc, always_port = start_redis(work / "redis-always", "always")
+        procs.append(always_proc)
+        log(f"redis-server on {always_port} (appendonly yes, appendfsync always)")
+        full_port = ports["full"]
+        for senders in FULL_SENDERS:
+            count = full_letters // senders
+            for round_ in range(rounds):
+                rate = fanin_throughput("redis", always_port, senders, count, lambda n: None)
+                rates[f"always_{senders}"] = [*rates.get(f"always_{senders}", []), rate]
+                po_rate = fanin_throughput("po", full_port, senders, count, po_prepare(full_port))
+                rates[f"full_{senders}"] = [*rates.get(f"full_{senders}", []), po_rate]
+                log(
+                    f"round {round_ + 1}, {senders} senders: redis always {rate:,.0f} msgs/s, "
+                    f"postoffice full {po_rate:,.0f} letters/s"
+                )
         results["redis_ops_per_s"] = max(rates["redis"])
         results["redis_ops_per_s_rounds"] = [round(r) for r in rates["redis"]]
         for sync in ("normal", "full"):
@@ -373,6 +431,13 @@ def main() -> None:
         results[key] = statistics.median(paired)
         results[f"{key}_rounds"] = [round(x, 3) for x in paired]
     results["ratio_of_best"] = results["letters_per_s"] / results["redis_ops_per_s"]
+    for senders in FULL_SENDERS:
+        always, full = rates[f"always_{senders}"], rates[f"full_{senders}"]
+        paired = [p / r for p, r in zip(full, always, strict=True)]
+        results[f"full_ratio_to_redis_always_{senders}"] = statistics.median(paired)
+        results[f"full_ratio_to_redis_always_{senders}_rounds"] = [round(x, 3) for x in paired]
+        results[f"letters_per_s_full_{senders}"] = statistics.median(full)
+        results[f"redis_always_ops_per_s_{senders}"] = statistics.median(always)
     # Acknowledged letters are written before REQGRANTED and fsynced within a second,
     # as with Redis's appendfsync everysec.
     results["durable"] = True

@@ -28,6 +28,7 @@ class Model:
 
     def expected_tree(self) -> dict[str, str]:
         expected = {name: "dir 700" for name in STATES}
+        expected["journal"] = "file 600"  # the write-ahead journal (outbox/journal.py)
         mails = {e.mail for e in self.entries.values()} | {c.mail for c in self.cleanups.values()}
         for mail in mails:
             expected[f"data/{mail}"] = "dir 700"

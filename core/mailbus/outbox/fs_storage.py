@@ -14,43 +14,47 @@ followed after its target has been checked to be `../data/<uuid>/<uuid>`, so a f
 link can never make the outbox read or delete outside its directory. Directories are
 0700 and files 0600.
 
-Durability (see docs/outbox.md): a mail is committed when its queue link exists; before
-the link is made, the contents, metadata and schedule files and the directories holding
-them are fsynced, and the queue directory is fsynced after it. Files of an uncommitted
-mail are written in place (nobody can see them until the link exists, and start-up
-removes an enqueue that never committed); a schedule of a committed entry is replaced by
-writing `schedule.<uuid>.tmp`, fsync, rename, fsync of the directory. Moving a link
-between states is a rename; the moves whose loss after a power cut would matter (done,
-dead, revive, drop) fsync both directories, while send_start and send_cancel do not:
-losing either leaves the entry queued or in flight, and start-up requeues in-flight
-entries anyway. All writes are issued first, then the fsyncs run concurrently
-(`fsync_together`), so that a journalling file system commits them as one group.
+Durability (see docs/outbox.md): a write-ahead journal (`journal.py`) stands in for
+the layout's fsyncs. An enqueue writes its files in place without fsync, appends one
+record holding the contents, metadata and schedule to `<root>/journal` and fsyncs it
+(the commit point), then makes the queue links. send_done and drop move the link to
+cleanup and append a record saying the entry is gone, fsynced; cleanup then removes
+files without fsync. A checkpoint (every CHECKPOINT_RECORDS records, at start-up and at
+close) fsyncs what the records cover and empties the journal; after a power cut the
+records are replayed onto the layout first (`replay.py`). send_start and send_cancel
+are not made durable: losing either leaves the entry queued or in flight, and start-up
+requeues in-flight entries anyway. The rarer moves (dead, revive, set aside) and a
+reschedule's replacement file fsync their own directories, as the design describes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import stat
-import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from mailbus.outbox import replay
 from mailbus.outbox.files import (
     DIR_MODE,
     create_file,
     fsync_dir,
     fsync_dirs,
-    fsync_together,
     make_dir,
-    open_dir,
     read_file,
     replace_file,
     storage_error,
     write_all,
 )
+from mailbus.outbox.journal import Enqueued, JournaledEntry
+from mailbus.outbox.journaled import JournaledLayout
+from mailbus.outbox.layout import CONTENTS as CONTENTS
+from mailbus.outbox.layout import METADATA, SCHEDULE, STATE_DIRS
+from mailbus.outbox.layout import TARGET_RE as TARGET_RE
+from mailbus.outbox.layout import UUID_RE as UUID_RE
+from mailbus.outbox.layout import new_id as new_id
 from mailbus.outbox.storage import (
     Cleanup,
     CleanupListing,
@@ -66,19 +70,6 @@ from mailbus.outbox.storage import (
     Storage,
     VanishedError,
 )
-
-CONTENTS = "contents"
-METADATA = "metadata"
-SCHEDULE = "schedule"
-STATE_DIRS = tuple(State)
-_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-UUID_RE = re.compile(_UUID)
-TARGET_RE = re.compile(rf"\.\./data/({_UUID})/({_UUID})")
-_TMP_RE = re.compile(rf"(?:{CONTENTS}|{METADATA}|{SCHEDULE})\.{_UUID}\.tmp")
-
-
-def new_id() -> str:
-    return str(uuid.uuid4())
 
 
 class FsEnqueuer(Enqueuer):
@@ -111,56 +102,37 @@ class FsEnqueuer(Enqueuer):
         if not destinations:
             raise ValueError("a mail needs at least one destination")
         storage = self._storage
-        links: list[str] = []
-        fds: list[int] = [self._fd]
-        self._fd = None
-        dest_dirs: list[str] = []
+        fd, self._fd = self._fd, None
         entries: list[Entry] = []
+        journaled: list[JournaledEntry] = []
         try:
-            try:
-                # Issue every write first, then the fsyncs (see the module docstring).
-                for destination in destinations:
-                    dest = new_id()
-                    dest_dir = f"{self._mail_dir}/{dest}"
-                    make_dir(dest_dir)
-                    dest_dirs.append(dest_dir)
-                    for name, data in (
-                        (METADATA, destination.metadata.to_json()),
-                        (SCHEDULE, destination.schedule.to_json()),
-                    ):
-                        fd = create_file(f"{dest_dir}/{name}")
-                        fds.append(fd)
-                        write_all(fd, data)
-                    entries.append(
-                        Entry(
-                            new_id(),
-                            self.mail,
-                            dest,
-                            State.QUEUED,
-                            destination.metadata,
-                            destination.schedule,
-                        )
-                    )
-                # Files and the directories naming them, all durable before the link.
-                for path in (*dest_dirs, self._mail_dir, storage.data_s):
-                    fds.append(open_dir(path))
-                fsync_together(fds)
-            finally:
-                for fd in fds:
-                    os.close(fd)
-            # The commit point: the links appear in queue/.
-            for entry in entries:
-                link = f"{storage.root_s}/{State.QUEUED.value}/{entry.id}"
-                os.symlink(f"../data/{self.mail}/{entry.dest}", link)
-                links.append(link)
-            fsync_dir(f"{storage.root_s}/{State.QUEUED.value}")
+            os.close(fd)
+            # The layout in place, not fsynced: the journal record stands in for it.
+            for destination in destinations:
+                dest = new_id()
+                dest_dir = f"{self._mail_dir}/{dest}"
+                make_dir(dest_dir)
+                metadata = destination.metadata.to_json()
+                schedule = destination.schedule.to_json()
+                for name, data in ((METADATA, metadata), (SCHEDULE, schedule)):
+                    file_fd = create_file(f"{dest_dir}/{name}")
+                    try:
+                        write_all(file_fd, data)
+                    finally:
+                        os.close(file_fd)
+                entry = Entry(
+                    new_id(),
+                    self.mail,
+                    dest,
+                    State.QUEUED,
+                    destination.metadata,
+                    destination.schedule,
+                )
+                entries.append(entry)
+                journaled.append(JournaledEntry(entry.id, dest, metadata, schedule))
+            contents = read_file(f"{self._mail_dir}/{CONTENTS}")
+            storage.wal.commit(Enqueued(self.mail, tuple(journaled), contents), entries)
         except OSError as exc:
-            for link in links:
-                with contextlib.suppress(OSError):
-                    os.unlink(link)
-            if links:
-                with contextlib.suppress(OSError):
-                    fsync_dir(f"{storage.root_s}/{State.QUEUED.value}")
             self.abort()
             raise storage_error(exc, f"commit mail {self.mail}") from exc
         self._done = True
@@ -206,6 +178,28 @@ class FsStorage(Storage):
         if missing:
             listed = ", ".join(f"{name}/" for name in missing)
             raise VanishedError(f"{self.root} is not an outbox (missing {listed})")
+        self.wal = JournaledLayout(self.root_s)
+        if create and not os.path.exists(self.wal.journal.path):
+            try:
+                os.close(os.open(self.wal.journal.path, os.O_WRONLY | os.O_CREAT, 0o600))
+                fsync_dir(self.root)
+            except OSError as exc:
+                raise storage_error(exc, f"create {self.wal.journal.path}") from exc
+
+    def checkpoint(self) -> None:
+        try:
+            self.wal.checkpoint()
+        except OSError as exc:
+            raise storage_error(exc, "checkpoint the journal") from exc
+
+    def replay_journal(self) -> int:
+        try:
+            return self.wal.replay()
+        except OSError as exc:
+            raise storage_error(exc, "replay the journal") from exc
+
+    def close(self) -> None:
+        self.wal.journal.close()
 
     # -- reading entries ----------------------------------------------------------------
     def _target(self, state: State, name: str) -> tuple[str, str]:
@@ -321,10 +315,22 @@ class FsStorage(Storage):
         if isinstance(entry, Entry) and entry.state is not state:
             raise ValueError(f"entry {entry.id} is {entry.state.value}, expected {state.value}")
 
-    def _move(self, entry_id: str, source: State, target: State, *, durable: bool) -> None:
+    def _move(
+        self, entry_id: str, source: State, target: State, *, durable: bool, gone: bool = False
+    ) -> None:
+        """Rename the link; `durable`: fsync both directories; `gone`: record in the
+        journal that the entry left the queue for good (one fsync)."""
         try:
             root = self.root_s
-            os.rename(f"{root}/{source.value}/{entry_id}", f"{root}/{target.value}/{entry_id}")
+            with self.wal.lock:
+                moved = f"{root}/{target.value}/{entry_id}"
+                os.rename(f"{root}/{source.value}/{entry_id}", moved)
+                if gone:
+                    try:
+                        self.wal.gone([entry_id])
+                    except OSError:
+                        os.rename(moved, f"{root}/{source.value}/{entry_id}")  # not done
+                        raise
             if durable:
                 fsync_dirs(f"{root}/{target.value}", f"{root}/{source.value}")
         except FileNotFoundError as exc:
@@ -360,13 +366,13 @@ class FsStorage(Storage):
 
     def send_done(self, entry: Entry) -> Cleanup:
         self._expect(entry, State.INFLIGHT)
-        self._move(entry.id, State.INFLIGHT, State.CLEANUP, durable=True)
+        self._move(entry.id, State.INFLIGHT, State.CLEANUP, durable=False, gone=True)
         return Cleanup(entry.id, entry.mail, entry.dest)
 
     def drop(self, entry: Entry) -> Cleanup:
         if entry.state not in (State.QUEUED, State.INFLIGHT, State.DEAD):
             raise ValueError(f"cannot drop a {entry.state.value} entry")
-        self._move(entry.id, entry.state, State.CLEANUP, durable=True)
+        self._move(entry.id, entry.state, State.CLEANUP, durable=False, gone=True)
         return Cleanup(entry.id, entry.mail, entry.dest)
 
     def dead_letter(self, entry: Entry) -> Entry:
@@ -406,54 +412,18 @@ class FsStorage(Storage):
         try:
             if os.path.lexists(target):
                 target = target.with_name(f"{target.name}.{new_id()}")
-            os.rename(source, target)
+            with self.wal.lock:
+                os.rename(source, target)
+                if UUID_RE.fullmatch(corrupt.name):
+                    self.wal.gone([corrupt.name])  # a replay must not queue it again
             fsync_dirs(self.root / State.CORRUPT, source.parent)
         except FileNotFoundError:
             return
         except OSError as exc:
             raise storage_error(exc, f"set aside {corrupt.state.value}/{corrupt.name}") from exc
 
-    def _referenced(self) -> set[tuple[str, str]]:
-        found: set[tuple[str, str]] = set()
-        for state in STATE_DIRS:
-            for name in self._names(state):
-                try:
-                    target = os.readlink(self.root / state / name)
-                except OSError:
-                    continue
-                match = TARGET_RE.fullmatch(target)
-                if match is not None:
-                    found.add((match.group(1), match.group(2)))
-        return found
-
     def remove_uncommitted(self) -> list[str]:
-        removed: list[str] = []
         try:
-            referenced = self._referenced()
-            for mail in sorted(os.listdir(self.data)):
-                mail_dir = self.data / mail
-                if not UUID_RE.fullmatch(mail) or not mail_dir.is_dir() or mail_dir.is_symlink():
-                    # Not ours: keep it for inspection, out of data/.
-                    os.rename(mail_dir, self.root / State.CORRUPT / f"data.{mail}.{new_id()}")
-                    continue
-                kept = 0
-                for name in os.listdir(mail_dir):
-                    path = mail_dir / name
-                    if name == CONTENTS:
-                        continue
-                    if UUID_RE.fullmatch(name) and (mail, name) in referenced:
-                        kept += 1
-                        for leftover in os.listdir(path):
-                            if _TMP_RE.fullmatch(leftover):
-                                os.unlink(path / leftover)
-                    elif path.is_dir() and not path.is_symlink():
-                        shutil.rmtree(path)
-                    else:
-                        os.unlink(path)
-                if kept == 0:
-                    shutil.rmtree(mail_dir)
-                    removed.append(mail)
-            fsync_dir(self.data)
+            return replay.remove_unreferenced(self.root)
         except OSError as exc:
             raise storage_error(exc, "remove uncommitted enqueues") from exc
-        return removed

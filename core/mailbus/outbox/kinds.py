@@ -51,6 +51,7 @@ class OutboxKind(EventKind):
             "set_aside": Extra(int),
             "queued": Extra(int),
             "dead": Extra(int),
+            "replayed": Extra(int, "entries put back from the journal after a power cut"),
         },
     )
     CLEANED = (

@@ -48,6 +48,7 @@ class RecoveryReport:
     set_aside: tuple[Corrupt, ...]
     queued: int
     dead: int
+    replayed: int = 0  # entries put back from the journal after a power cut
 
 
 class Scheduler:
@@ -136,6 +137,7 @@ class Scheduler:
         entries aside, remove enqueues that never committed, and load the queue."""
         storage = self.storage
         set_aside: list[Corrupt] = []
+        replayed = storage.replay_journal()
         cleanups = storage.find_pending_cleanup()
         for cleanup in cleanups.entries:
             storage.cleanup(cleanup)
@@ -154,6 +156,7 @@ class Scheduler:
             self._set_aside(corrupt)
             set_aside.append(corrupt)
         removed = storage.remove_uncommitted()
+        storage.checkpoint()
         with self.changed:
             self._heap.clear()
             for entry in queue.entries:
@@ -166,6 +169,7 @@ class Scheduler:
             set_aside=tuple(set_aside),
             queued=len(queue.entries),
             dead=len(dead.entries),
+            replayed=replayed,
         )
         self._event(
             OutboxKind.RECOVERED,
@@ -173,7 +177,8 @@ class Scheduler:
                 f"{report.queued} queued ({requeued} were in flight), "
                 f"{report.cleanups_finished} cleanups finished, "
                 f"{report.uncommitted_removed} uncommitted removed, "
-                f"{len(set_aside)} set aside, {report.dead} dead"
+                f"{len(set_aside)} set aside, {report.dead} dead, "
+                f"{replayed} put back from the journal"
             ),
             cleanups_finished=report.cleanups_finished,
             inflight_requeued=requeued,
@@ -181,6 +186,7 @@ class Scheduler:
             set_aside=len(set_aside),
             queued=report.queued,
             dead=report.dead,
+            replayed=replayed,
         )
         return report
 

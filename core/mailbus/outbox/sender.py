@@ -25,7 +25,7 @@ from mailbus.outbox.kinds import OutboxKind
 from mailbus.outbox.lock import OutboxLock
 from mailbus.outbox.retry import RetryPolicy
 from mailbus.outbox.scheduler import RecoveryReport, Scheduler
-from mailbus.outbox.storage import Destination, Entry, Metadata, Schedule
+from mailbus.outbox.storage import Destination, Entry, Metadata, RetryLaterError, Schedule
 from mailbus.trace import Tracer
 from mailbus.transport import EmailReceiver, EmailSender, Inbound, Transport
 
@@ -273,7 +273,15 @@ class OutboxSender(EmailSender):
             self.inner.close()
         finally:
             if self._thread is None or not self._thread.is_alive():
-                self.lock.release()
+                try:
+                    # The next start (or another version) finds the layout durable
+                    # on its own and an empty journal.
+                    self.storage.checkpoint()
+                except RetryLaterError as exc:
+                    log.warning("outbox: %s (the next start replays the journal)", exc)
+                finally:
+                    self.storage.close()
+                    self.lock.release()
 
 
 class QueueingReceiver(EmailReceiver):

@@ -293,6 +293,16 @@ class Storage(abc.ABC):
         """Move an unreadable entry out of the way (to the corrupt state)."""
 
     @abc.abstractmethod
+    def replay_journal(self) -> int:
+        """Bring the stored state in line with the write-ahead journal after a power
+        cut; how many entries were put back. Call first at start-up, under the lock."""
+
+    @abc.abstractmethod
+    def checkpoint(self) -> None:
+        """Make what the journal covers durable without it, and empty it. Call under
+        the lock (after recovery, and before releasing it)."""
+
+    @abc.abstractmethod
     def remove_uncommitted(self) -> list[str]:
         """Remove data no entry refers to (enqueues that never committed, leftovers of
         an interrupted cleanup, temporary files). Returns the mail ids removed. Only

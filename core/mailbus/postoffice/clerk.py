@@ -7,7 +7,6 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from mailbus.postoffice import store as st
 from mailbus.postoffice.auth import Verdict
 from mailbus.postoffice.getmail import GetMail
 from mailbus.postoffice.kinds import PostOfficeKind
@@ -34,7 +33,7 @@ from mailbus.postoffice.protocol import (
 )
 
 if TYPE_CHECKING:
-    from mailbus.postoffice.office import PostOffice
+    from mailbus.postoffice.desk import ClerkDesk
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +46,13 @@ class Clerk(GetMail, asyncio.Protocol):
     connection and no future per message: that is what keeps the daemon's cost per
     letter low."""
 
-    def __init__(self, office: PostOffice) -> None:
-        self.office = office
-        self.config = office.config
+    desk: ClerkDesk  # the office, seen through what a clerk needs
+
+    def __init__(self, desk: ClerkDesk) -> None:
+        self.desk = desk
+        self.config = desk.config
         self.loop = asyncio.get_running_loop()
-        self.proto = ServerProtocol(office.limits)
+        self.proto = ServerProtocol(desk.limits)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.host = "?"  # the peer's address without the port: back-off is per host
@@ -64,7 +65,7 @@ class Clerk(GetMail, asyncio.Protocol):
         self._closing = False
         self._write_paused = False
         self._read_paused = False
-        self._pause_above = office.limits.max_buffer_bytes // 2
+        self._pause_above = desk.limits.max_buffer_bytes // 2
         self._clock = 0.0  # when the client last sent, or we last answered
         self._timer: asyncio.TimerHandle | None = None
         # Per-request scratch: the name (or why it was refused).
@@ -84,22 +85,18 @@ class Clerk(GetMail, asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
-        office = self.office
         if self.config.plain_refused(self.host):
             # Answered once, then closed: the client says why (Unsupported).
             log.warning("%s: plain connection from another host refused (use TLS)", self.peer)
-            office.refused_connections += 1
             self.transport.write(bytes((ResponseCode.UNSUPPORTED,)))
             transport.close()
             self._lost = True
             return
-        if len(office.clerks) >= self.config.max_connections:
-            office.refused_connections += 1
+        if not self.desk.admit(self):
             self.transport.write(bytes((ResponseCode.SHUTDOWN,)))
             transport.close()
             self._lost = True
             return
-        office.clerks.add(self)
         self._clock = self.loop.time()
         self._timer = self.loop.call_later(self.config.comm_timeout_s, self._check_stall)
 
@@ -133,7 +130,7 @@ class Clerk(GetMail, asyncio.Protocol):
                 timer.cancel()
         self._waiting_mail = False
         self._release("connection closed")
-        self.office.clerks.discard(self)
+        self.desk.dismiss(self)
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -193,7 +190,7 @@ class Clerk(GetMail, asyncio.Protocol):
         now = self.loop.time()
         waiting_on_us = self._busy or self._write_paused  # a slow reader is not a stall
         if self.proto.mid_command and not waiting_on_us and now - self._clock >= limit:
-            self.office.trace(
+            self.desk.trace(
                 PostOfficeKind.TIMEOUT,
                 name=self.box.name if self.box else "",
                 detail=f"no data from {self.peer} within {limit} s",
@@ -224,7 +221,7 @@ class Clerk(GetMail, asyncio.Protocol):
                 return
             self._resume()
 
-        self.office.spawn(run())
+        self.desk.spawn(run())
 
     # -- the clerk's loop ----------------------------------------------------------------
     def _process(self) -> None:
@@ -324,27 +321,27 @@ class Clerk(GetMail, asyncio.Protocol):
     async def _create_box(self, digest: bytes) -> None:
         # Every refusal is BOXEXISTS, the only one ERRATA allows after CREATEBOX; the
         # log and the trace say why.
-        name, office = self._name, self.office
+        name, desk = self._name, self.desk
         if name is None:
-            office.refuse_box("", f"invalid name: {self._name_error}", self.peer)
+            desk.refuse_box("", f"invalid name: {self._name_error}", self.peer)
             self._reply(ResponseCode.BOXEXISTS)
             return
         allowed = self._created < self.config.max_boxes_per_connection
-        if await office.create_box(name, digest, self.peer, allowed):
+        if await desk.create_box(name, digest, self.peer, allowed):
             self._created += 1
             self._reply(ResponseCode.REQGRANTED)
         else:
             self._reply(ResponseCode.BOXEXISTS)
 
     async def _check_out(self, digest: bytes) -> None:
-        office, name = self.office, self._name
-        box = office.boxes.get(name) if name is not None else None
+        desk, name = self.desk, self._name
+        box = desk.box(name) if name is not None else None
         if box is None:
             self._reply(ResponseCode.NONEXISTBOX)
             return
         if not await self._verify(box, digest):
             return  # answered NOAUTH
-        if box.removed or office.boxes.get(box.name) is not box:
+        if box.removed or desk.box(box.name) is not box:
             self._reply(ResponseCode.NONEXISTBOX)
         elif box.holder is not None or self._lost:
             self._reply(ResponseCode.BOXINUSE)
@@ -353,14 +350,12 @@ class Clerk(GetMail, asyncio.Protocol):
             box.idle_since = None
             self.box = box
             self._digest = digest
-            office.trace(PostOfficeKind.CHECKED_OUT, name=box.name, extra={"peer": self.peer})
+            desk.trace(PostOfficeKind.CHECKED_OUT, name=box.name, extra={"peer": self.peer})
             self._reply(ResponseCode.REQGRANTED)
 
     async def _verify(self, box: Box, digest: bytes) -> bool:
         """Check a password (see `Gatekeeper.verify`); a refusal is answered here."""
-        verdict = await self.office.gate.verify(
-            box, digest, self.host, self.peer, lambda: self._lost
-        )
+        verdict = await self.desk.verify(box, digest, self.host, self.peer, lambda: self._lost)
         if verdict is Verdict.GRANTED:
             return True
         if verdict is not Verdict.GONE:
@@ -378,32 +373,32 @@ class Clerk(GetMail, asyncio.Protocol):
         self._in_flight = None
         if box.holder is self:
             box.holder = None
-            box.idle_since = self.office.clock()
-            self.office.trace(PostOfficeKind.RETURNED, name=box.name, detail=reason)
+            box.idle_since = self.desk.clock()
+            self.desk.trace(PostOfficeKind.RETURNED, name=box.name, detail=reason)
 
     async def _remove_box(self) -> None:
-        box, office = self.box, self.office
+        box, desk = self.box, self.desk
         assert box is not None
-        if box.removed or office.boxes.get(box.name) is not box:
+        if box.removed or desk.box(box.name) is not box:
             self._release("removed")
             self._reply(ResponseCode.NONEXISTBOX)
             return
         # Only the box this connection checked out, and only with its password.
         if not await self._verify(box, self._digest):
             return  # answered NOAUTH
-        removed = await office.housekeeper.remove(box, "removed by its holder")
+        removed = await desk.remove_box(box, "removed by its holder")
         self._release("removed")
         self._reply(ResponseCode.REQGRANTED if removed else ResponseCode.NONEXISTBOX)
 
     async def _empty_box(self, box: Box) -> None:
-        await self.office.housekeeper.empty(box)
+        await self.desk.empty_box(box)
         self._in_flight = None
         self._reply(ResponseCode.REQGRANTED)
 
     # -- letters -------------------------------------------------------------------------
     def _send_letter(self, event: Payload | OversizedPayload) -> None:
-        office, sender, config = self.office, self.box, self.config
-        assert sender is not None and office.committer is not None
+        desk, sender, config = self.desk, self.box, self.config
+        assert sender is not None
         name, reason = self._name, ""
         targets: list[Box] = []
         if isinstance(event, OversizedPayload):
@@ -411,7 +406,7 @@ class Clerk(GetMail, asyncio.Protocol):
         elif name is None:
             reason = f"invalid recipient: {self._name_error}"
         else:
-            targets, reason = office.route_letter(name, sender.name)
+            targets, reason = desk.route_letter(name, sender.name)
         if reason or not isinstance(event, Payload):
             log.debug("%s: DELFAIL: %s", self.peer, reason)
             self._reply(ResponseCode.DELFAIL)
@@ -428,16 +423,14 @@ class Clerk(GetMail, asyncio.Protocol):
                 if letter_id is None or box.removed:
                     continue
                 delivered += 1
-                office.letter_stored(box, letter_id, sender.name, data, name)
+                desk.letter_stored(box, letter_id, sender.name, data, name)
             if self._lost:
                 return
             self._reply(ResponseCode.REQGRANTED if delivered else ResponseCode.DELFAIL)
             self._resume()
 
         self._busy = True
-        office.committer.submit(
-            st.op_add_letter([b.box_id for b in targets], sender.name, data), stored
-        )
+        desk.store_letter(targets, sender.name, data, stored)
 
 
 _HANDLERS: dict[type, Callable[[Clerk, Any], None]] = {

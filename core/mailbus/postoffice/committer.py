@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from mailbus.postoffice import store as st
@@ -23,13 +24,77 @@ CHECKPOINT_BATCHES = 500
 FORGET_DELAY_S = 0.05
 
 
+class GroupSync:
+    """Acknowledgments that wait for an fsync of the WAL ("full" mode).
+
+    `after_sync(waiters)` runs each `done(result, None)` once an fsync that started after
+    the call has returned (the caller calls it right after the commit those waiters
+    are for). One fsync runs at a time, on the committer's executor; whoever commits
+    while it runs waits for the next one, which then covers all of them (group commit):
+    with N concurrent senders, about N letters share an fsync. The fsync's completion
+    comes back to the loop with one `call_soon_threadsafe`."""
+
+    def __init__(
+        self,
+        sync: Callable[[], None],
+        loop: asyncio.AbstractEventLoop,
+        executor: ThreadPoolExecutor,
+    ) -> None:
+        self.sync = sync  # the fsync (public: a test holds it to see who waits for it)
+        self._loop = loop
+        self._executor = executor
+        self._waiting: list[tuple[Done, Any]] = []
+        self._running: Future[None] | None = None
+        self._idle: asyncio.Event | None = None
+        self.rounds = 0  # fsyncs made for acknowledgments
+
+    @property
+    def busy(self) -> bool:
+        return self._running is not None
+
+    def after_sync(self, waiters: list[tuple[Done, Any]]) -> None:
+        self._waiting.extend(waiters)
+        self._start()
+
+    def _start(self) -> None:
+        if self._running is not None or not self._waiting:
+            return
+        waiting, self._waiting = self._waiting, []
+        self.rounds += 1
+        running = self._executor.submit(self.sync)
+        self._running = running
+
+        def back_on_loop(_: Future[None]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                self._loop.call_soon_threadsafe(self._synced, running, waiting)
+
+        running.add_done_callback(back_on_loop)
+
+    def _synced(self, running: Future[None], waiting: list[tuple[Done, Any]]) -> None:
+        self._running = None
+        error = running.exception()
+        if error is not None:
+            log.error("%s", error)
+        for done, result in waiting:
+            done(result, error)
+        self._start()
+        if self._running is None and self._idle is not None:
+            self._idle.set()
+
+    async def drain(self) -> None:
+        """Until every waiter has been answered."""
+        while self._running is not None:
+            self._idle = asyncio.Event()
+            await self._idle.wait()
+
+
 class Committer:
     """Group commit on the event loop. Writes submitted while the loop handles one round
     of events share a transaction, run by a callback scheduled for the end of that
     round. In "full" mode their callbacks run only after an fsync of the WAL that
-    started after their commit; the fsync runs in the executor, and every batch that
-    commits meanwhile waits for the next one, so one fsync covers many batches. In
-    "normal" mode they run at commit and the WAL is fsynced within a second."""
+    started after their commit (GroupSync: one fsync covers every batch committed while
+    the previous one ran). In "normal" mode they run at commit and the WAL is fsynced
+    within a second."""
 
     def __init__(self, store: st.Store, loop: asyncio.AbstractEventLoop) -> None:
         self.store = store
@@ -42,8 +107,7 @@ class Committer:
         self._deletes: list[int] = []
         self._forget_timer: asyncio.TimerHandle | None = None
         self._scheduled = False
-        self._unsynced: list[tuple[Done, Any]] = []
-        self._syncing: asyncio.Future[None] | None = None
+        self.group_sync = GroupSync(store.sync_wal, loop, self.executor)
         self._dirty_timer: asyncio.TimerHandle | None = None
         self._maintaining = False
         self._maintenance: asyncio.Future[None] | None = None
@@ -111,29 +175,11 @@ class Committer:
         if self.store.batches - self._batches_at_checkpoint >= CHECKPOINT_BATCHES:
             self._maintain()  # keep the WAL short under load too
         if self.full:
-            self._unsynced.extend(pairs)
-            self._start_sync()
+            # Before any answer goes out: the fsync that covers this commit.
+            self.group_sync.after_sync(pairs)
             return
         for done, result in pairs:
             done(result, None)
-
-    def _start_sync(self) -> None:
-        if self._syncing is not None or not self._unsynced:
-            return
-        waiting, self._unsynced = self._unsynced, []
-        syncing = self.loop.run_in_executor(self.executor, self.store.sync_wal)
-        self._syncing = syncing
-
-        def synced(_: object) -> None:
-            self._syncing = None
-            error = syncing.exception()
-            if error is not None:
-                log.error("%s", error)
-            for done, result in waiting:
-                done(result, error)
-            self._start_sync()
-
-        syncing.add_done_callback(synced)
 
     def _periodic_sync(self) -> None:
         """Within a second of a commit: fsync the WAL ("normal" mode's promise) and
@@ -169,8 +215,7 @@ class Committer:
             self._forget_timer.cancel()
             self._forget_timer = None
         self._commit()
-        while self._syncing is not None:
-            await asyncio.shield(self._syncing)
+        await self.group_sync.drain()
         if self._maintenance is not None:  # the store closes next: let it finish
             await asyncio.gather(self._maintenance, return_exceptions=True)
         if self._dirty_timer is not None:

@@ -8,19 +8,18 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from mailbus.postoffice import store as st
 from mailbus.postoffice.kinds import PostOfficeKind
 from mailbus.postoffice.protocol import Mail, Reply, RequestCode, ResponseCode
 
 if TYPE_CHECKING:
+    from mailbus.postoffice.desk import MailDesk
     from mailbus.postoffice.mailbox import Box
-    from mailbus.postoffice.office import PostOffice
 
 
 class GetMail:
     """The GETMAIL half of `Clerk` (a mixin: the clerk provides what is declared here)."""
 
-    office: PostOffice
+    desk: MailDesk
     loop: asyncio.AbstractEventLoop
     box: Box | None
     _busy: bool
@@ -44,7 +43,7 @@ class GetMail:
     def _start_mail(self, milliseconds: int) -> None:
         box = self.box
         assert box is not None
-        self.office.getmail_requests += 1
+        self.desk.getmail_served()
         wait = max(0, milliseconds) / 1000.0
         self._deadline = self.loop.time() + wait
         self._in_flight = None
@@ -60,15 +59,12 @@ class GetMail:
         before it means the letter comes again, never that it is lost); SATIATED does,
         and commits happen in order, so after its REQGRANTED every letter taken in that
         GETMAIL is gone for good."""
-        committer = self.office.committer
-        assert committer is not None
+        desk = self.desk
         letter_id, self._in_flight = self._in_flight, None
         box = self.box
         if letter_id is not None and box is not None:
             if box.letters and box.letters[0] == letter_id:
                 box.letters.popleft()
-            self.office.uncache(letter_id)
-            operation = st.op_delete_letters([letter_id])
             if request is RequestCode.SATIATED:
                 self._busy = True
 
@@ -77,9 +73,9 @@ class GetMail:
                         self._reply(ResponseCode.REQGRANTED)
                         self._resume()
 
-                committer.submit(operation, deleted)
+                desk.take_letter(letter_id, deleted)
                 return
-            committer.forget(letter_id)
+            desk.take_letter(letter_id, None)
         if request is RequestCode.SATIATED:
             self._reply(ResponseCode.REQGRANTED)
             return
@@ -106,14 +102,14 @@ class GetMail:
         assert box is not None
         while box.letters:
             letter_id = box.letters[0]
-            letter = self.office.letter(letter_id)
+            letter = self.desk.letter(letter_id)
             if letter is None:  # emptied meanwhile
                 box.letters.popleft()
                 continue
             self._in_flight = letter_id
             self._send(Mail(letter[0], letter[1]))
-            if self.office.tracer.active:
-                self.office.trace(
+            if self.desk.tracing:
+                self.desk.trace(
                     PostOfficeKind.LETTER_OUT,
                     name=box.name,
                     size=len(letter[1]),

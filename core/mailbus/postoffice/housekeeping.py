@@ -16,21 +16,21 @@ from mailbus.postoffice import store as st
 from mailbus.postoffice.kinds import PostOfficeKind
 
 if TYPE_CHECKING:
+    from mailbus.postoffice.desk import HousekeepingDesk
     from mailbus.postoffice.mailbox import Box
-    from mailbus.postoffice.office import PostOffice
 
 log = logging.getLogger(__name__)
 
 
 class Housekeeper:
-    def __init__(self, office: PostOffice) -> None:
-        self.office = office
+    def __init__(self, desk: HousekeepingDesk) -> None:
+        self.desk = desk
         self._timer: asyncio.TimerHandle | None = None
         self.expired = 0  # boxes removed for idleness since start
         self.dropped = 0  # letters dropped at the cap since start
 
     async def start(self) -> None:
-        if self.office.config.expire_idle_s > 0:
+        if self.desk.config.expire_idle_s > 0:
             self._schedule()
 
     async def stop(self) -> None:
@@ -39,7 +39,7 @@ class Housekeeper:
             self._timer = None
 
     def _schedule(self) -> None:
-        interval = lifecycle.sweep_interval(self.office.config.expire_idle_s)
+        interval = lifecycle.sweep_interval(self.desk.config.expire_idle_s)
         self._timer = asyncio.get_running_loop().call_later(interval, self._tick)
 
     def _tick(self) -> None:
@@ -53,18 +53,17 @@ class Housekeeper:
     def sweep(self) -> list[str]:
         """Remove every box idle past `expire_idle_s` now (by the office's clock); their
         names. The removal commits with the next batch."""
-        office = self.office
-        assert office.committer is not None
-        now = office.clock()
-        limit = office.config.expire_idle_s
+        desk = self.desk
+        now = desk.clock()
+        limit = desk.config.expire_idle_s
         names = lifecycle.expired(
-            ((box.name, box.idle_since) for box in office.boxes.values()), now, limit
+            ((box.name, box.idle_since) for box in desk.boxes.values()), now, limit
         )
         for name in names:
-            box = office.boxes[name]
+            box = desk.boxes[name]
             idle = lifecycle.idle_seconds(box.idle_since, now) or 0.0
             self._forget(box, f"expired: idle for {idle:.0f} s (limit {limit:.0f} s)")
-            office.committer.submit(st.op_remove_box(box.box_id))
+            desk.submit(st.op_remove_box(box.box_id))
             self.expired += 1
         if names:
             log.info("expired %d idle mailboxes: %s", len(names), ", ".join(names[:10]))
@@ -74,7 +73,7 @@ class Housekeeper:
     def make_room(self, box: Box) -> bool:
         """Room for one more letter in `box` (see `lifecycle.make_room`): drop its
         oldest letters if the policy says so; False if the letter must be refused."""
-        config = self.office.config
+        config = self.desk.config
         holder = box.holder
         in_flight = bool(box.letters) and holder is not None and holder.in_flight == box.letters[0]
         room = lifecycle.make_room(
@@ -85,21 +84,20 @@ class Housekeeper:
         return room.accept
 
     def _drop_oldest(self, box: Box, count: int, *, keep_first: bool) -> None:
-        office = self.office
-        assert office.committer is not None
+        desk = self.desk
         first = box.letters.popleft() if keep_first else None
         dropped = [box.letters.popleft() for _ in range(count)]
         if first is not None:
             box.letters.appendleft(first)
         for letter_id in dropped:
-            office.uncache(letter_id)
-        office.committer.submit(st.op_delete_letters(dropped))
+            desk.uncache(letter_id)
+        desk.submit(st.op_delete_letters(dropped))
         box.dropped += count
         self.dropped += count
-        office.trace(
+        desk.trace(
             PostOfficeKind.LETTERS_DROPPED,
             name=box.name,
-            detail=f"mailbox full ({office.config.max_letters_per_box}): oldest dropped",
+            detail=f"mailbox full ({desk.config.max_letters_per_box}): oldest dropped",
             extra={"count": count, "dropped": box.dropped},
         )
 
@@ -107,29 +105,29 @@ class Housekeeper:
     async def empty(self, box: Box, by: str = "its holder") -> int:
         """Delete every letter of `box`; how many there were. Memory first, so that
         letters stored after the delete stay in both."""
-        office = self.office
+        desk = self.desk
         count = len(box.letters)
         for letter_id in box.letters:
-            office.uncache(letter_id)
+            desk.uncache(letter_id)
         box.letters.clear()
-        await office.write(st.op_empty_box(box.box_id))
-        office.trace(
+        await desk.write(st.op_empty_box(box.box_id))
+        desk.trace(
             PostOfficeKind.BOX_EMPTIED, name=box.name, detail=f"by {by}", extra={"letters": count}
         )
         return count
 
     async def remove(self, box: Box, reason: str) -> bool:
         """Remove `box` and its letters; False if the store had no such box any more."""
-        removed = await self.office.write(st.op_remove_box(box.box_id))
+        removed = await self.desk.write(st.op_remove_box(box.box_id))
         self._forget(box, reason)
         return bool(removed)
 
     def _forget(self, box: Box, reason: str) -> None:
-        office = self.office
+        desk = self.desk
         count = len(box.letters)
         for letter_id in box.letters:
-            office.uncache(letter_id)
-        office.drop_box(box)
-        office.trace(
+            desk.uncache(letter_id)
+        desk.drop_box(box)
+        desk.trace(
             PostOfficeKind.BOX_REMOVED, name=box.name, detail=reason, extra={"letters": count}
         )

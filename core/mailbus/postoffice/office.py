@@ -11,10 +11,11 @@ from typing import Any, TypeVar
 from mailbus.postoffice import lifecycle, routing
 from mailbus.postoffice import store as st
 from mailbus.postoffice.admin import AdminServer
-from mailbus.postoffice.auth import Gatekeeper, HashPoolFull
+from mailbus.postoffice.auth import Gatekeeper, HashPoolFull, Verdict
 from mailbus.postoffice.clerk import Clerk
 from mailbus.postoffice.committer import Committer
 from mailbus.postoffice.config import BoxStatus, ServerConfig
+from mailbus.postoffice.desk import Done, Operation
 from mailbus.postoffice.housekeeping import Housekeeper
 from mailbus.postoffice.kinds import PostOfficeKind
 from mailbus.postoffice.mailbox import Box
@@ -29,7 +30,9 @@ T = TypeVar("T")
 
 
 class PostOffice:
-    """The daemon: mailboxes, the store and the listening socket."""
+    """The daemon: mailboxes, the store and the listening socket. Its collaborators see
+    it through the narrow Protocols of `desk` (ClerkDesk, HousekeepingDesk), never
+    its fields."""
 
     def __init__(
         self,
@@ -128,6 +131,51 @@ class PostOffice:
         assert self.committer is not None
         result: T = await self.committer.wait(operation)
         return result
+
+    def submit(self, operation: Operation) -> None:
+        """Run a store operation in the next group commit; nobody waits for it."""
+        assert self.committer is not None
+        self.committer.submit(operation)
+
+    # -- what a clerk asks of the office (desk.ClerkDesk) ----------------------------------
+    def admit(self, clerk: Clerk) -> bool:
+        if len(self.clerks) >= self.config.max_connections:
+            self.refused_connections += 1
+            return False
+        self.clerks.add(clerk)
+        return True
+
+    def dismiss(self, clerk: Clerk) -> None:
+        self.clerks.discard(clerk)
+
+    def box(self, name: str) -> Box | None:
+        return self.boxes.get(name)
+
+    async def verify(
+        self, box: Box, digest: bytes, host: str, peer: str, gone: Callable[[], bool]
+    ) -> Verdict:
+        return await self.gate.verify(box, digest, host, peer, gone)
+
+    async def remove_box(self, box: Box, reason: str) -> bool:
+        return await self.housekeeper.remove(box, reason)
+
+    async def empty_box(self, box: Box) -> int:
+        return await self.housekeeper.empty(box)
+
+    def store_letter(self, targets: list[Box], sender: str, data: bytes, done: Done) -> None:
+        assert self.committer is not None
+        self.committer.submit(st.op_add_letter([b.box_id for b in targets], sender, data), done)
+
+    def take_letter(self, letter_id: int, done: Done | None) -> None:
+        assert self.committer is not None
+        self.uncache(letter_id)
+        if done is None:
+            self.committer.forget(letter_id)
+        else:
+            self.committer.submit(st.op_delete_letters([letter_id]), done)
+
+    def getmail_served(self) -> None:
+        self.getmail_requests += 1
 
     def add_box(self, box: Box) -> None:
         self.boxes[box.name] = box
@@ -232,6 +280,10 @@ class PostOffice:
         letter = self.cache.pop(letter_id, None)
         if letter is not None:
             self.cache_bytes -= len(letter[1])
+
+    @property
+    def tracing(self) -> bool:
+        return self.tracer.active
 
     def trace(self, kind: str, **fields: Any) -> None:
         if self.tracer.active:
