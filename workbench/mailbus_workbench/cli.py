@@ -12,15 +12,15 @@ from mailbus_workbench import serve
 
 
 def _workbench(args: argparse.Namespace) -> int:
-    from mailbus_workbench.app import run_app
+    from mailbus_workbench.launch import run_app
 
-    return run_app(config=args.config, viewer=args.viewer)
+    return run_app(config=args.config, viewer=args.viewer, layout=args.layout)
 
 
 def _open(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from mailbus_workbench.app import run_app
+    from mailbus_workbench.launch import run_app
 
     if not Path(args.session).is_dir():
         print(f"mailbus open: no session directory {args.session}", file=sys.stderr)
@@ -36,6 +36,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="one of several workbenches on one system: a PostOffice box of its own "
         "(what `mailbus serve` runs per browser tab)",
+    )
+    parser.add_argument(
+        "--layout",
+        metavar="NAME",
+        help="open the workbench on a saved layout (the palette's 'Save layout as…'); "
+        "without it, the layout this config had at the last quit",
     )
     serve.register(sub)
     opener = sub.add_parser("open", help="open a recorded session in the workbench")
