@@ -28,6 +28,15 @@ def _open(args: argparse.Namespace) -> int:
     return run_app(config=args.config, session=args.session)
 
 
+def _notebook(args: argparse.Namespace) -> int:
+    from mailbus.notebook.launch import run_notebook
+
+    extra = ["--no-browser"] if args.no_browser else []
+    if args.port is not None:
+        extra.append(f"--port={args.port}")
+    return run_notebook(args.config, args.dir, extra)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser, sub = build_parser()
     parser.set_defaults(handler=_workbench)
@@ -47,6 +56,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     opener = sub.add_parser("open", help="open a recorded session in the workbench")
     opener.add_argument("session", help="session directory (see `mailbus record`)")
     opener.set_defaults(handler=_open)
+    notebook = sub.add_parser(
+        "notebook",
+        help="open JupyterLab on a live notebook attached to the demo or --config's system "
+        "(pip install 'mailbus[notebook]')",
+    )
+    # Also after the command (`mailbus notebook --config FILE`); SUPPRESS keeps the
+    # top-level one when it is not given here.
+    notebook.add_argument(
+        "--config", metavar="FILE.toml", default=argparse.SUPPRESS, help="options file"
+    )
+    notebook.add_argument("--dir", default=".", help="where the notebook is written")
+    notebook.add_argument("--port", type=int, default=None, help="JupyterLab's port")
+    notebook.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    notebook.set_defaults(handler=_notebook)
     args = parser.parse_args(argv)
     return run(args, parser)
 
