@@ -102,6 +102,24 @@ def test_mailbus_notebook_opens_jupyterlab_on_a_live_monitor_of_the_demo(tmp_pat
             eventually(lambda: kernel_idle(url), 60, "the cells to finish", longest_pause=POLL_S)
             no_errors(page)
             assert "demo/add: answered" in page.locator(".mailbus-result").first.inner_text()
+            # The README's picture: a topic inspected, ten seconds of charts, a value hovered.
+            page.locator(".mailbus-monitor tr.mailbus-topic[data-topic='robot/pose']").click()
+            eventually(
+                lambda: topic_counts(page)["robot/pose"] > 200,
+                60,
+                "ten seconds of robot/pose",
+                longest_pause=POLL_S,
+            )
+            chart = page.locator(".mailbus-monitor svg.mailbus-chart").first
+            bounds = chart.bounding_box()
+            assert bounds is not None
+            page.mouse.move(bounds["x"] + bounds["width"] * 0.8, bounds["y"] + bounds["height"] / 3)
+            hover = page.locator(".mailbus-monitor .mailbus-hover").first
+            eventually(lambda: " = " in hover.inner_text(), 10, "a hovered value")
+            shots = Path(os.environ.get("MAILBUS_NOTEBOOK_SHOTS") or tmp_path)
+            page.locator(".mailbus-monitor").first.screenshot(
+                path=str(shots / "notebook-monitor.png")
+            )
 
 
 def start_daemon(tmp_path: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int]:

@@ -234,3 +234,13 @@ def test_each_config_remembers_its_own(tmp_path: Path) -> None:
     assert config_key(None) == "demo"
     assert config_key(str(a)) != config_key(str(b))
     assert config_key(str(a)).startswith("mailbus-")
+
+
+async def test_a_layout_name_not_saved_is_said_and_the_workbench_starts() -> None:
+    store().save_named("poses", Layout(view="plot"))
+    app = fixed_app(layouts=store(), layout="posse")
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: any("posse" in m for m in notified(app)), "the error")
+        message = next(m for m in notified(app) if "posse" in m)
+        assert "no layout named 'posse' (saved: poses)" in message
+        assert shown_tab(app) == "topics"

@@ -255,7 +255,8 @@ class MonitorModel:
                 topics.append(
                     {"topic": name, "count": topic.count, "bytes": topic.bytes, "rate_hz": rate}
                 )
-                rates[name] = _per_second(times, now, self.window_s)
+                # Only the seconds watched: before the start there is no zero to draw.
+                rates[name] = _per_second(times, now, max(1.0, span))
             latest = self._topics.get(selected)
             message = self._message_view(latest, now) if latest is not None else None
             series = {

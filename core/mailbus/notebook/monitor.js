@@ -60,12 +60,14 @@ function num(v) {
   return Number(v.toPrecision(4)).toString();
 }
 
+// Round values from lo to hi, about n of them; at least the two ends.
 function ticks(lo, hi, n) {
   const span = hi - lo || Math.abs(hi) || 1;
   const raw = span / n, mag = Math.pow(10, Math.floor(Math.log10(raw)));
   const step = [1, 2, 5, 10].map((m) => m * mag).find((x) => x >= raw);
-  const out = [];
-  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(Number(v.toPrecision(12)));
+  const first = Math.ceil(lo / step - 1e-9), out = [];
+  for (let i = first; i * step <= hi + step * 1e-9 && out.length <= 2 * n; i++) out.push(Number((i * step).toPrecision(12)));
+  if (out.length < 2) return [Number(lo.toPrecision(6)), Number(hi.toPrecision(6))];
   return out;
 }
 
