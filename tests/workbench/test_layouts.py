@@ -244,3 +244,26 @@ async def test_a_layout_name_not_saved_is_said_and_the_workbench_starts() -> Non
         message = next(m for m in notified(app) if "posse" in m)
         assert "no layout named 'posse' (saved: poses)" in message
         assert shown_tab(app) == "topics"
+
+
+def test_the_config_from_the_environment_keys_the_layout(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: list[object] = []
+
+    def run(self: WorkbenchApp) -> None:
+        seen.append(self.layouts.store.config if self.layouts else None)
+        if self.engine is not None:
+            self.engine.stop()
+
+    options = tmp_path / "lab.toml"
+    options.write_text('transport = "inprocess"\n')
+    monkeypatch.setattr(WorkbenchApp, "run", run)
+    monkeypatch.setenv("MAILBUS_CONFIG_FILE", str(options))
+    assert cli.main([]) == 0
+    monkeypatch.delenv("MAILBUS_CONFIG_FILE")
+    assert cli.main([]) == 0
+    session = tmp_path / "session"
+    session.mkdir()
+    assert cli.main(["open", str(session)]) == 0  # a recording's viewing: nothing kept
+    assert seen == [config_key(str(options)), "demo", None]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from mailbus.errors import ConfigError
@@ -27,9 +28,13 @@ def run_app(
         if session is not None and engine.demo is not None:
             engine = EngineHost(engine.options, demo=False)
         settings = settings_from(engine.options.sections.get("workbench"))
-        layouts = LayoutStore.for_config(config, [view_id for view_id, _, _ in VIEWS])
-        if layout is not None:
-            layouts.named_file(layout)  # a name that cannot be a file is refused here
+        # Remembered per config (as EngineHost reads it), not for a recording's viewing.
+        layouts = None
+        if session is None:
+            attached = config or os.environ.get("MAILBUS_CONFIG_FILE") or None
+            layouts = LayoutStore.for_config(attached, [view_id for view_id, _, _ in VIEWS])
+            if layout is not None:
+                layouts.named_file(layout)  # a name that cannot be a file is refused here
     except (ConfigError, OSError) as exc:  # a LayoutError is a ConfigError
         print(f"mailbus: {exc}", file=sys.stderr)
         return 2
