@@ -196,3 +196,13 @@ def test_the_notebook_parts_name_their_extra_at_first_use(fresh_clone: Path) -> 
         check=True,
     ).stdout.splitlines()
     assert len(out) == 2 and all("pip install 'mailbus[notebook]'" in line for line in out), out
+
+
+def test_mailbus_notebook_names_its_extra_with_the_run_install(
+    fresh_clone: Path, tmp_path: Path
+) -> None:
+    result = _run(fresh_clone, "notebook", "--no-browser", "--dir", str(tmp_path))
+    assert result.returncode == 2
+    assert "needs jupyterlab, anywidget, altair" in result.stderr
+    assert "pip install 'mailbus[notebook]'" in result.stderr
+    assert list(tmp_path.iterdir()) == []

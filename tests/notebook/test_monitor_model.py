@@ -282,3 +282,104 @@ def test_bad_input_from_a_cell_gets_a_clear_error(tmp_path: Path) -> None:
             assert open_session(tmp_path / "s").complete  # the first slice is untouched
         finally:
             monitor.stop()
+
+
+def test_the_first_rate_is_measured_over_the_time_really_watched() -> None:
+    clock = FakeClock()
+    model = MonitorModel(window_s=30.0, clock=clock)
+    for _ in range(6):  # a burst just after the start: not 44 Hz
+        clock.now += 0.02
+        model.listener(message("t", "{}"))
+    assert model.snapshot()["topics"][0]["rate_hz"] is None  # not measured yet
+    clock.now = model.started + 1.0
+    assert model.snapshot()["topics"][0]["rate_hz"] == pytest.approx(6.0)
+    clock.now = model.started + 3.0
+    assert model.snapshot()["topics"][0]["rate_hz"] == pytest.approx(2.0)
+    assert model.snapshot()["watched_s"] == pytest.approx(3.0)
+
+
+def test_the_inspected_message_has_its_headers_and_raw_bytes_redacted() -> None:
+    model = MonitorModel(secrets=["hunter2"])
+    raw = b"Subject: t\r\nAuthorization: hunter2\r\n\r\n" + b'{"v": "hunter2"}' + b"x" * 9000
+    event = TraceEvent(
+        Kind.RECEIVED,
+        0,
+        name="t",
+        message_id="<m1@x>",
+        sequence_number=7,
+        body='{"v": "hunter2"}',
+        headers={"Subject": "t", "Authorization": "hunter2"},
+        detail="message",
+        raw=raw,
+    )
+    model.listener(event)
+    view = model.snapshot("t")["message"]
+    assert view["message_id"] == "<m1@x>" and view["sequence_number"] == 7
+    assert "hunter2" not in json.dumps(view)
+    assert ["Subject", "t"] in view["headers"]
+    assert view["raw"].startswith("Subject: t") and view["raw_cut"]
+    model.listener(message("u", "{}"))  # the in-process transport: no bytes travelled
+    assert model.snapshot("u")["message"]["raw"] is None
+    assert model.snapshot("nothing")["message"] is None
+
+
+def test_calls_are_shown_newest_first_with_latency_and_the_pair() -> None:
+    model = MonitorModel()
+    for i in range(40):
+        model.listener(
+            TraceEvent(
+                Kind.RECEIVED,
+                0,
+                name="s",
+                message_id=f"<q{i}@x>",
+                source_timestamp_ns=1_000_000,
+                detail="request",
+                body=f"[{i}]",
+                sequence_number=i,
+            )
+        )
+    model.listener(
+        TraceEvent(
+            Kind.RECEIVED,
+            0,
+            name="s",
+            message_id="<a39@x>",
+            in_reply_to="<q39@x>",
+            reception_timestamp_ns=3_500_000,
+            detail="response",
+            body="ok",
+        )
+    )
+    snap = model.snapshot()
+    assert snap["call_count"] == 40 and len(snap["calls"]) == 30
+    newest = snap["calls"][0]
+    assert newest == {
+        "service": "s",
+        "status": "answered",
+        "latency_ms": 2.5,
+        "request_id": "<q39@x>",
+        "response_id": "<a39@x>",
+        "sequence_number": 39,
+        "request": "[39]",
+        "response": "ok",
+    }
+    assert snap["calls"][1]["status"] == "pending" and snap["calls"][1]["latency_ms"] is None
+
+
+def test_a_paused_monitor_keeps_counting_and_a_stopped_one_says_so() -> None:
+    monitor = Monitor.demo(speed=4.0, seed=5, update_hz=20.0)
+    try:
+        eventually(lambda: monitor.widget.state == "live" and monitor.snapshot.get("topics"))
+        monitor.pause()
+        eventually(lambda: monitor.widget.state == "paused")
+        frozen = monitor.widget.snapshot
+        seen = monitor.widget.seen
+        eventually(lambda: monitor.widget.seen > seen + 10)  # counted meanwhile
+        assert monitor.widget.snapshot is frozen  # what is shown stays
+        monitor.resume()
+        eventually(lambda: monitor.widget.state == "live")
+        eventually(lambda: monitor.widget.snapshot["seen"] > frozen["seen"])
+    finally:
+        monitor.stop()
+    assert monitor.widget.state == "stopped" and monitor.widget.stopped_at
+    assert monitor.widget.snapshot["seen"] == monitor.model.seen

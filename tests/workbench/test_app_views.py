@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mailbus_workbench.app import WorkbenchApp, run_app
+from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.fixtures import fixed_app, fixed_model
+from mailbus_workbench.launch import run_app
 from mailbus_workbench.model.services import TraceStatus
 from mailbus_workbench.model.settings import Settings, Template, load_templates, save_templates
 from mailbus_workbench.screens import HelpScreen

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -26,8 +25,9 @@ from mailbus_workbench.find_screen import FindScreen
 from mailbus_workbench.folding import Folder
 from mailbus_workbench.key_screen import KeyScreen
 from mailbus_workbench.key_turn import KeyTurn
+from mailbus_workbench.layouts import LayoutKeeper, LayoutStore, layout_commands
 from mailbus_workbench.model import queues
-from mailbus_workbench.model.settings import Settings, load_keymap, settings_from
+from mailbus_workbench.model.settings import Settings, load_keymap
 from mailbus_workbench.model.state import Clock, WorkbenchModel
 from mailbus_workbench.model.topics import MessageRecord
 from mailbus_workbench.parts import WorkbenchParts
@@ -164,6 +164,8 @@ class WorkbenchApp(App[int]):
         outbox_dir: Path | None = None,
         brokers: dict[str, Broker] | None = None,
         session: str | None = None,
+        layouts: LayoutStore | None = None,
+        layout: str | None = None,
     ) -> None:
         super().__init__()
         settings = settings or Settings()
@@ -195,6 +197,8 @@ class WorkbenchApp(App[int]):
         self.key_turn = KeyTurn(self.call_after_refresh)
         self.events_per_s = 0.0
         self.find_query = ""  # the last Find query, offered again
+        # None: nothing remembered (tests, snapshots); `layout`: `--layout NAME`.
+        self.layouts = LayoutKeeper(layouts, layout) if layouts is not None else None
         if engine is not None:
             engine.add_listener(self.model.feed.listener)
             self.model.participants.own_gid = engine.context.participant_gid
@@ -275,12 +279,19 @@ class WorkbenchApp(App[int]):
             self.call_after_refresh(self._open_initial_session, self.initial_session)
         else:
             self.call_after_refresh(self.view("topics").focus_default)
+            if self.layouts is not None:
+                self.call_after_refresh(self.layouts.restore, self)
         if self.engine is not None:
             self._start_engine()
         if self.live:
             self.set_interval(1.0 / self.settings.refresh_hz, self.refresh_now)
         else:
             self.call_after_refresh(self.refresh_now)
+
+    async def action_quit(self) -> None:
+        if self.layouts is not None:
+            self.layouts.save(self)  # remembered for this config's next start
+        await super().action_quit()
 
     def _open_initial_session(self, path: str) -> None:
         self.action_show("sessions")
@@ -433,6 +444,8 @@ class WorkbenchApp(App[int]):
 
         def found(record: MessageRecord | None) -> None:
             self.find_query = screen.query_text
+            if self.layouts is not None:
+                self.layouts.found(self.find_query)
             if record is not None:
                 self.show_view("topics")
                 view = self.view("topics")
@@ -465,6 +478,8 @@ class WorkbenchApp(App[int]):
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield from workbench_commands(self)
+        if self.layouts is not None:
+            yield from layout_commands(self, self.layouts)
 
     # -- keymap -----------------------------------------------------------------------
     def binding_ids(self) -> set[str]:
@@ -480,20 +495,3 @@ class WorkbenchApp(App[int]):
             self.notify(f"Keymap not loaded: {exc}", severity="error", timeout=10, markup=False)
             return
         self.set_keymap(keymap)
-
-
-def run_app(config: str | None = None, session: str | None = None, viewer: bool = False) -> int:
-    """`mailbus`: the workbench on the embedded demo, or attached to `config`'s system;
-    with `session` (`mailbus open SESSION`), no demo and that session open for playback;
-    `viewer`: one of the browser tabs of `mailbus serve` (a PostOffice box of its own)."""
-    try:
-        engine = EngineHost.from_config(config, viewer=viewer)
-        if session is not None and engine.demo is not None:
-            engine = EngineHost(engine.options, demo=False)
-        settings = settings_from(engine.options.sections.get("workbench"))
-    except (ConfigError, OSError) as exc:
-        print(f"mailbus: {exc}", file=sys.stderr)
-        return 2
-    app = WorkbenchApp(engine=engine, settings=settings, session=session)
-    app.run()
-    return app.return_code or 0

@@ -12,20 +12,29 @@ from mailbus_workbench import serve
 
 
 def _workbench(args: argparse.Namespace) -> int:
-    from mailbus_workbench.app import run_app
+    from mailbus_workbench.launch import run_app
 
-    return run_app(config=args.config, viewer=args.viewer)
+    return run_app(config=args.config, viewer=args.viewer, layout=args.layout)
 
 
 def _open(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from mailbus_workbench.app import run_app
+    from mailbus_workbench.launch import run_app
 
     if not Path(args.session).is_dir():
         print(f"mailbus open: no session directory {args.session}", file=sys.stderr)
         return 2
     return run_app(config=args.config, session=args.session)
+
+
+def _notebook(args: argparse.Namespace) -> int:
+    from mailbus.notebook.launch import run_notebook
+
+    extra = ["--no-browser"] if args.no_browser else []
+    if args.port is not None:
+        extra.append(f"--port={args.port}")
+    return run_notebook(args.config, args.dir, extra)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -37,10 +46,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="one of several workbenches on one system: a PostOffice box of its own "
         "(what `mailbus serve` runs per browser tab)",
     )
+    parser.add_argument(
+        "--layout",
+        metavar="NAME",
+        help="open the workbench on a saved layout (the palette's 'Save layout as…'); "
+        "without it, the layout this config had at the last quit",
+    )
     serve.register(sub)
     opener = sub.add_parser("open", help="open a recorded session in the workbench")
     opener.add_argument("session", help="session directory (see `mailbus record`)")
     opener.set_defaults(handler=_open)
+    notebook = sub.add_parser(
+        "notebook",
+        help="open JupyterLab on a live notebook attached to the demo or --config's system "
+        "(pip install 'mailbus[notebook]')",
+    )
+    # Also after the command (`mailbus notebook --config FILE`); SUPPRESS keeps the
+    # top-level one when it is not given here.
+    notebook.add_argument(
+        "--config", metavar="FILE.toml", default=argparse.SUPPRESS, help="options file"
+    )
+    notebook.add_argument("--dir", default=".", help="where the notebook is written")
+    notebook.add_argument("--port", type=int, default=None, help="JupyterLab's port")
+    notebook.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    notebook.set_defaults(handler=_notebook)
     args = parser.parse_args(argv)
     return run(args, parser)
 

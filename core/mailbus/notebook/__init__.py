@@ -4,5 +4,6 @@
 from mailbus.notebook.model import MonitorModel
 from mailbus.notebook.monitor import Monitor
 from mailbus.notebook.results import CallResult, Published
+from mailbus.notebook.served import ServedWorkbench, workbench
 
-__all__ = ["CallResult", "Monitor", "MonitorModel", "Published"]
+__all__ = ["CallResult", "Monitor", "MonitorModel", "Published", "ServedWorkbench", "workbench"]

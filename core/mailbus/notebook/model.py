@@ -9,6 +9,7 @@ rate/field samples per topic (at most `max_samples` each) and `max_calls` calls.
 
 from __future__ import annotations
 
+import builtins
 import json
 import threading
 import time
@@ -30,6 +31,11 @@ DEFAULT_MAX_SAMPLES = 2_000
 DEFAULT_MAX_CALLS = 10_000
 DEFAULT_MAX_TOPICS = 1_000
 LATEST_PREVIEW_CHARS = 2_000
+RAW_PREVIEW_BYTES = 8 * 1024
+# A rate is said once the monitor has watched this long: 6 messages in its first 0.1 s
+# are not 60 Hz. Until then the snapshot gives None ("-" in the widget).
+MIN_RATE_SPAN_S = 1.0
+CALLS_SHOWN = 30
 
 
 _UNPARSED = object()
@@ -82,6 +88,12 @@ class _Topic:
     times: deque[float] = field(default_factory=deque)  # receptions within the window
     latest: str = ""
     latest_at: float = 0.0
+    # The latest message's email: headers and raw bytes are the engine's own objects,
+    # shared and not copied (one per topic), redacted and cut when a snapshot shows them.
+    latest_id: str = ""
+    latest_sequence: int = -1
+    latest_headers: Any = None
+    latest_raw: builtins.bytes | None = None  # `bytes` is a field name here
 
 
 @dataclass
@@ -90,8 +102,10 @@ class _Call:
     request_id: str
     sent_ns: int
     sequence_number: int
+    request_body: str = ""
     response_ns: int = 0
     response_body: str = ""
+    response_id: str = ""
 
 
 class MonitorModel:
@@ -118,6 +132,7 @@ class MonitorModel:
         self.max_samples = max_samples
         self.max_topics = max_topics
         self._clock = clock
+        self.started = clock()
         self._redactor = Redactor(secrets)
         self._lock = threading.Lock()
         self._events: deque[tuple[TraceEvent, bytes | None, int, bool]] = deque(maxlen=max_events)
@@ -167,6 +182,10 @@ class MonitorModel:
         body = event.body or ""
         topic.latest = body[:LATEST_PREVIEW_CHARS]
         topic.latest_at = now
+        topic.latest_id = event.message_id
+        topic.latest_sequence = event.sequence_number
+        topic.latest_headers = event.headers
+        topic.latest_raw = event.raw
         document: Any = _UNPARSED
         for spec, (name, path) in self._fields.items():
             if name == event.name:
@@ -188,6 +207,7 @@ class MonitorModel:
             event.message_id,
             event.source_timestamp_ns or event.time_ns,
             event.sequence_number,
+            (event.body or "")[:LATEST_PREVIEW_CHARS],
         )
 
     def _response(self, event: TraceEvent) -> None:
@@ -195,6 +215,7 @@ class MonitorModel:
         if call is not None and not call.response_ns:
             call.response_ns = event.reception_timestamp_ns or event.time_ns
             call.response_body = (event.body or "")[:LATEST_PREVIEW_CHARS]
+            call.response_id = event.message_id
 
     # -- fields ------------------------------------------------------------------------
     def watch_field(self, spec: str) -> None:
@@ -215,11 +236,14 @@ class MonitorModel:
 
     # -- reading -----------------------------------------------------------------------
     def snapshot(self, selected: str = "") -> dict[str, Any]:
-        """Plain JSON for the widget: topics with counts and rates (over the window),
-        the selected topic's latest body and the field/rate series, times relative to
-        now in seconds (negative)."""
+        """Plain JSON for the widget: topics with counts and rates, the selected topic's
+        latest message (body, headers, raw), the field and rate series (times relative
+        to now in seconds, negative) and the newest calls."""
         now = self._clock()
         horizon = now - self.window_s
+        # The rate's window is the one really watched: the sliding window once it is
+        # full, else the time since the monitor started.
+        span = min(self.window_s, now - self.started)
         with self._lock:
             topics = []
             rates: dict[str, list[list[float]]] = {}
@@ -227,26 +251,66 @@ class MonitorModel:
                 times = topic.times
                 while times and times[0] < horizon:
                     times.popleft()
-                span = min(self.window_s, now - times[0]) if times else 0.0
-                rate = len(times) / span if span > 0 else 0.0
+                rate = len(times) / span if span >= MIN_RATE_SPAN_S else None
                 topics.append(
                     {"topic": name, "count": topic.count, "bytes": topic.bytes, "rate_hz": rate}
                 )
-                rates[name] = _per_second(times, now, self.window_s)
+                # Only the seconds watched: before the start there is no zero to draw.
+                rates[name] = _per_second(times, now, max(1.0, span))
             latest = self._topics.get(selected)
+            message = self._message_view(latest, now) if latest is not None else None
             series = {
                 spec: [[round(t - now, 3), v] for t, v in samples if t >= horizon]
                 for spec, samples in self._samples.items()
             }
+            calls = [self._call_view(c) for c in list(self._calls.values())[-CALLS_SHOWN:]]
+            calls.reverse()
+            call_count = len(self._calls)
         return {
             "topics": topics,
             "selected": selected,
             "latest": latest.latest if latest is not None else "",
             "latest_age_s": round(now - latest.latest_at, 3) if latest is not None else None,
+            "message": message,
             "fields": series,
             "rates": rates,
+            "calls": calls,
+            "call_count": call_count,
             "window_s": self.window_s,
+            "watched_s": round(now - self.started, 3),
             "seen": self.seen,
+            "ignored_topics": self.ignored_topics,
+        }
+
+    def _message_view(self, topic: _Topic, now: float) -> dict[str, Any]:
+        redact = self._redactor
+        headers = redact.headers(topic.latest_headers) if topic.latest_headers else []
+        raw = topic.latest_raw
+        return {
+            "message_id": topic.latest_id,
+            "sequence_number": topic.latest_sequence,
+            "age_s": round(now - topic.latest_at, 3),
+            "body": redact.text(topic.latest),
+            "headers": [list(pair) for pair in headers],
+            "raw": (
+                redact.raw(raw[:RAW_PREVIEW_BYTES]).decode("utf-8", "replace")
+                if raw is not None
+                else None
+            ),
+            "raw_cut": raw is not None and len(raw) > RAW_PREVIEW_BYTES,
+        }
+
+    def _call_view(self, call: _Call) -> dict[str, Any]:
+        answered = bool(call.response_ns)
+        return {
+            "service": call.service,
+            "status": "answered" if answered else "pending",
+            "latency_ms": (call.response_ns - call.sent_ns) / 1e6 if answered else None,
+            "request_id": call.request_id,
+            "response_id": call.response_id,
+            "sequence_number": call.sequence_number,
+            "request": self._redactor.text(call.request_body[:500]),
+            "response": self._redactor.text(call.response_body[:500]) if answered else None,
         }
 
     def frame(self, topic: str | None = None, last: int | None = None) -> pl.DataFrame:

@@ -74,6 +74,12 @@ def widget_class() -> type[Any]:
         selected = traitlets.Unicode("").tag(sync=True)
         fields = traitlets.List(traitlets.Unicode()).tag(sync=True)
         updates = traitlets.Int(0).tag(sync=True)
+        # live, paused (the browser's button or monitor.pause()) or stopped
+        state = traitlets.Unicode("live").tag(sync=True)
+        paused = traitlets.Bool(False).tag(sync=True)
+        seen = traitlets.Int(0).tag(sync=True)  # events counted, sent while paused too
+        update_hz = traitlets.Float(DEFAULT_UPDATE_HZ).tag(sync=True)
+        stopped_at = traitlets.Unicode("").tag(sync=True)  # wall clock, HH:MM:SS
 
         def __init__(self, on_close: Callable[[], None]) -> None:
             super().__init__()
@@ -109,6 +115,7 @@ class Monitor:
             secrets=context_secrets(context.options),
         )
         self._pacer = UpdatePacer(update_hz)
+        self.widget.update_hz = update_hz
         self._owns_context = owns_context
         self._demo = demo
         self._stop = threading.Event()
@@ -183,6 +190,17 @@ class Monitor:
     def selected(self, topic: str) -> None:
         self.widget.selected = topic
 
+    @property
+    def paused(self) -> bool:
+        """Paused, the widget keeps what it shows; counting goes on and is shown on resume."""
+        return bool(self.widget.paused)
+
+    def pause(self) -> None:
+        self.widget.paused = True
+
+    def resume(self) -> None:
+        self.widget.paused = False
+
     def watch(self, spec: str) -> None:
         """Chart a numeric JSON field, e.g. 'robot/pose.x', from now on."""
         self.model.watch_field(spec)
@@ -199,8 +217,13 @@ class Monitor:
             if pacer.due(now):
                 try:
                     widget = self.widget
-                    widget.snapshot = self.model.snapshot(widget.selected)
-                    widget.updates = pacer.sent
+                    if widget.paused:
+                        widget.state = "paused"
+                    else:
+                        widget.snapshot = self.model.snapshot(widget.selected)
+                        widget.updates = pacer.sent
+                        widget.state = "live"
+                    widget.seen = self.model.seen
                 except Exception:  # a closed comm at kernel exit: stop quietly
                     if self._stop.is_set():
                         return
@@ -222,6 +245,12 @@ class Monitor:
         self._detach()
         if threading.current_thread() is not self._thread:
             self._thread.join(5.0)
+        with contextlib.suppress(Exception):  # the widget closed, or the kernel exiting
+            widget = self.widget
+            widget.snapshot = self.model.snapshot(widget.selected)
+            widget.seen = self.model.seen
+            widget.stopped_at = time.strftime("%H:%M:%S")
+            widget.state = "stopped"
         if self._demo is not None:
             self._demo.stop()
         if self._owns_context and self.context.is_initialized:
