@@ -41,7 +41,7 @@ def test_core_and_model_import_without_textual() -> None:
         "builtins.__import__ = guard\n"
         "import mailbus, mailbus.demo\n"
         "import mailbus_workbench.model, mailbus_workbench.model.queues\n"
-        "import mailbus_workbench.engine, mailbus_workbench.fixtures\n"
+        "import mailbus_workbench.engine, workbench_fixtures.events\n"
         "print('ok')\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
