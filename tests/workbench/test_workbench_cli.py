@@ -1,4 +1,4 @@
-"""The `mailbus` command of the workbench package: serve's argument errors, and the
+"""The workbench's subcommands of the `mailbus` command: serve's argument errors, and the
 TUI's absence from the core's import graph."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mailbus_workbench.cli import main
+from mailbus.cli import main
 from mailbus_workbench.serve import serve_command
 
 

@@ -1,12 +1,13 @@
-"""The `mailbus` command: the engine's subcommands plus the workbench's."""
+"""The workbench's part of the `mailbus` command (mailbus.cli): opening the workbench
+(the default, with no subcommand), `serve` and `open`.
+
+Imports no terminal library itself: the engine's command registers these in a bare
+install too, and running one without the `workbench` extra says which extra to install."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
-
-from mailbus.cli import build_parser, run
 
 from mailbus_workbench import serve
 
@@ -28,8 +29,10 @@ def _open(args: argparse.Namespace) -> int:
     return run_app(config=args.config, session=args.session)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser, sub = build_parser()
+def register(
+    parser: argparse.ArgumentParser,
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
     parser.set_defaults(handler=_workbench)
     parser.add_argument(
         "--viewer",
@@ -41,9 +44,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     opener = sub.add_parser("open", help="open a recorded session in the workbench")
     opener.add_argument("session", help="session directory (see `mailbus record`)")
     opener.set_defaults(handler=_open)
-    args = parser.parse_args(argv)
-    return run(args, parser)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,11 +17,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import polars as pl
-import pyarrow as pa  # type: ignore[import-untyped]
-
+from mailbus.extras import needs_extra
 from mailbus.sessions.schema import Redactor, arrow_schema, cap_body, event_columns
 from mailbus.trace import Kind, TraceEvent
+
+with needs_extra("mailbus.notebook", "notebook"):
+    import polars as pl
+    import pyarrow as pa  # type: ignore[import-untyped]
 
 DEFAULT_MAX_EVENTS = 50_000
 DEFAULT_BODY_CAP = 4 * 1024

@@ -19,9 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-import narwhals.stable.v2 as nw
-import polars as pl
-
+from mailbus.extras import needs_extra
 from mailbus.sessions import tables as defined
 from mailbus.sessions.reader import (
     Session,
@@ -48,6 +46,10 @@ from mailbus.sessions.tables import (
     sequence_counts,
     sequence_counts_generic,
 )
+
+with needs_extra("mailbus.sessions"):
+    import narwhals.stable.v2 as nw
+    import polars as pl
 
 __all__ = [
     "PERCENTILES",

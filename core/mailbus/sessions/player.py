@@ -26,10 +26,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-import polars as pl
-
 from mailbus import headers as H
 from mailbus.email_message import Email, new_message_id
+from mailbus.extras import needs_extra
 from mailbus.gid import new_gid
 from mailbus.names import check_name
 from mailbus.presence import TOPIC as PARTICIPANTS_TOPIC
@@ -44,6 +43,9 @@ from mailbus.sessions.replay_options import (
 )
 from mailbus.sessions.schema import REDACTED
 from mailbus.trace import Kind
+
+with needs_extra("mailbus.sessions"):
+    import polars as pl
 
 if TYPE_CHECKING:
     from mailbus.context import Context

@@ -23,10 +23,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import narwhals.stable.v2 as nw
-import polars as pl
-
+from mailbus.extras import needs_extra
 from mailbus.trace import Kind
+
+with needs_extra("mailbus.sessions"):
+    import narwhals.stable.v2 as nw
+    import polars as pl
 
 # (column suffix, q): the percentiles every table reports.
 PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
