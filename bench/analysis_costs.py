@@ -117,15 +117,13 @@ def spark_100m(spark: Any, paths: list[str]) -> float:
 def cluster_10m(spark: Any, path: Path, work: Path) -> float:
     """The same analysis on a standalone cluster on loopback (a master and two workers
     of one core each, started from the pyspark package as the tests do)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "sessions"))
-    import spark_cluster
+    from mailbus.stacks.spark_cluster import SparkProcesses
 
-    spark_cluster.WORKER_MEMORY = "2g"
     if spark is not None:
         spark.stop()  # getOrCreate would hand back the local session
     root = work / "cluster"
     root.mkdir()
-    processes = spark_cluster.SparkProcesses(root).start()
+    processes = SparkProcesses(root, worker_memory="2g").start()
     try:
         on_cluster = analysis.spark_session(processes.master_url, driver_memory="2g")
         try:

@@ -28,6 +28,7 @@ EXTRA_OF: dict[str, str] = {
     "altair": "notebook",
     "vl_convert": "notebook",
     "pytest": "test",
+    "trustme": "test",
 }
 
 

@@ -16,7 +16,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from waiting import eventually
+from mailbus.extras import require
+from mailbus.stacks.waiting import eventually
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 120.0  # JVMs start slowly on a shared 2-core machine
@@ -32,9 +33,9 @@ def free_port() -> int:
 
 
 def spark_home() -> Path:
-    import pyspark
+    pyspark = require("pyspark", "spark", "a Spark cluster on loopback")
 
-    return Path(pyspark.__file__).parent
+    return Path(str(pyspark.__file__)).parent
 
 
 def _tail(path: Path, lines: int = 40) -> str:
@@ -47,8 +48,13 @@ def _tail(path: Path, lines: int = 40) -> str:
 class SparkProcesses:
     """The cluster and the Connect server; `start()` launches all at once, then waits."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(
+        self, root: Path, *, workers: int = WORKERS, worker_memory: str = WORKER_MEMORY
+    ) -> None:
+        """`workers` of one core and `worker_memory` each (Spark's size, "1g")."""
         self.root = root
+        self.workers = workers
+        self.worker_memory = worker_memory
         self.master_port = free_port()
         self.master_ui_port = free_port()
         self.connect_port = free_port()
@@ -112,7 +118,7 @@ class SparkProcesses:
                 *("--webui-port", str(self.master_ui_port)),
             ],
         )
-        for n in range(1, WORKERS + 1):
+        for n in range(1, self.workers + 1):
             work = self.root / f"work{n}"
             work.mkdir(exist_ok=True)
             self._launch(
@@ -121,7 +127,7 @@ class SparkProcesses:
                     spark_class,
                     "org.apache.spark.deploy.worker.Worker",
                     *("--host", HOST, "--port", "0", "--webui-port", "0"),
-                    *("--cores", "1", "--memory", WORKER_MEMORY, "--work-dir", str(work)),
+                    *("--cores", "1", "--memory", self.worker_memory, "--work-dir", str(work)),
                     self.master_url,
                 ],
             )
@@ -182,9 +188,9 @@ class SparkProcesses:
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
         eventually(
-            lambda: self._workers_alive() == WORKERS,
+            lambda: self._workers_alive() == self.workers,
             deadline - time.monotonic(),
-            f"{WORKERS} workers to register with the master",
+            f"{self.workers} workers to register with the master",
             longest_pause=POLL_S,
         )
         eventually(
