@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from mailbus.stacks.mailstack import MailStack
 
+from mailbus.stacks.loopback import HOST
+
 DOMAIN = "mailbus.test"
-HOST = "127.0.0.1"
 REJECTED = f"rejected@{DOMAIN}"  # Postfix answers 550 to this recipient
 DEFERRED = f"deferred@{DOMAIN}"  # and 450 (try again later) to this one
 

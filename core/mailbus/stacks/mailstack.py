@@ -2,8 +2,8 @@
 with STARTTLS, SMTPS, AUTH through Dovecot) delivering into Dovecot over LMTP.
 
 Everything lives in one temporary directory, listens on 127.0.0.1 on random free ports
-and is stopped by process id. Certificates come from trustme. Usable from tests (see
-conftest.py) and from the benchmark:
+and is stopped by process id. Certificates come from trustme (the `test` extra). Used by
+the tests (tests/conftest.py), the benchmarks and users' own tests:
 
     with MailStack() as stack:
         user = stack.add_user()
@@ -35,10 +35,10 @@ from types import TracebackType
 
 from mailbus.extras import require
 from mailbus.stacks.lmtp_relay import LmtpRelay
+from mailbus.stacks.loopback import HOST, free_port, log_tail
 from mailbus.stacks.mail_config import (
     DEFERRED,
     DOMAIN,
-    HOST,
     REJECTED,
     dovecot_conf,
     postfix_main_cf,
@@ -80,25 +80,12 @@ class User:
 MAX_USERIP_CONNECTIONS = 10
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
 def wait_for_port(port: int, deadline: float) -> bool:
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=0.5):
             return True
         time.sleep(0.02)  # polling a port that is not open yet; bounded by the deadline
     return False
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return f"(no log at {path})"
 
 
 class MailStack:
@@ -294,9 +281,9 @@ class MailStack:
         if not ready or self._dovecot.poll() is not None:
             raise MailStackError(
                 "Dovecot did not start:\n"
-                + _tail(self.root / "dovecot.stderr")
+                + log_tail(self.root / "dovecot.stderr")
                 + "\n"
-                + _tail(self.dovecot_log)
+                + log_tail(self.dovecot_log)
             )
 
     def stop_dovecot(self, timeout: float = 10.0) -> None:
@@ -372,9 +359,9 @@ class MailStack:
         if not wait_for_port(self.smtp_port, deadline) or self._postfix.poll() is not None:
             raise MailStackError(
                 "Postfix did not start:\n"
-                + _tail(self.root / "postfix.stdout")
+                + log_tail(self.root / "postfix.stdout")
                 + "\n"
-                + _tail(self.postfix_log)
+                + log_tail(self.postfix_log)
             )
         wait_for_port(self.smtps_port, deadline)
 
@@ -467,7 +454,7 @@ class MailStack:
     def logs(self, lines: int = 60) -> str:
         return (
             "--- dovecot ---\n"
-            + _tail(self.dovecot_log, lines)
+            + log_tail(self.dovecot_log, lines)
             + "\n--- postfix ---\n"
-            + _tail(self.postfix_log, lines)
+            + log_tail(self.postfix_log, lines)
         )

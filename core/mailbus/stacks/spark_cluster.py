@@ -17,32 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from mailbus.extras import require
+from mailbus.stacks.loopback import HOST, free_port, log_tail
 from mailbus.stacks.waiting import eventually
 
-HOST = "127.0.0.1"
 START_TIMEOUT_S = 120.0  # JVMs start slowly on a shared 2-core machine
 WORKERS = 2
 WORKER_MEMORY = "1g"
 POLL_S = 0.2  # JVMs take seconds to start: asking more often only loads them
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
 def spark_home() -> Path:
     pyspark = require("pyspark", "spark", "a Spark cluster on loopback")
 
     return Path(str(pyspark.__file__)).parent
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return f"(no log at {path})"
 
 
 class SparkProcesses:
@@ -163,7 +150,7 @@ class SparkProcesses:
             if process.poll() is not None:
                 raise AssertionError(
                     f"spark {name} exited with {process.returncode}:\n"
-                    + _tail(self.root / f"{name}.log")
+                    + log_tail(self.root / f"{name}.log", 40)
                 )
 
     def master_state(self) -> dict[str, Any]:
