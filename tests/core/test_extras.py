@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import tomllib
 from pathlib import Path
 
 import pytest
+from mailbus.cli import run
 from mailbus.extras import EXTRA_OF, MissingExtra, missing_extra, needs_extra, require
 
 
@@ -48,3 +50,30 @@ def test_every_extra_named_is_one_pyproject_declares() -> None:
     pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
     declared = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
     assert set(EXTRA_OF.values()) <= set(declared)
+
+
+def _command_raising(
+    exc: ModuleNotFoundError,
+) -> tuple[argparse.Namespace, argparse.ArgumentParser]:
+    def handler(args: argparse.Namespace) -> int:
+        raise exc
+
+    return argparse.Namespace(command="record", handler=handler), argparse.ArgumentParser()
+
+
+def test_the_command_names_the_extra_without_a_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args, parser = _command_raising(
+        ModuleNotFoundError("No module named 'pyarrow'", name="pyarrow")
+    )
+    assert run(args, parser) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mailbus: `mailbus record` needs 'pyarrow' from the `sessions` extra")
+    assert "pip install 'mailbus[sessions]'" in err
+
+
+def test_the_command_lets_any_other_missing_module_through() -> None:
+    args, parser = _command_raising(ModuleNotFoundError("No module named 'x.y'", name="x.y"))
+    with pytest.raises(ModuleNotFoundError, match=r"x\.y"):
+        run(args, parser)
