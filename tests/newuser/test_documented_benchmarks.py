@@ -31,7 +31,7 @@ SMOKE: dict[str, list[list[str]]] = {
     "broker": [["--quick"]],
     "find": [["--quick"]],
     "raw_recording": [["--quick", "--events", "20000"]],
-    "sessions_many": [["--quick", "--sessions", "4"]],
+    "sessions_many": [["--quick", "--sessions", "2"]],
     "sessions": [
         ["--quick", "--no-spark", "--events", "20000", "--sizes", "100k", "--no-100m"],
         # The cluster command of docs/benchmarks.md, at the smoke size.
@@ -42,7 +42,7 @@ SMOKE: dict[str, list[list[str]]] = {
     "email_e2e": [["--quick"]],
     "email_routed": [["--quick"]],
     "email_scale": [["--quick", "--sizes", "1,2"]],
-    "email_process_share": [["--quick", "--sizes", "1,2"]],
+    "email_process_share": [["--quick", "--sizes", "1", "--order", "shared,own"]],
 }
 NEEDS_MAIL = {"email_e2e", "email_routed", "email_scale", "email_process_share"}
 NEEDS_SPARK = {"sessions_many"}
