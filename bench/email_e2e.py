@@ -18,6 +18,7 @@ The last stdout line is one JSON object with the keys of shared/BENCH.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import smtplib
 import statistics
@@ -35,12 +36,8 @@ from mailbus.email_message import Email, to_bytes
 from mailbus.mail.tls import TlsSettings, ssl_context
 from mailbus.mail.transport import create_transport
 from mailbus.options import Options, options_from_mapping
+from mailbus.stacks.mailstack import MailStack, User
 from mailbus.transport import EmailReceiver, Inbound, RawEmail, Transport
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "mail"))
-import contextlib
-
-from mailstack import MailStack, User
 
 PERIOD_MS = 10.0
 

@@ -36,6 +36,7 @@ from typing import Any
 
 import mailbus
 from mailbus.options import options_from_mapping
+from mailbus.stacks.mailstack import MailStack
 
 from bench.email_scale import (
     RATE_PER_S,
@@ -47,7 +48,6 @@ from bench.email_scale import (
     stop_participants,
     wait_all,
 )
-from bench.email_scale import mailstack as stack_module
 
 TOPIC = "share"
 ENV_OPTIONS = "MAILBUS_SHARE_OPTIONS"
@@ -204,10 +204,9 @@ def main() -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     messages = 100 if args.quick else 200
     idle_window_s = 3.0 if args.quick else 5.0
-    # share = "none" needs a connection per context (and one for the publisher).
-    stack_module.MAX_USERIP_CONNECTIONS = max(sizes) + 20
     result: dict[str, Any] = {"lost": 0, "duplicated": 0}
-    with stack_module.MailStack() as stack:
+    # share = "none" needs a connection per context (and one for the publisher).
+    with MailStack(max_userip_connections=max(sizes) + 20) as stack:
         # The first points of a run measured slower whichever mode they were (the
         # stack's cold start): warm up, discarded; the ABBA order evens out the rest.
         log("warm-up (discarded)")

@@ -24,7 +24,6 @@ import json
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import imapclient
@@ -33,9 +32,7 @@ from mailbus.mail.sieve_install import SieveSettings, install_script
 from mailbus.mail.sieve_script import Routes, sieve_script
 from mailbus.mail.tls import TlsSettings, ssl_context
 from mailbus.options import Options, options_from_mapping
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "mail"))
-from mailstack import MailStack, User
+from mailbus.stacks.mailstack import MailStack, User
 
 TOPICS = [f"robot/sensor{i}" for i in range(10)]
 BODY = "x" * 2000  # every message: about 3 KB on the wire

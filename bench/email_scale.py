@@ -47,10 +47,7 @@ from typing import Any
 
 import mailbus
 from mailbus.options import options_from_mapping
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "mail"))
-import mailstack
-from mailstack import MailStack, User
+from mailbus.stacks.mailstack import MailStack, User
 
 from bench.imap_probes import idle_notification_delay_ms, poll_rates
 
@@ -378,12 +375,10 @@ def main() -> int:
     modes = args.modes.split(",")
     messages = 100 if args.quick else 200
     idle_window_s = 5.0 if args.quick else 10.0
-    # One account carries every participant: lift Dovecot's per-account limit (10).
-    mailstack.MAX_USERIP_CONNECTIONS = max(sizes) + 20
-
     points: dict[tuple[str, int], Point] = {}
     failed: list[str] = []
-    with MailStack() as stack:
+    # One account carries every participant: lift Dovecot's per-account limit (10).
+    with MailStack(max_userip_connections=max(sizes) + 20) as stack:
         if not stack.has_postfix:
             log(f"NOTE: {stack.why_no_postfix}; SMTP goes through the LMTP relay")
         log("Dovecot IDLE notification delay (LMTP delivery -> EXISTS)")

@@ -22,10 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from mailbus_workbench.fixtures import T0, FrozenClock, message_event
 from mailbus_workbench.model import export
 from mailbus_workbench.model.find import kept, parse_query, search
 from mailbus_workbench.model.state import WorkbenchModel
+from workbench_fixtures.clock import T0, FrozenClock
+from workbench_fixtures.events import message_event
 
 ROUNDS = 3
 

@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from mailstack import MailStack
+    from mailbus.stacks.mailstack import MailStack
 
 
 def idle_notification_delay_ms(stack: MailStack, samples: int) -> list[float]:

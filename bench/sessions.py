@@ -244,15 +244,20 @@ def main() -> None:
     parser.add_argument("--no-spark", action="store_true")
     parser.add_argument("--events", type=int, default=None, help="recorder events")
     parser.add_argument("--spark-100m", action="store_true", help="Spark on 100 M events too")
-    parser.add_argument("--cluster", action="store_true", help="10 M on a standalone cluster")
+    parser.add_argument(
+        "--cluster", action="store_true", help="the largest size on a standalone cluster"
+    )
     parser.add_argument("--analysis-only", action="store_true", help="skip the recorder")
-    parser.add_argument("--sizes", default=None, help="e.g. 10m (default 1m,10m; quick 1m)")
+    parser.add_argument(
+        "--sizes", default=None, help="e.g. 10m (default 1m,10m; quick 1m; 100k: a smoke run)"
+    )
     parser.add_argument("--no-100m", action="store_true", help="skip the 100 M point")
     args = parser.parse_args()
     count = args.events or (100_000 if args.quick else 300_000)
     sizes = None
     if args.sizes:
-        sizes = [{"1m": 1_000_000, "10m": 10_000_000}[x.strip()] for x in args.sizes.split(",")]
+        named = {"100k": 100_000, "1m": 1_000_000, "10m": 10_000_000}
+        sizes = [named[x.strip()] for x in args.sizes.split(",")]
     work = Path(tempfile.mkdtemp(prefix="mailbus-bench-sessions-"))
     result: dict[str, Any] = {"quick": args.quick, "recorder_events": count}
     try:

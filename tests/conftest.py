@@ -25,12 +25,9 @@ if TESTS not in sys.path:
 
 @pytest.fixture(scope="session")
 def mail_stack() -> Iterator[Any]:
-    """One Dovecot + Postfix on loopback for the session (tests/mail/mailstack.py); every
+    """One Dovecot + Postfix on loopback for the session (mailbus.stacks.mailstack); every
     test makes its own users, so the mail and stem tests share it."""
-    mail_dir = str(Path(TESTS) / "mail")
-    if mail_dir not in sys.path:
-        sys.path.insert(0, mail_dir)
-    from mailstack import MailStack
+    from mailbus.stacks.mailstack import MailStack
 
     stack = MailStack()
     if not stack.has_postfix:

@@ -1,9 +1,12 @@
-"""The `mailbus` command line of the engine (headless).
+"""The `mailbus` command (`python -m mailbus`): the engine's subcommands, and the
+workbench's.
 
-The workbench package builds the full `mailbus` command on top of this parser, adding
-its own subcommands; `python -m mailbus` runs this one alone, without textual.
 Each part of the engine registers its subcommands through a `register(subparsers)`
-function in its own module, listed in COMMAND_MODULES.
+function in its own module, listed in COMMAND_MODULES. The workbench's (opening it, the
+default; `serve`; `open`) come from `mailbus_workbench.cli`, named here rather than
+imported so that the engine never depends on it: that module imports no terminal library,
+so the engine's subcommands work in a bare install (`pip install mailbus`), and the
+workbench's say which extra to install (`pip install 'mailbus[workbench]'`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from mailbus.errors import MailbusError
+from mailbus.extras import missing_extra
 
 COMMAND_MODULES = (
     "mailbus.demo",
@@ -27,6 +31,7 @@ COMMAND_MODULES = (
     "mailbus.sessions.cli",
     "mailbus.signing.cli",
 )
+WORKBENCH_COMMANDS = "mailbus_workbench.cli"
 
 
 def build_parser(
@@ -51,10 +56,19 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         # A bad option or an unreachable server is the user's to fix: no traceback.
         print(f"mailbus: {exc}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as exc:
+        # So is an extra that is not installed; any other missing module is a bug.
+        what = f"`mailbus {args.command}`" if args.command else "the workbench"
+        told = missing_extra(exc, what)
+        if told is None:
+            raise
+        print(f"mailbus: {told}", file=sys.stderr)
+        return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser, _ = build_parser()
+    parser, sub = build_parser()
+    importlib.import_module(WORKBENCH_COMMANDS).register(parser, sub)
     args = parser.parse_args(argv)
     return run(args, parser)
 

@@ -135,7 +135,7 @@ class Context:
                     # Imported only here: it loads dkimpy.
                     from mailbus.signing.gate import SignatureGate
 
-                    self._gate = SignatureGate.from_options(self.options)
+                    self._gate = SignatureGate.from_sections(self.options.sections)
                 self._polling = PollingManager(
                     self._transport.receiver,
                     [self.subscription_handler.handle, self.service_handler.handle],

@@ -12,10 +12,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
+from typing import ClassVar, Protocol, TypeVar
 
 from mailbus import headers as H
 from mailbus.email_message import Email
 from mailbus.errors import ForeignEmailError
+
+
+class EnvelopeKind(StrEnum):
+    """What an email carries, as the `detail` of its `email.received` trace event says it:
+    readers compare with these members, never with a spelt string."""
+
+    MESSAGE = "message"
+    REQUEST = "request"
+    RESPONSE = "response"
 
 
 @dataclass(slots=True)
@@ -32,6 +43,7 @@ class MessageInfo:
 class Message:
     """A message published on a topic."""
 
+    kind: ClassVar[EnvelopeKind] = EnvelopeKind.MESSAGE
     topic: str
     body: str
     info: MessageInfo
@@ -46,6 +58,7 @@ class Message:
 class Request:
     """A service request as a server takes it."""
 
+    kind: ClassVar[EnvelopeKind] = EnvelopeKind.REQUEST
     service: str
     body: str
     info: MessageInfo
@@ -65,6 +78,7 @@ class Request:
 class Response:
     """A service response as a client takes it."""
 
+    kind: ClassVar[EnvelopeKind] = EnvelopeKind.RESPONSE
     service: str
     body: str
     info: MessageInfo
@@ -81,6 +95,18 @@ class Response:
 
 
 Envelope = Message | Request | Response
+
+E_contra = TypeVar("E_contra", Message, Request, Response, contravariant=True)
+
+
+class Recipient(Protocol[E_contra]):
+    """What routing hands a received envelope to: a subscription takes messages, a
+    server requests, a client responses."""
+
+    def deliver(self, envelope: E_contra) -> bool:
+        """Take `envelope` (queue it, or hand it to the call awaiting it); False when it is
+        refused (the entity is closed, or no call awaits that response)."""
+        ...
 
 
 def _int_header(headers: Mapping[str, str], name: str) -> int:

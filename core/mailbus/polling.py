@@ -152,7 +152,7 @@ class PollingManager:
                 body=email.body,
                 size=len(email.body),
                 headers=email.headers,
-                detail=type(envelope).__name__.lower(),
+                detail=envelope.kind.value,
                 raw=email.raw,
                 # Who sent it and to whom: an observer shows the email as it came.
                 extra={"from": email.sender, "to": email.to, "cc": email.cc}

@@ -9,11 +9,12 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
-from mailbus.envelope import Envelope, Message, Request, Response
+from mailbus.envelope import Envelope, Message, Recipient, Request, Response
 from mailbus.service import ServiceClient, ServiceServer
 from mailbus.subscription import Subscription
 
 T = TypeVar("T")
+T_envelope = TypeVar("T_envelope", Message, Request, Response)
 
 
 class Registry(Generic[T]):
@@ -63,6 +64,11 @@ class Registry(Generic[T]):
         return self._by_key.keys()
 
 
+def deliver_to(recipients: Iterable[Recipient[T_envelope]], envelope: T_envelope) -> int:
+    """Hand `envelope` to each recipient; how many took it."""
+    return sum(1 for recipient in recipients if recipient.deliver(envelope))
+
+
 class SubscriptionHandler:
     def __init__(self) -> None:
         self.subscriptions: Registry[Subscription] = Registry()
@@ -71,11 +77,11 @@ class SubscriptionHandler:
         """Deliver a message; return how many subscriptions took it."""
         if type(envelope) is not Message:
             return 0
+        # The path of every message: weak references dereferenced as they go, no list.
         delivered = 0
         for ref in self.subscriptions.refs(envelope.topic):
-            subscription = ref()
-            if subscription is not None:
-                subscription._deliver(envelope)
+            recipient: Recipient[Message] | None = ref()
+            if recipient is not None and recipient.deliver(envelope):
                 delivered += 1
         return delivered
 
@@ -87,14 +93,8 @@ class ServiceHandler:
 
     def handle(self, envelope: Envelope) -> int:
         if type(envelope) is Request:
-            servers = self.servers.get(envelope.service)
-            for server in servers:
-                server._deliver(envelope)
-            return len(servers)
+            return deliver_to(self.servers.get(envelope.service), envelope)
         if type(envelope) is Response:
-            delivered = 0
-            for client in self.clients.get(envelope.client_gid):
-                if client.service == envelope.service and client._deliver(envelope):
-                    delivered += 1
-            return delivered
+            clients = self.clients.get(envelope.client_gid)
+            return deliver_to((c for c in clients if c.service == envelope.service), envelope)
         return 0

@@ -135,7 +135,9 @@ class ServiceClient(Waitable):
         with self._lock:
             self._pending.pop(sequence, None)
 
-    def _deliver(self, response: Response) -> bool:
+    def deliver(self, response: Response) -> bool:
+        """Hand `response` to the call awaiting it, or queue it for `take_response`; False
+        (counted, traced as discarded) when no call awaits its sequence number."""
         sequence = response.sequence_number
         with self._lock:
             accepted = self._pending.pop(sequence, None) is not None
@@ -254,7 +256,8 @@ class ServiceServer(Waitable):
             )
         return response.message_id
 
-    def _deliver(self, request: Request) -> None:
+    def deliver(self, request: Request) -> bool:
+        """Queue `request` for `take_request`."""
         with self._lock:
             self.received += 1
             self._requests.append(request)
@@ -269,6 +272,7 @@ class ServiceServer(Waitable):
                 message_id=request.message_id,
             )
         self.wake()
+        return True
 
     def close(self) -> None:
         self.host.unregister(self)

@@ -78,11 +78,13 @@ class Subscription(Waitable):
             )
         return message
 
-    def _deliver(self, message: Message) -> None:
+    def deliver(self, message: Message) -> bool:
+        """Queue `message` (the oldest or it dropped when full, by the overflow policy);
+        False when the subscription is closed."""
         dropped: Message | None = None
         with self._lock:
             if self._closed:
-                return
+                return False
             # Waiters block only on an empty queue: wake them on the first message only.
             wake = not self._queue
             self.received += 1
@@ -117,6 +119,7 @@ class Subscription(Waitable):
                 )
         if wake:
             self.wake()
+        return True
 
     def close(self) -> None:
         with self._lock:

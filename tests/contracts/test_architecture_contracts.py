@@ -18,6 +18,7 @@ ENGINE = "The engine never imports the workbench or a terminal UI library"
 SANS_IO = "Protocol codecs and state machines are sans-IO"
 LAYERS = "Layers: the workbench on the engine; tools on transports; transports on the"
 VIEWS = "Workbench layers: views are handed their data and never import the app"
+FIXTURES = "The product never imports the test and documentation fixtures"
 MODEL = "The workbench's model is plain Python: no terminal UI library"
 
 
@@ -35,8 +36,12 @@ def _lint(source_root: Path, config: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def copy(tmp_path: Path) -> Path:
-    """The two packages and the contracts, copied so that a test can break them."""
-    for package in ("core/mailbus", "workbench/mailbus_workbench"):
+    """The packages and the contracts, copied so that a test can break them."""
+    for package in (
+        "core/mailbus",
+        "workbench/mailbus_workbench",
+        "workbench/workbench_fixtures",
+    ):
         shutil.copytree(
             ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
         )
@@ -69,7 +74,7 @@ def _broken(result: subprocess.CompletedProcess[str]) -> str:
 def test_the_tree_keeps_every_contract(copy: Path) -> None:
     result = _lint(copy, copy / "contracts.toml")
     assert result.returncode == 0, result.stdout
-    assert "5 kept, 0 broken" in result.stdout
+    assert "6 kept, 0 broken" in result.stdout
 
 
 VIOLATIONS = [
@@ -115,6 +120,12 @@ VIOLATIONS = [
         "workbench/mailbus_workbench/views/topics.py",
         "from mailbus_workbench.app import WorkbenchApp",
         [VIEWS, "mailbus_workbench.views.topics -> mailbus_workbench.app"],
+    ),
+    (
+        "the workbench imports the screenshot fixtures",
+        "workbench/mailbus_workbench/app.py",
+        "import workbench_fixtures.clock",
+        [f"{FIXTURES}", "BROKEN", "mailbus_workbench.app -> workbench_fixtures.clock"],
     ),
     (
         "the workbench model draws",

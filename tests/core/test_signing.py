@@ -20,7 +20,7 @@ from mailbus.email_message import Email, from_bytes, to_bytes
 from mailbus.errors import ConfigError
 from mailbus.options import options_from_mapping
 from mailbus.signing.config import key_name, signing_config
-from mailbus.signing.gate import SignatureGate, signer_from_options
+from mailbus.signing.gate import SignatureGate, signer_from_sections
 from mailbus.signing.keys import (
     PrivateKey,
     load_private_key,
@@ -271,7 +271,7 @@ def test_key_file_round_trip_and_own_key_checked_against_keyring(
         selector=SELECTOR,
         **{"private-key-file": str(path), "keyring": {NAME: record}},
     )
-    signer = signer_from_options(options)
+    signer = signer_from_sections(options.sections)
     assert signer is not None
     assert key.material.decode() not in repr(signer) + repr(signer.key)
     _, other = new_ed25519_key()
@@ -282,7 +282,7 @@ def test_key_file_round_trip_and_own_key_checked_against_keyring(
         **{"private-key-file": str(path), "keyring": {NAME: other}},
     )
     with pytest.raises(ConfigError, match="does not match the public key"):
-        signer_from_options(mismatched)
+        signer_from_sections(mismatched.sections)
 
 
 def test_key_from_an_environment_variable(ed_key: Any) -> None:
@@ -371,7 +371,7 @@ def test_bad_signing_options_name_the_key(table: dict[str, Any], key: str) -> No
 def test_unusable_keyring_record_is_refused_at_init() -> None:
     options = options_from_mapping({"signing": {"keyring": {NAME: "v=DKIM1; k=ed25519; p=AAAA"}}})
     with pytest.raises(ConfigError, match="not a usable DKIM key"):
-        SignatureGate.from_options(options)
+        SignatureGate.from_sections(options.sections)
 
 
 def test_hostile_sizes_are_refused_before_dkimpy_scans_them(ed_key: Any) -> None:

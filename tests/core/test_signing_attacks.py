@@ -48,7 +48,7 @@ def smuggled_prefix(now_ns: int, extra: bytes = b"") -> bytes:
 def gate(tmp_path: Path, record: str, **signing: Any) -> SignatureGate:
     table: dict[str, Any] = {"require-signature": True, "keyring": {NAME: record}}
     table.update(signing)
-    found = SignatureGate.from_options(options_from_mapping({"signing": table}))
+    found = SignatureGate.from_sections(options_from_mapping({"signing": table}).sections)
     assert found is not None
     return found
 

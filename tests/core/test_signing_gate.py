@@ -136,7 +136,7 @@ def test_require_signature_keeps_unsigned_forged_and_replayed_mail_out(
             }
         }
     )
-    gate = SignatureGate.from_options(options)
+    gate = SignatureGate.from_sections(options.sections)
     assert gate is not None
     dispatch, delivered, events, counts = dispatcher(gate)
     _, good = signed(key)
@@ -171,7 +171,7 @@ def test_require_signature_keeps_unsigned_forged_and_replayed_mail_out(
     assert [e.extra["signature"] for e in received] == ["verified"]
     gate.close()
     # After a restart the in-memory check is empty: the state dir remembers.
-    gate = SignatureGate.from_options(options)
+    gate = SignatureGate.from_sections(options.sections)
     assert gate is not None
     dispatch, delivered, events, counts = dispatcher(gate)
     dispatch(RawEmail(good, origin="uid:4"))
@@ -183,8 +183,8 @@ def test_require_signature_keeps_unsigned_forged_and_replayed_mail_out(
 
 def test_without_require_mixed_mail_is_taken_with_its_status(ed_key: Any) -> None:
     key, record = ed_key
-    gate = SignatureGate.from_options(
-        options_from_mapping({"signing": {"keyring": {NAME: record}}})
+    gate = SignatureGate.from_sections(
+        options_from_mapping({"signing": {"keyring": {NAME: record}}}).sections
     )
     assert gate is not None and gate.replay is None
     dispatch, delivered, events, _ = dispatcher(gate)

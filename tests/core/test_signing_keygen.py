@@ -11,7 +11,7 @@ import pytest
 from mailbus.cli import main
 from mailbus.email_message import Email, to_bytes
 from mailbus.options import options_from_mapping
-from mailbus.signing.gate import SignatureGate, signer_from_options
+from mailbus.signing.gate import SignatureGate, signer_from_sections
 
 
 def test_keygen_prints_options_that_sign_and_verify(
@@ -32,8 +32,8 @@ def test_keygen_prints_options_that_sign_and_verify(
     options = options_from_mapping(
         {"signing": {**pasted["signing"], "require-signature": True}}, {}
     )
-    signer = signer_from_options(options)
-    gate = SignatureGate.from_options(options)
+    signer = signer_from_sections(options.sections)
+    gate = SignatureGate.from_sections(options.sections)
     assert signer is not None and gate is not None
     email = Email(subject="t", body="b", sender="robot@robots.example")
     verdict = gate.verifier.verify(signer.sign(to_bytes(email)))
@@ -63,8 +63,8 @@ def test_keygen_private_key_to_stdout_only_when_asked(
     pasted = tomllib.loads(table)
     assert pasted["signing"]["private-key-env"] == "MAILBUS_SIGNING_KEY"
     config = {"signing": pasted["signing"]}
-    signer = signer_from_options(
-        options_from_mapping(config, {}), {"MAILBUS_SIGNING_KEY": private.strip()}
+    signer = signer_from_sections(
+        options_from_mapping(config, {}).sections, {"MAILBUS_SIGNING_KEY": private.strip()}
     )
     assert signer is not None
 

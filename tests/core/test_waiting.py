@@ -1,5 +1,6 @@
-"""The shared bounded wait (tests/waiting.py): returns the first truthy value, fails
-with a message naming what it waited for, and wakes on an event without polling."""
+"""The shared bounded wait (mailbus.stacks.waiting, re-exported by tests/waiting.py):
+returns the first truthy value, fails with a message naming what it waited for, and
+wakes on an event without polling."""
 
 from __future__ import annotations
 

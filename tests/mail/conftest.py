@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from mailbus.options import Options, options_from_mapping
-from mailstack import MailStack, User
+from mailbus.stacks.mailstack import MailStack, User
 
 # `mail_stack`, the one stack of the session, is in tests/conftest.py (stem uses it too).
 

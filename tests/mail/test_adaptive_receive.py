@@ -14,8 +14,8 @@ import pytest
 from conftest import OptionsFactory
 from mailbus.errors import ConfigError
 from mailbus.mail.receive_schedule import ReceiveSchedule
+from mailbus.stacks.mailstack import HOST, MailStack, User
 from mailbus.trace import TraceEvent, Tracer
-from mailstack import HOST, MailStack, User
 
 
 def wait_until(condition: Callable[[], bool], timeout: float) -> bool:

@@ -11,7 +11,7 @@ import pytest
 from conftest import OptionsFactory
 from mailbus.mail.errors import MailConnectionLimitError, MailLoginError
 from mailbus.mail.imap_receiver import connection_limit_refusal
-from mailstack import HOST, MAX_USERIP_CONNECTIONS, MailStack, User
+from mailbus.stacks.mailstack import HOST, MAX_USERIP_CONNECTIONS, MailStack, User
 
 pytestmark = pytest.mark.mailstack
 

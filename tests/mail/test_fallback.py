@@ -12,7 +12,7 @@ from conftest import make_options
 from mailbus.mail.errors import MailLoginError
 from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
 from mailbus.mail.tls import TlsSettings
-from mailstack import REJECTED, MailStack
+from mailbus.stacks.mailstack import REJECTED, MailStack
 from test_integration import Events, take
 from test_sender import check_one_refused_recipient_does_not_block_the_others, email_to
 

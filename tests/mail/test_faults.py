@@ -20,7 +20,7 @@ from mailbus.email_message import Email, from_bytes, to_bytes
 from mailbus.mail.errors import MailConnectError
 from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
 from mailbus.mail.tls import TlsSettings, ssl_context
-from mailstack import MailStack, User
+from mailbus.stacks.mailstack import MailStack, User
 from test_integration import Events, take
 
 pytestmark = pytest.mark.mailstack

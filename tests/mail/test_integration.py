@@ -13,9 +13,9 @@ from conftest import OptionsFactory
 from mailbus.mail.errors import MailConnectError, MailLoginError, MailTLSError
 from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
 from mailbus.mail.tls import InsecureTLSWarning, TlsSettings
+from mailbus.stacks.mailstack import MailStack, User, free_port
 from mailbus.subscription import Subscription
 from mailbus.trace import Kind, TraceEvent
-from mailstack import MailStack, User, free_port
 
 pytestmark = pytest.mark.mailstack
 

@@ -28,8 +28,8 @@ from mailbus.mail.relay.receiver import RelayReceiver, RelayUnavailableError
 from mailbus.mail.relay.server import MailRelay
 from mailbus.mail.relay.state import load_state
 from mailbus.mail.transport import mail_section
+from mailbus.stacks.mailstack import MAX_USERIP_CONNECTIONS, MailStack, User
 from mailbus.trace import Tracer
-from mailstack import MAX_USERIP_CONNECTIONS, MailStack, User
 from test_multiprocess import Proc, write_config
 from waiting import eventually
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mailstack import MailStack, User
+from mailbus.stacks.mailstack import MailStack, User
 
 pytestmark = pytest.mark.mailstack
 

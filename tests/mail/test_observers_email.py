@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mailstack import MailStack
+from mailbus.stacks.mailstack import MailStack
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from observers_support import check, run_scenario

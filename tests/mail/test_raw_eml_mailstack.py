@@ -16,11 +16,11 @@ from conftest import OptionsFactory
 from mailbus.mail.tls import TlsSettings, ssl_context
 from mailbus.sessions.reader import open_session
 from mailbus.sessions.recorder import Recorder
+from mailbus.stacks.mailstack import HOST, MailStack, User
 from mailbus.trace import Kind
 from mailbus_workbench.model.eml import write_eml
 from mailbus_workbench.model.feed import EventFeed
 from mailbus_workbench.model.topics import MessageRecord
-from mailstack import HOST, MailStack, User
 
 pytestmark = pytest.mark.mailstack
 

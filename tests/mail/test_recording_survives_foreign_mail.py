@@ -14,7 +14,7 @@ import pytest
 from conftest import OptionsFactory
 from mailbus.sessions.reader import open_session
 from mailbus.sessions.recorder import Recorder
-from mailstack import HOST, MailStack, User
+from mailbus.stacks.mailstack import HOST, MailStack, User
 
 pytestmark = pytest.mark.mailstack
 

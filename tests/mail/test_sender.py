@@ -15,9 +15,9 @@ from mailbus.errors import InvalidNameError, TransportError
 from mailbus.mail.imap_receiver import ImapReceiver, ImapSettings
 from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
 from mailbus.mail.tls import TlsSettings
+from mailbus.stacks.mailstack import DEFERRED, REJECTED, MailStack, User, free_port
 from mailbus.trace import Tracer
 from mailbus.transport import RawEmail
-from mailstack import DEFERRED, REJECTED, MailStack, User, free_port
 from test_integration import Events
 from waiting import Signalled, eventually
 

@@ -29,10 +29,10 @@ from mailbus.mail.shared_receiver import (
 from mailbus.mail.sieve_script import Routes
 from mailbus.mail.transport import _receiver, mail_section
 from mailbus.options import options_from_mapping
+from mailbus.stacks.mailstack import HOST, MAX_USERIP_CONNECTIONS, MailStack, User
 from mailbus.subscription import Subscription
 from mailbus.trace import TraceEvent, Tracer
 from mailbus.transport import Inbound, RawEmail
-from mailstack import HOST, MAX_USERIP_CONNECTIONS, MailStack, User
 from waiting import eventually
 
 WAIT_S = 20.0

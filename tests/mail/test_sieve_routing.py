@@ -18,8 +18,8 @@ from mailbus.errors import ConfigError
 from mailbus.mail.sieve_install import MailSieveError, SieveSettings, install_script
 from mailbus.mail.sieve_script import Routes, folder_name, sieve_script
 from mailbus.mail.tls import TlsSettings
+from mailbus.stacks.mailstack import MailStack, User, free_port
 from mailbus.trace import Kind, TraceEvent
-from mailstack import MailStack, User, free_port
 
 TOPIC, OTHER, UNROUTED, SERVICE = "robot/pose", "robot/camera", "chat", "add"
 ROUTED = {"routing": "sieve", "routed-topics": [TOPIC, OTHER], "routed-services": [SERVICE]}

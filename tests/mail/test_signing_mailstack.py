@@ -26,8 +26,8 @@ from mailbus.sessions.recorder import Recorder
 from mailbus.signing.config import key_name
 from mailbus.signing.keys import new_ed25519_key, write_private_key
 from mailbus.signing.sign import Signer
+from mailbus.stacks.mailstack import HOST, MailStack, User
 from mailbus.trace import Kind, TraceEvent
-from mailstack import HOST, MailStack, User
 
 pytestmark = pytest.mark.mailstack
 

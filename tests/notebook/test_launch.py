@@ -9,9 +9,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from mailbus import cli
 from mailbus.errors import ConfigError
 from mailbus.notebook import launch, workbench
-from mailbus_workbench import cli
 
 
 def test_a_missing_extra_is_named_with_the_install_line(

@@ -21,9 +21,9 @@ from mailbus.cli import main
 from mailbus.sessions import analysis
 from mailbus.sessions.reader import SessionError
 from mailbus.sessions.spark import SparkUnreachableError, check_master, check_remote
+from mailbus.stacks.spark_cluster import HOST, SparkProcesses, free_port
 from polars.testing import assert_frame_equal
 from sessions_helpers import SAMPLES, tiny_events, write_session
-from spark_cluster import HOST, SparkProcesses, free_port
 from waiting import eventually
 
 REL_TOL = 1e-12

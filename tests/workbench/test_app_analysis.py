@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 from mailbus.sessions import analysis
-from mailbus_workbench.fixtures import fixed_app
 from mailbus_workbench.views.analysis import AnalysisScreen
 from textual.widgets import Button, DataTable, Input, ProgressBar, Static
 from wb_helpers import Posted, until
+from workbench_fixtures.events import fixed_app
 
 SIZE = (140, 40)
 SESSION = Path(__file__).parents[2] / "sample_sessions" / "demo"

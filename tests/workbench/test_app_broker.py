@@ -7,10 +7,10 @@ import threading
 from mailbus.broker import Broker, BrokerMessage
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
-from mailbus_workbench.fixtures import fixed_app
 from mailbus_workbench.views.broker import BrokerView
 from textual.widgets import DataTable, Static
 from wb_helpers import until
+from workbench_fixtures.events import fixed_app
 
 
 class Gate:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import polars as pl
 from mailbus_workbench.find_screen import FindScreen
-from mailbus_workbench.fixtures import fixed_app
 from mailbus_workbench.model import export
 from mailbus_workbench.screens import Confirm, HelpScreen
 from mailbus_workbench.share_screens import ExportScreen, HeaderPicker
@@ -19,6 +18,7 @@ from mailbus_workbench.widgets.topic_tree import TopicTree
 from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Input
 from wb_helpers import Posted, until
+from workbench_fixtures.events import fixed_app
 
 SIZE = (130, 38)
 

@@ -7,11 +7,11 @@ from pathlib import Path
 from mailbus.postoffice.client import PostOfficeClient
 from mailbus.postoffice.server import ServerConfig, ServerThread
 from mailbus.postoffice.store import HashParams
-from mailbus_workbench.fixtures import fixed_app
 from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.views.mailboxes import MailboxesView
 from textual.widgets import DataTable, Static
 from wb_helpers import until
+from workbench_fixtures.events import fixed_app
 
 
 async def test_mailboxes_with_letter_counts(tmp_path: Path) -> None:

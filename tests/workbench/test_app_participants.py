@@ -5,12 +5,13 @@ announcement in the Log. (The demo announcing itself: test_app_broker.py.)"""
 from __future__ import annotations
 
 from mailbus.trace import Kind
-from mailbus_workbench.fixture_participants import announcement_event
-from mailbus_workbench.fixture_participants import sample_announcements as announcements
-from mailbus_workbench.fixtures import T0, FrozenClock, fixed_app
 from mailbus_workbench.views.participants import ParticipantsView
 from textual.widgets import DataTable
 from wb_helpers import until
+from workbench_fixtures.clock import T0, FrozenClock
+from workbench_fixtures.events import fixed_app
+from workbench_fixtures.participants import announcement_event
+from workbench_fixtures.participants import sample_announcements as announcements
 
 SIZE = (130, 38)
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import polars as pl
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
-from mailbus_workbench.fixtures import T0, FrozenClock, fixed_app, fixed_model, message_event
 from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.views.plot import PlotView
 from mailbus_workbench.views.sessions import SessionsView
@@ -21,6 +20,8 @@ from mailbus_workbench.widgets.message_list import MessageList
 from mailbus_workbench.widgets.topic_tree import TopicTree
 from textual.widgets import Input, OptionList, Tree
 from wb_helpers import Posted, until
+from workbench_fixtures.clock import T0, FrozenClock
+from workbench_fixtures.events import fixed_app, fixed_model, message_event
 
 SIZE = (130, 38)
 END = T0 + 12.0  # the fixed model's clock

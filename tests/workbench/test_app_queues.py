@@ -13,12 +13,12 @@ from mailbus.outbox.fs_storage import FsStorage
 from mailbus.outbox.listing import list_outbox
 from mailbus.outbox.lock import OutboxLock
 from mailbus.outbox.storage import Destination, Entry, Metadata, Schedule
-from mailbus_workbench.fixtures import fixed_app
 from mailbus_workbench.model import queues
 from mailbus_workbench.screens import Confirm
 from mailbus_workbench.views.queues import QueuesView
 from mailbus_workbench.widgets.queue_list import QueueList
 from wb_helpers import Posted, until
+from workbench_fixtures.events import fixed_app
 
 SIZE = (140, 36)
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
-from mailbus_workbench.fixtures import T0, fixed_app, message_event
 from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.views.caller import CallerView
 from mailbus_workbench.widgets import format as fmt
@@ -17,6 +16,8 @@ from rich.console import Console
 from rich.syntax import Syntax
 from textual.widgets import Input, Static, TextArea
 from wb_helpers import until
+from workbench_fixtures.clock import T0
+from workbench_fixtures.events import fixed_app, message_event
 
 SIZE = (140, 42)
 
@@ -155,9 +156,9 @@ async def test_source_timestamp_shows_a_time_and_keeps_the_raw_nanoseconds() -> 
 
 
 async def test_the_inspectors_json_shows_on_the_light_theme() -> None:
-    from mailbus_workbench.fixtures import fixed_app
     from mailbus_workbench.widgets.message_list import MessageList
     from mailbus_workbench.widgets.topic_tree import TopicTree
+    from workbench_fixtures.events import fixed_app
 
     app = fixed_app()
     async with app.run_test(size=SIZE) as pilot:

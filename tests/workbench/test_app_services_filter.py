@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mailbus import headers as H
-from mailbus_workbench.fixtures import T0, fixed_app, request_event, response_event
 from mailbus_workbench.views.services import ServicesView
 from mailbus_workbench.widgets.latency_histogram import LatencyHistogram
 from mailbus_workbench.widgets.service_stats import ServiceStats
@@ -15,6 +14,8 @@ from mailbus_workbench.widgets.trace_list import TraceList
 from mailbus_workbench.widgets.waterfall import Waterfall
 from textual.widgets import Input, Static
 from wb_helpers import until
+from workbench_fixtures.clock import T0
+from workbench_fixtures.events import fixed_app, request_event, response_event
 
 SIZE = (140, 42)
 OTHER_CLIENT = "0a0a0a0a1b1b1b1b2c2c2c2c3d3d3d3d"

@@ -4,11 +4,12 @@ rows are trimmed from the top of the list (issue 19 item 3)."""
 from __future__ import annotations
 
 from mailbus_workbench.app import WorkbenchApp
-from mailbus_workbench.fixtures import T0, fixed_app, request_event
 from mailbus_workbench.widgets.email_pair import EmailPair
 from mailbus_workbench.widgets.trace_list import SHOWN, TraceList
 from textual.pilot import Pilot
 from wb_helpers import until
+from workbench_fixtures.clock import T0
+from workbench_fixtures.events import fixed_app, request_event
 
 SIZE = (140, 42)
 

@@ -4,10 +4,10 @@ in Chromium is in test_serve_browser.py)."""
 from __future__ import annotations
 
 from mailbus_workbench.app import WorkbenchApp
-from mailbus_workbench.fixtures import fixed_app
 from mailbus_workbench.screens import HelpScreen
 from textual.widgets import Input
 from wb_helpers import until
+from workbench_fixtures.events import fixed_app
 
 
 async def test_a_tab_click_gives_the_keys_to_its_view() -> None:

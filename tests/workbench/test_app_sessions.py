@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
-from mailbus_workbench.fixtures import fixed_app
 from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.views.sessions import AnalysisScreen, SessionsView
 from textual.widgets import DataTable, Input, Select, Switch
 from wb_helpers import Posted, until
+from workbench_fixtures.events import fixed_app
 
 SIZE = (140, 40)
 

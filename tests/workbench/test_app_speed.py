@@ -14,13 +14,13 @@ from collections.abc import Callable
 import pytest
 from mailbus.trace import Kind, TraceEvent
 from mailbus_workbench import heap
-from mailbus_workbench.fixtures import fixed_app
 from mailbus_workbench.key_screen import KeyScreen
 from mailbus_workbench.key_turn import KEY_SWITCH_INTERVAL_S
 from mailbus_workbench.views.services import ServicesView
 from textual import events
 from textual.widgets import Static
 from wb_helpers import until
+from workbench_fixtures.events import fixed_app
 
 SIZE = (120, 36)
 BACKLOG = 100_000

@@ -7,7 +7,6 @@ from pathlib import Path
 from mailbus.trace import TraceEvent
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
-from mailbus_workbench.fixtures import T0, fixed_app, message_event
 from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.screens import NumberPrompt
 from mailbus_workbench.views.topics import TopicsView
@@ -16,6 +15,8 @@ from mailbus_workbench.widgets.message_list import MessageList
 from mailbus_workbench.widgets.topic_tree import TopicTree
 from textual.widgets import Input, Static, TabbedContent
 from wb_helpers import Posted, until
+from workbench_fixtures.clock import T0
+from workbench_fixtures.events import fixed_app, message_event
 
 SIZE = (140, 42)
 

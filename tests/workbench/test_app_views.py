@@ -6,7 +6,6 @@ from pathlib import Path
 
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
-from mailbus_workbench.fixtures import fixed_app, fixed_model
 from mailbus_workbench.launch import run_app
 from mailbus_workbench.model.services import TraceStatus
 from mailbus_workbench.model.settings import Settings, Template, load_templates, save_templates
@@ -21,6 +20,7 @@ from mailbus_workbench.widgets.waterfall import Waterfall
 from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Input, Select, Static, TabbedContent, TextArea
 from wb_helpers import Posted, until
+from workbench_fixtures.events import fixed_app, fixed_model
 
 SIZE = (140, 42)
 

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from mailbus_workbench.fixtures import T0, FrozenClock, fixed_model, message_event, sample_events
 from mailbus_workbench.model import export, message_filter
 from mailbus_workbench.model.find import QueryError, find, parse_query
 from mailbus_workbench.model.state import WorkbenchModel
+from workbench_fixtures.clock import T0, FrozenClock
+from workbench_fixtures.events import fixed_model, message_event, sample_events
 
 
 def model_of(bodies: dict[str, list[str]]) -> WorkbenchModel:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from mailbus_workbench.fixtures import fixed_app
 from mailbus_workbench.widgets.key_bar import KeyBar
 from wb_helpers import until
+from workbench_fixtures.events import fixed_app
 
 SIZE = (140, 42)
 

@@ -7,16 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mailbus_workbench import cli
+from mailbus import cli
 from mailbus_workbench.app import VIEWS, WorkbenchApp
 from mailbus_workbench.find_screen import FindScreen
-from mailbus_workbench.fixtures import fixed_app
 from mailbus_workbench.layouts import LayoutPrompt, LayoutStore, config_key
 from mailbus_workbench.model.layout import Layout
 from mailbus_workbench.views.plot import PlotView
 from textual.command import CommandPalette
 from textual.widgets import Input, OptionList, TabbedContent
 from wb_helpers import until
+from workbench_fixtures.events import fixed_app
 
 SIZE = (130, 38)
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from mailbus_workbench.fixtures import T0, FrozenClock, fixed_app, message_event
 from mailbus_workbench.model import message_filter
 from mailbus_workbench.model.state import WorkbenchModel
 from mailbus_workbench.widgets.message_list import MessageList
 from mailbus_workbench.widgets.topic_tree import TopicTree
 from textual.widgets import Input
 from wb_helpers import until
+from workbench_fixtures.clock import T0, FrozenClock
+from workbench_fixtures.events import fixed_app, message_event
 
 
 def signed(n: int, status: str | None, topic: str = "sensors/temp") -> object:

@@ -8,9 +8,14 @@ import mailbus
 import pytest
 from mailbus.email_message import from_bytes
 from mailbus.trace import Kind, TraceEvent
-from mailbus_workbench.fixtures import (
-    T0,
-    FrozenClock,
+from mailbus_workbench.model import EventFeed, ServiceStore, TopicStore, TraceStatus
+from mailbus_workbench.model.fuzzy import fuzzy_filter, fuzzy_score
+from mailbus_workbench.model.inspect import body_diff, header_rows, pretty_body, raw_source
+from mailbus_workbench.model.state import WorkbenchModel
+from mailbus_workbench.model.topics import RATE_HISTORY, topic_tree
+from mailbus_workbench.model.waitsets import WaitSetMonitor
+from workbench_fixtures.clock import T0, FrozenClock
+from workbench_fixtures.events import (
     discarded_event,
     message_event,
     request_event,
@@ -18,12 +23,6 @@ from mailbus_workbench.fixtures import (
     sample_events,
     sample_wait_sets,
 )
-from mailbus_workbench.model import EventFeed, ServiceStore, TopicStore, TraceStatus
-from mailbus_workbench.model.fuzzy import fuzzy_filter, fuzzy_score
-from mailbus_workbench.model.inspect import body_diff, header_rows, pretty_body, raw_source
-from mailbus_workbench.model.state import WorkbenchModel
-from mailbus_workbench.model.topics import RATE_HISTORY, topic_tree
-from mailbus_workbench.model.waitsets import WaitSetMonitor
 
 
 def msg(topic: str, t: float, n: int = 1, body: str = "x") -> TraceEvent:

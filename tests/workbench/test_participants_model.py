@@ -7,15 +7,15 @@ from dataclasses import replace
 
 from mailbus.presence import TOPIC, PresenceState
 from mailbus.trace import Kind
-from mailbus_workbench.fixture_participants import (
+from mailbus_workbench.model.participants import GRACE_S, MISSED_PERIODS
+from mailbus_workbench.model.state import WorkbenchModel
+from workbench_fixtures.clock import T0, FrozenClock
+from workbench_fixtures.participants import (
     GID_ARM,
     GID_GATEWAY,
     announcement_event,
     sample_announcements,
 )
-from mailbus_workbench.fixtures import T0, FrozenClock
-from mailbus_workbench.model.participants import GRACE_S, MISSED_PERIODS
-from mailbus_workbench.model.state import WorkbenchModel
 
 
 def model_at(t: float = T0) -> tuple[WorkbenchModel, FrozenClock]:

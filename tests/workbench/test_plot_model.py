@@ -6,14 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from mailbus_workbench.fixtures import (
-    T0,
-    FrozenClock,
-    fixed_model,
-    message_event,
-    request_event,
-    response_event,
-)
 from mailbus_workbench.model.plot_paths import (
     PathError,
     SeriesKey,
@@ -25,6 +17,8 @@ from mailbus_workbench.model.plot_paths import (
 )
 from mailbus_workbench.model.series import SeriesStore
 from mailbus_workbench.model.state import WorkbenchModel
+from workbench_fixtures.clock import T0, FrozenClock
+from workbench_fixtures.events import fixed_model, message_event, request_event, response_event
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from mailbus.email_message import to_bytes
 from mailbus.trace import TraceEvent
-from mailbus_workbench.fixtures import RAW_DATE, T0, fixed_app, message_event
 from mailbus_workbench.model.eml import ExportError, eml_name, eml_of, write_eml
 from mailbus_workbench.model.feed import RAW_KEEP, EventFeed
 from mailbus_workbench.model.inspect import raw_note, raw_source, to_email
@@ -18,6 +17,8 @@ from mailbus_workbench.views.topics import TopicsView
 from mailbus_workbench.widgets.inspector import Inspector
 from textual.widgets import Static
 from wb_helpers import until
+from workbench_fixtures.clock import T0
+from workbench_fixtures.events import RAW_DATE, fixed_app, message_event
 
 SIZE = (140, 42)
 TOPIC = "lab/raw"

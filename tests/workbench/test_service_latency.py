@@ -4,13 +4,14 @@ waterfall's labels, on fixed data (issue 15 item 7)."""
 from __future__ import annotations
 
 import pytest
-from mailbus_workbench.fixtures import T0, request_event, response_event
 from mailbus_workbench.model import latency, trace_filter
 from mailbus_workbench.model.latency import LatencyBook, bucket_bounds, bucket_of, percentile
 from mailbus_workbench.model.pacing import PUMP_LIMIT, FoldPacer
 from mailbus_workbench.model.services import ServiceStore, TraceStatus
 from mailbus_workbench.widgets.format import elide_middle
 from mailbus_workbench.widgets.waterfall import render_waterfall
+from workbench_fixtures.clock import T0
+from workbench_fixtures.events import request_event, response_event
 
 
 def call(store: ServiceStore, service: str, seq: int, t: float, latency_s: float) -> None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from mailbus_workbench.screenshots import SCENES, SESSION_SCENES, SIZE, scene_app
 from mailbus_workbench.views.sessions import sessions_available
+from workbench_fixtures.screenshots import SCENES, SESSION_SCENES, SIZE, scene_app
 
 # topics-raw and topics-filter are in screenshots/ only: the Raw tab and the filter are
 # covered by Pilot tests, and each snapshot costs seconds of the test budget.

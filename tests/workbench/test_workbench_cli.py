@@ -1,4 +1,4 @@
-"""The `mailbus` command of the workbench package: serve's argument errors, and the
+"""The workbench's subcommands of the `mailbus` command: serve's argument errors, and the
 TUI's absence from the core's import graph."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mailbus_workbench.cli import main
+from mailbus.cli import main
 from mailbus_workbench.serve import serve_command
 
 
@@ -41,7 +41,7 @@ def test_core_and_model_import_without_textual() -> None:
         "builtins.__import__ = guard\n"
         "import mailbus, mailbus.demo\n"
         "import mailbus_workbench.model, mailbus_workbench.model.queues\n"
-        "import mailbus_workbench.engine, mailbus_workbench.fixtures\n"
+        "import mailbus_workbench.engine, workbench_fixtures.events\n"
         "print('ok')\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

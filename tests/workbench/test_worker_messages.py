@@ -13,7 +13,6 @@ from mailbus.postoffice.store import HashParams
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.find_screen import FindScreen
-from mailbus_workbench.fixtures import fixed_app
 from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.screens import Confirm
 from mailbus_workbench.views.analysis import AnalysisScreen
@@ -23,6 +22,7 @@ from mailbus_workbench.views.publish import PublishView
 from textual.message import Message
 from textual.widgets import DataTable, Input, ProgressBar, Static, TextArea
 from wb_helpers import Posted, until
+from workbench_fixtures.events import fixed_app
 
 SIZE = (140, 42)
 PACKAGE = Path(__file__).parents[2] / "workbench" / "mailbus_workbench"

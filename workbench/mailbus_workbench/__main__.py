@@ -2,6 +2,6 @@
 
 import sys
 
-from mailbus_workbench.cli import main
+from mailbus.cli import main
 
 sys.exit(main())

@@ -1,12 +1,13 @@
-"""The `mailbus` command: the engine's subcommands plus the workbench's."""
+"""The workbench's part of the `mailbus` command (mailbus.cli): opening the workbench
+(the default, with no subcommand), `serve`, `open` and `notebook`.
+
+Imports no terminal library itself: the engine's command registers these in a bare
+install too, and running one without the `workbench` extra says which extra to install."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
-
-from mailbus.cli import build_parser, run
 
 from mailbus_workbench import serve
 
@@ -37,8 +38,10 @@ def _notebook(args: argparse.Namespace) -> int:
     return run_notebook(args.config, args.dir, extra)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser, sub = build_parser()
+def register(
+    parser: argparse.ArgumentParser,
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
     parser.set_defaults(handler=_workbench)
     parser.add_argument(
         "--viewer",
@@ -70,9 +73,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     notebook.add_argument("--port", type=int, default=None, help="JupyterLab's port")
     notebook.add_argument("--no-browser", action="store_true", help="do not open a browser")
     notebook.set_defaults(handler=_notebook)
-    args = parser.parse_args(argv)
-    return run(args, parser)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -191,9 +191,9 @@ def create_transport(options: Options, tracer: Tracer) -> Transport:
     own = options.address
     sign = None
     if "signing" in options.sections:
-        from mailbus.signing.gate import signer_from_options  # loads dkimpy
+        from mailbus.signing.gate import signer_from_sections  # loads dkimpy
 
-        signer = signer_from_options(options)
+        signer = signer_from_sections(options.sections)
         sign = signer.sign if signer is not None else None
     sender = SmtpSender(
         SmtpSettings(

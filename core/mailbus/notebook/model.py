@@ -18,11 +18,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import polars as pl
-import pyarrow as pa  # type: ignore[import-untyped]
-
+from mailbus.envelope import EnvelopeKind
+from mailbus.extras import needs_extra
 from mailbus.sessions.schema import Redactor, arrow_schema, cap_body, event_columns
 from mailbus.trace import Kind, TraceEvent
+
+with needs_extra("mailbus.notebook", "notebook"):
+    import polars as pl
+    import pyarrow as pa  # type: ignore[import-untyped]
 
 DEFAULT_MAX_EVENTS = 50_000
 DEFAULT_BODY_CAP = 4 * 1024
@@ -158,11 +161,11 @@ class MonitorModel:
                 self._events.append((event, *kept))
             if event.kind != Kind.RECEIVED:
                 return
-            if event.detail == "message":
+            if event.detail == EnvelopeKind.MESSAGE:
                 self._message(event, now)
-            elif event.detail == "request":
+            elif event.detail == EnvelopeKind.REQUEST:
                 self._request(event)
-            elif event.detail == "response":
+            elif event.detail == EnvelopeKind.RESPONSE:
                 self._response(event)
 
     def _message(self, event: TraceEvent, now: float) -> None:

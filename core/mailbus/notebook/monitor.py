@@ -22,17 +22,18 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
 from mailbus.context import Context
 from mailbus.demo import DemoSystem
 from mailbus.errors import ServiceTimeoutError
-from mailbus.extras import require
+from mailbus.extras import needs_extra, require
 from mailbus.notebook.model import DEFAULT_MAX_EVENTS, DEFAULT_WINDOW_S, MonitorModel
 from mailbus.notebook.pacing import UpdatePacer
 from mailbus.notebook.results import CallResult, Published
 from mailbus.sessions.recorder import Recorder
 from mailbus.sessions.secrets import context_secrets
+
+with needs_extra("mailbus.notebook", "notebook"):
+    import polars as pl
 
 DEFAULT_UPDATE_HZ = 4.0
 _ESM = (Path(__file__).with_name("monitor.js")).read_text(encoding="utf-8")

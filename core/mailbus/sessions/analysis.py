@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-import narwhals.stable.v2 as nw
-import polars as pl
-
+from mailbus.envelope import EnvelopeKind
+from mailbus.extras import needs_extra
 from mailbus.sessions import tables as defined
 from mailbus.sessions.reader import (
     Session,
@@ -48,6 +47,10 @@ from mailbus.sessions.tables import (
     sequence_counts,
     sequence_counts_generic,
 )
+
+with needs_extra("mailbus.sessions"):
+    import narwhals.stable.v2 as nw
+    import polars as pl
 
 __all__ = [
     "PERCENTILES",
@@ -280,7 +283,9 @@ def timeseries(data: Dataset | Sequence[str] | str, bin_s: float = 1.0) -> pl.Da
     keys = ["session", "topic", "_bin"]
     bin_ns = int(bin_s * 1e9)
     frame = (
-        ds.frame.filter((nw.col("kind") == RECEIVED) & (nw.col("detail") == "message"))
+        ds.frame.filter(
+            (nw.col("kind") == RECEIVED) & (nw.col("detail") == EnvelopeKind.MESSAGE.value)
+        )
         .rename({"name": "topic"})
         .with_columns(nw.col("reception_ns").min().over("session").alias("_start"))
         .with_columns(

@@ -12,9 +12,11 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-import pyarrow as pa  # type: ignore[import-untyped]
-
+from mailbus.extras import needs_extra
 from mailbus.trace import TraceEvent
+
+with needs_extra("mailbus.sessions"):
+    import pyarrow as pa  # type: ignore[import-untyped]
 
 NOTE_PREFIX = "[recorder stored null: "
 _ARROW_ERRORS = (pa.ArrowException, OverflowError, TypeError, ValueError, UnicodeError)

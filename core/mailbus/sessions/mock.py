@@ -8,6 +8,7 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING
 
+from mailbus.envelope import EnvelopeKind
 from mailbus.names import check_name
 from mailbus.sessions.player import replay_events
 from mailbus.sessions.reader import Session
@@ -113,11 +114,17 @@ def recorded_pairs(session: Session | str, service: str) -> list[tuple[str, str,
     """(request body, response body, round trip s, request body truncated) for each
     answered request of `service`, in the order the requests were sent."""
     events = replay_events(session, include=None)
-    requests = {e.message_id: e for e in events if e.what == "request" and e.name == service}
+    requests = {
+        e.message_id: e for e in events if e.what == EnvelopeKind.REQUEST and e.name == service
+    }
     pairs: list[tuple[int, str, str, float, bool]] = []
     seen: set[str] = set()
     for e in events:
-        if e.what != "response" or e.in_reply_to not in requests or e.in_reply_to in seen:
+        if (
+            e.what != EnvelopeKind.RESPONSE
+            or e.in_reply_to not in requests
+            or e.in_reply_to in seen
+        ):
             continue
         seen.add(e.in_reply_to)  # the first response to a request answers it
         request = requests[e.in_reply_to]

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-import polars as pl
-
 from mailbus import headers as H
 from mailbus.email_message import Email, new_message_id
+from mailbus.envelope import EnvelopeKind
+from mailbus.extras import needs_extra
 from mailbus.gid import new_gid
 from mailbus.names import check_name
 from mailbus.presence import TOPIC as PARTICIPANTS_TOPIC
@@ -45,6 +45,9 @@ from mailbus.sessions.replay_options import (
 from mailbus.sessions.schema import REDACTED
 from mailbus.trace import Kind
 
+with needs_extra("mailbus.sessions"):
+    import polars as pl
+
 if TYPE_CHECKING:
     from mailbus.context import Context
 
@@ -52,9 +55,9 @@ log = logging.getLogger(__name__)
 
 REPLAY_OF = H.REPLAY_OF
 SENT_KINDS = {
-    Kind.PUBLISHED: "message",
-    Kind.REQUEST_SENT: "request",
-    Kind.RESPONSE_SENT: "response",
+    Kind.PUBLISHED: EnvelopeKind.MESSAGE.value,
+    Kind.REQUEST_SENT: EnvelopeKind.REQUEST.value,
+    Kind.RESPONSE_SENT: EnvelopeKind.RESPONSE.value,
 }
 _ENGINE_HEADERS = {
     h.lower()
@@ -85,7 +88,7 @@ class ReplayEvent:
 
     offset_ns: int
     source_ns: int  # the recorded Source-Timestamp (the reception time if none was sent)
-    what: str  # message, request or response
+    what: str  # an EnvelopeKind's value
     name: str
     source_gid: str
     client_gid: str  # requests and responses: the client's GID
@@ -136,7 +139,7 @@ def replay_events(
             (pl.col("kind") == Kind.RECEIVED.value).alias("_received"),
             pl.coalesce("source_ns", "recorded_ns").alias("_t"),
         )
-        .filter(pl.col("what").is_in(["message", "request", "response"]))
+        .filter(pl.col("what").is_in([kind.value for kind in EnvelopeKind]))
         .sort("_received", "event_index")
         .unique("message_id", keep="first", maintain_order=True)
         .sort("_t", "event_index")
@@ -154,13 +157,13 @@ def replay_events(
         if exclude_re is not None and exclude_re.search(name):
             continue
         what = row["what"]
-        if what != "message" and not services:
+        if what != EnvelopeKind.MESSAGE and not services:
             continue
         headers = _header_map(row["headers"])
         if start is None:
             start = row["_t"]
         client_gid = headers.get(H.CLIENT_GID, "")
-        if what == "request" and not client_gid:
+        if what == EnvelopeKind.REQUEST and not client_gid:
             client_gid = row["source_gid"] or ""
         body = bytes(row["body"] or b"").decode("utf-8", "replace")
         events.append(
@@ -415,14 +418,14 @@ class Player:
         ctx = self.context
         headers: dict[str, str] = dict(event.headers)
         headers[H.SOURCE_TIMESTAMP] = str(time.time_ns())
-        if event.what == "message":
+        if event.what == EnvelopeKind.MESSAGE:
             headers[H.PUBLISHER_GID] = self._gid(event.source_gid)
             if event.sequence_number >= 0:
                 headers[H.PUBLISHER_SEQUENCE_NUMBER] = str(event.sequence_number)
         else:
             headers[H.CLIENT_GID] = self._gid(event.client_gid)
             headers[H.REQUEST_SEQUENCE_NUMBER] = str(max(event.sequence_number, 0))
-            if event.what == "response":
+            if event.what == EnvelopeKind.RESPONSE:
                 headers[H.SERVER_GID] = self._gid(event.source_gid)
         headers[REPLAY_OF] = event.message_id
         headers[H.REPLAY_SOURCE_TIMESTAMP] = str(event.source_ns)

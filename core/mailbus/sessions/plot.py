@@ -11,9 +11,10 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import polars as pl
+from mailbus.extras import needs_extra, require
 
-from mailbus.extras import require
+with needs_extra("mailbus.sessions"):
+    import polars as pl
 
 if TYPE_CHECKING:
     import altair as alt

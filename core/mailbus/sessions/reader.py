@@ -17,10 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.parquet as pq  # type: ignore[import-untyped]
-
+from mailbus.extras import needs_extra
 from mailbus.sessions.schema import (
     ADDED_COLUMNS,
     COLUMN_NAMES,
@@ -31,6 +28,11 @@ from mailbus.sessions.schema import (
     SCHEMA_VERSION,
     arrow_schema,
 )
+
+with needs_extra("mailbus.sessions"):
+    import polars as pl
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 
 class SessionError(Exception):

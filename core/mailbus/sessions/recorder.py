@@ -30,9 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.parquet as pq  # type: ignore[import-untyped]
-
+from mailbus.extras import needs_extra
 from mailbus.sessions.fitting import coerced, fitted_table, with_notes
 from mailbus.sessions.kinds import SessionKind
 from mailbus.sessions.schema import (
@@ -48,6 +46,10 @@ from mailbus.sessions.schema import (
 )
 from mailbus.sessions.secrets import context_secrets
 from mailbus.trace import TraceEvent
+
+with needs_extra("mailbus.sessions"):
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 if TYPE_CHECKING:
     from mailbus.context import Context

@@ -16,9 +16,11 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import pyarrow as pa  # type: ignore[import-untyped]
-
+from mailbus.extras import needs_extra
 from mailbus.trace import TraceEvent
+
+with needs_extra("mailbus.sessions"):
+    import pyarrow as pa  # type: ignore[import-untyped]
 
 SCHEMA_VERSION = 1
 METADATA_VERSION_KEY = b"mailbus.sessions.schema_version"

@@ -23,10 +23,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import narwhals.stable.v2 as nw
-import polars as pl
-
+from mailbus.envelope import EnvelopeKind
+from mailbus.extras import needs_extra
 from mailbus.trace import Kind
+
+with needs_extra("mailbus.sessions"):
+    import narwhals.stable.v2 as nw
+    import polars as pl
 
 # (column suffix, q): the percentiles every table reports.
 PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
@@ -122,7 +125,7 @@ def topics(frame: nw.LazyFrame[Any], *, kernels: bool = True) -> nw.LazyFrame[An
     keys = ["session", "topic"]
     lf = frame.rename({"name": "topic"})
     kind, detail = nw.col("kind"), nw.col("detail")
-    is_received = (kind == RECEIVED) & (detail == "message")
+    is_received = (kind == RECEIVED) & (detail == EnvelopeKind.MESSAGE.value)
     is_published = kind == PUBLISHED
     # One group-by for the counts and the percentiles (conditional columns).
     events = lf.filter(is_received | is_published).with_columns(
@@ -192,7 +195,9 @@ def calls(lf: nw.LazyFrame[Any]) -> nw.LazyFrame[Any]:
     kind, detail = nw.col("kind"), nw.col("detail")
     # A request is known from the client (request.sent) and/or the server's reception.
     requests = (
-        lf.filter((kind == REQUEST_SENT) | ((kind == RECEIVED) & (detail == "request")))
+        lf.filter(
+            (kind == REQUEST_SENT) | ((kind == RECEIVED) & (detail == EnvelopeKind.REQUEST.value))
+        )
         .filter(~nw.col("message_id").is_null())
         .with_columns(
             nw.when(kind == REQUEST_SENT).then(1).otherwise(0).alias("_client_side"),
@@ -210,7 +215,9 @@ def calls(lf: nw.LazyFrame[Any]) -> nw.LazyFrame[Any]:
     # A response is known from the server (response.sent) and/or the client's reception;
     # it arrives when the client received it (else, server side only, when it was sent).
     responses = (
-        lf.filter((kind == RESPONSE_SENT) | ((kind == RECEIVED) & (detail == "response")))
+        lf.filter(
+            (kind == RESPONSE_SENT) | ((kind == RECEIVED) & (detail == EnvelopeKind.RESPONSE.value))
+        )
         .filter(~nw.col("message_id").is_null() & ~nw.col("in_reply_to").is_null())
         .group_by("session", "message_id")
         .agg(
@@ -319,7 +326,7 @@ def sequences(frame: nw.LazyFrame[Any]) -> nw.LazyFrame[Any]:
     kind, detail = nw.col("kind"), nw.col("detail")
     received = frame.filter(
         (kind == RECEIVED)
-        & ((detail == "message") | (detail == "request"))
+        & ((detail == EnvelopeKind.MESSAGE.value) | (detail == EnvelopeKind.REQUEST.value))
         & ~nw.col("sequence_number").is_null()
         # Numbers start at 1; a negative one (-1 means "none" in the engine, and a
         # hand-written file may hold it) is not a number a sender gave.

@@ -9,7 +9,7 @@ protection. See docs/mail.md, "Signed mail".
 | `sign.py` | `Signer`: a DKIM-Signature on an email's bytes (dkimpy) |
 | `verify.py` | `Verifier`: "verified", "unsigned" or "failed: why", against the keyring |
 | `replay.py` | `ReplayGuard`: age window and seen Message-IDs, kept in a state dir |
-| `gate.py` | `SignatureGate`: what the engine asks on receipt; `signer_from_options` |
+| `gate.py` | `SignatureGate`: what the engine asks on receipt; `signer_from_sections` |
 | `cli.py` | `mailbus keygen` |
 
 Only `config` is imported by the options; the others load dkimpy (and dnspython, about

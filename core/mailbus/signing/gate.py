@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import Any
 
 import dkim
 
 from mailbus.email_message import Email
 from mailbus.errors import ConfigError
-from mailbus.options import Options
 from mailbus.signing.config import SigningConfig, signing_config
 from mailbus.signing.keys import load_private_key
 from mailbus.signing.replay import WINDOW_FULL, ReplayGuard
@@ -31,12 +31,14 @@ def check_keyring(keyring: Mapping[str, str]) -> None:
             raise ConfigError(f"signing.keyring.{name}", f"not a usable DKIM key: {exc}") from None
 
 
-def signer_from_options(
-    options: Options, environ: Mapping[str, str] | None = None
+def signer_from_sections(
+    sections: Mapping[str, Any], environ: Mapping[str, str] | None = None
 ) -> Signer | None:
-    """The signer the options configure, or None: the private key is read and checked
-    here (at init), so a bad key is a ConfigError before anything is sent."""
-    config = signing_config(options.sections)
+    """The signer the options' tables (`Options.sections`) configure, or None: the private
+    key is read and checked here (at init), so a bad key is a ConfigError before anything
+    is sent. The tables, not the `Options`: the options module reads `[signing]` through
+    this package, which therefore sits below it."""
+    config = signing_config(sections)
     if config is None or not config.signs:
         return None
     return Signer(load_private_key(config, environ), config.selector, config.domain)
@@ -55,8 +57,8 @@ class SignatureGate:
             )
 
     @classmethod
-    def from_options(cls, options: Options) -> SignatureGate | None:
-        config = signing_config(options.sections)
+    def from_sections(cls, sections: Mapping[str, Any]) -> SignatureGate | None:
+        config = signing_config(sections)
         if config is None or not config.verifies:
             return None
         return cls(config)

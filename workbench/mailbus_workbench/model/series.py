@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from mailbus.envelope import EnvelopeKind
 from mailbus.trace import TraceEvent
 
 from mailbus_workbench.model.plot_paths import (
@@ -183,7 +184,7 @@ class SeriesStore:
         series = self._latencies.get(event.name)
         if series is None:
             return
-        key = event.message_id if event.detail == "request" else event.in_reply_to
+        key = event.message_id if event.detail == EnvelopeKind.REQUEST else event.in_reply_to
         trace = services.get(key) if key else None
         # Only the event that completes a call adds its point (not a duplicate answer).
         if trace is not None and (trace.response is event or trace.request is event):

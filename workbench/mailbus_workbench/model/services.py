@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from mailbus import headers as H
+from mailbus.envelope import EnvelopeKind
 from mailbus.trace import Kind, TraceEvent
 
 from mailbus_workbench.model.latency import LatencyBook
@@ -104,7 +105,7 @@ class ServiceStore:
         if event.kind == DISCARDED:
             self._discard(event.in_reply_to)
             return
-        if event.detail == "request":
+        if event.detail == EnvelopeKind.REQUEST:
             self.requests += 1
             key = event.message_id or f"request:{event.source_gid}:{event.sequence_number}"
             if key in self._traces:  # redelivered request: keep the first sighting
@@ -119,7 +120,7 @@ class ServiceStore:
                 paired.response, paired.server_gid = orphan.response, orphan.server_gid
                 self._answered(paired)
             self._put(paired)
-        elif event.detail == "response":
+        elif event.detail == EnvelopeKind.RESPONSE:
             self.responses += 1
             server = event.headers.get(H.SERVER_GID, "")
             client = event.headers.get(H.CLIENT_GID, "")

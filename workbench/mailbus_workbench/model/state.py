@@ -6,6 +6,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 
+from mailbus.envelope import EnvelopeKind
 from mailbus.presence import TOPIC as PARTICIPANTS_TOPIC
 from mailbus.trace import Kind, TraceEvent
 
@@ -74,19 +75,19 @@ class WorkbenchModel:
             kind = event.kind
             if kind == received:
                 detail = event.detail
-                if detail == "message" and event.name == PARTICIPANTS_TOPIC:
+                if detail == EnvelopeKind.MESSAGE and event.name == PARTICIPANTS_TOPIC:
                     # Announcements feed the Participants view, not the Topics one.
                     notice = self.participants.add(event, now)
                     if notice is not None:
                         self.notices.append(notice)
-                elif detail == "message":
+                elif detail == EnvelopeKind.MESSAGE:
                     # Paused: stats go on, the message lists stay as they are.
                     topics.add(event, not paused)
                     plots.on_message(event)  # the plot has a pause of its own
                     if paused:
                         self.missed_while_paused += 1
                         self.missed_by_topic[event.name] += 1
-                elif detail in ("request", "response"):
+                elif detail in (EnvelopeKind.REQUEST, EnvelopeKind.RESPONSE):
                     services.add(event)
                     plots.on_call_event(event, services)
             elif kind == REPLAY_SENT:

@@ -1,4 +1,4 @@
-"""SVG screenshots of every screen on fixed data: `python -m mailbus_workbench.screenshots
+"""SVG screenshots of every screen on fixed data: `python -m workbench_fixtures.screenshots
 [DIRECTORY]` (default `screenshots/`), in the dark theme, and in the light one under
 `DIRECTORY/light/`. The snapshot tests use the same scenes.
 
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, TextArea
 
-from mailbus_workbench.fixtures import fixed_app
-from mailbus_workbench.sample_stores import (
+from workbench_fixtures.events import fixed_app
+from workbench_fixtures.sample_stores import (
     close_broker,
     sample_broker,
     sample_outbox,
@@ -55,8 +55,9 @@ async def _topics(pilot: Pilot[Any], tab: str = "body", *, over_imap: bool = Fal
     if over_imap:  # the bytes as an IMAP server hands them over (fixtures: in process)
         from dataclasses import replace
 
-        from mailbus_workbench.fixtures import imap_bytes
         from mailbus_workbench.model.topics import MessageRecord
+
+        from workbench_fixtures.events import imap_bytes
 
         event = replace(record.event, raw=imap_bytes(record.event))
         record = MessageRecord(record.number, event)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from mailbus import headers as H
 from mailbus.presence import TOPIC as PARTICIPANTS_TOPIC
 from mailbus.presence import (
@@ -17,11 +15,7 @@ from mailbus.presence import (
 )
 from mailbus.trace import Kind, TraceEvent
 
-from mailbus_workbench.fixtures import T0, ns
-
-if TYPE_CHECKING:
-    pass
-
+from workbench_fixtures.clock import T0, ns
 
 # -- fixed participants (announcements of three other processes) -------------------------
 GID_ARM = "a1a1a1a1b2b2b2b2c3c3c3c3d4d4d4d4"

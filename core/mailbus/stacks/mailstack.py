@@ -2,8 +2,8 @@
 with STARTTLS, SMTPS, AUTH through Dovecot) delivering into Dovecot over LMTP.
 
 Everything lives in one temporary directory, listens on 127.0.0.1 on random free ports
-and is stopped by process id. Certificates come from trustme. Usable from tests (see
-conftest.py) and from the benchmark:
+and is stopped by process id. Certificates come from trustme (the `test` extra). Used by
+the tests (tests/conftest.py), the benchmarks and users' own tests:
 
     with MailStack() as stack:
         user = stack.add_user()
@@ -33,13 +33,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-import trustme
-from lmtp_relay import LmtpRelay
+from mailbus.extras import require
+from mailbus.stacks.lmtp_relay import LmtpRelay
+from mailbus.stacks.loopback import HOST, free_port, log_tail
+from mailbus.stacks.mail_config import (
+    DEFERRED,
+    DOMAIN,
+    REJECTED,
+    dovecot_conf,
+    postfix_main_cf,
+    postfix_master_cf,
+)
 
-DOMAIN = "mailbus.test"
-HOST = "127.0.0.1"
-REJECTED = f"rejected@{DOMAIN}"  # Postfix answers 550 to this recipient
-DEFERRED = f"deferred@{DOMAIN}"  # and 450 (try again later) to this one
+__all__ = [
+    "DEFERRED",
+    "DOMAIN",
+    "HOST",
+    "MAX_USERIP_CONNECTIONS",
+    "REJECTED",
+    "MailStack",
+    "MailStackError",
+    "User",
+    "free_port",
+]
+
 DOVECOT = shutil.which("dovecot") or "/usr/sbin/dovecot"
 POSTFIX = shutil.which("postfix") or "/usr/sbin/postfix"
 POSTFIX_MASTER = "/usr/lib/postfix/sbin/master"
@@ -63,12 +80,6 @@ class User:
 MAX_USERIP_CONNECTIONS = 10
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
 def wait_for_port(port: int, deadline: float) -> bool:
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=0.5):
@@ -77,15 +88,17 @@ def wait_for_port(port: int, deadline: float) -> bool:
     return False
 
 
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return f"(no log at {path})"
-
-
 class MailStack:
-    def __init__(self, *, postfix: bool | None = None, keep_dir: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        postfix: bool | None = None,
+        keep_dir: bool = False,
+        max_userip_connections: int = MAX_USERIP_CONNECTIONS,
+    ) -> None:
+        """`max_userip_connections`: the IMAP connections one account may hold from one
+        address (Dovecot's limit; the benchmarks raise it for their many participants)."""
+        self.max_userip_connections = max_userip_connections
         self.is_root = os.geteuid() == 0
         self.has_postfix = (postfix if postfix is not None else True) and self.is_root
         if not self.is_root:
@@ -109,6 +122,7 @@ class MailStack:
         self.smtp_port = free_port()
         self.smtps_port = free_port()
         self.sieve_port = free_port()
+        trustme = require("trustme", "test", "the loopback mail stack's certificates")
         self.ca = trustme.CA()
         self.dovecot_dir = self.root / "dovecot"
         self.postfix_dir = self.root / "postfix"
@@ -241,95 +255,7 @@ class MailStack:
         for log in (self.dovecot_log,):
             log.touch()
             self._chown(log)
-        user = self.run_user
-        config = f"""
-base_dir = {d}/run
-state_dir = {d}/state
-log_path = {self.dovecot_log}
-info_log_path = {self.dovecot_log}
-instance_name = mailbus-{self.imap_port}
-# One process per IMAP connection: room for every connection the account may hold.
-default_process_limit = {max(100, MAX_USERIP_CONNECTIONS + 50)}
-protocols = imap lmtp sieve
-listen = {HOST}
-default_internal_user = {user}
-default_internal_group = {self.run_group}
-default_login_user = {user}
-ssl = yes
-ssl_cert = <{self.cert_file}
-ssl_key = <{self.key_file}
-ssl_min_protocol = TLSv1.2
-disable_plaintext_auth = no
-auth_mechanisms = plain login
-auth_failure_delay = 0
-mail_location = maildir:{d}/mail/%u
-mail_fsync = never
-passdb {{
-  driver = passwd-file
-  args = scheme=PLAIN username_format=%u {self.users_dir}/%n
-}}
-userdb {{
-  driver = static
-  # Home apart from the maildir: Sieve keeps its scripts there, and in the maildir
-  # root `.dovecot.sieve` would read as a folder.
-  args = home={d}/home/%u
-}}
-service imap-login {{
-  chroot =
-  inet_listener imap {{
-    address = {HOST}
-    port = {self.imap_port}
-  }}
-  inet_listener imaps {{
-    address = {HOST}
-    port = {self.imaps_port}
-    ssl = yes
-  }}
-}}
-service managesieve-login {{
-  chroot =
-  inet_listener sieve {{
-    address = {HOST}
-    port = {self.sieve_port}
-  }}
-}}
-service lmtp {{
-  unix_listener lmtp {{
-    mode = 0666
-  }}
-}}
-service auth {{
-  unix_listener auth-postfix {{
-    mode = 0666
-  }}
-}}
-service anvil {{
-  chroot =
-  # No growing delay after failed logins: tests try wrong passwords on purpose.
-  unix_listener anvil-auth-penalty {{
-    mode = 0
-  }}
-}}
-service ipc {{
-  chroot =
-}}
-service stats {{
-  chroot =
-}}
-protocol lmtp {{
-  postmaster_address = postmaster@{DOMAIN}
-  # Pigeonhole Sieve on delivery (both the Postfix path and the relay deliver over
-  # LMTP): the routed mode files Mailbus mail into per-topic folders with it.
-  mail_plugins = $mail_plugins sieve
-}}
-plugin {{
-  sieve = file:~/sieve;active=~/.dovecot.sieve
-}}
-protocol imap {{
-  # Set explicitly (Dovecot's default is 10): tests go past it on purpose.
-  mail_max_userip_connections = {MAX_USERIP_CONNECTIONS}
-}}
-"""
+        config = dovecot_conf(self)
         self.dovecot_conf = d / "dovecot.conf"
         self.dovecot_conf.write_text(config)
         self._chown(self.dovecot_conf)
@@ -355,9 +281,9 @@ protocol imap {{
         if not ready or self._dovecot.poll() is not None:
             raise MailStackError(
                 "Dovecot did not start:\n"
-                + _tail(self.root / "dovecot.stderr")
+                + log_tail(self.root / "dovecot.stderr")
                 + "\n"
-                + _tail(self.dovecot_log)
+                + log_tail(self.dovecot_log)
             )
 
     def stop_dovecot(self, timeout: float = 10.0) -> None:
@@ -398,92 +324,9 @@ protocol imap {{
             sub.mkdir(parents=True, exist_ok=True)
         shutil.chown(data, "postfix", "postfix")
         self.postfix_log.touch()
-        auth_socket = self.dovecot_dir / "run" / "auth-postfix"
-        refuse = (
-            f"inline:{{ {{ {REJECTED}=550 5.1.1 no such user }}, "
-            f"{{ {DEFERRED}=450 4.2.1 mailbox busy, try again later }} }}"
-        )
-        main_cf = f"""
-compatibility_level = 3.6
-queue_directory = {spool}
-data_directory = {data}
-mail_owner = postfix
-setgid_group = postdrop
-myhostname = mx.{DOMAIN}
-mydomain = {DOMAIN}
-myorigin = {DOMAIN}
-mydestination =
-inet_interfaces = {HOST}
-inet_protocols = ipv4
-mynetworks = 127.0.0.0/8
-# Every participant keeps its SMTP connection open: as many smtpd as Dovecot allows
-# connections (Postfix's default is 100, short of the benchmark's 100 participants).
-default_process_limit = {max(100, MAX_USERIP_CONNECTIONS + 50)}
-smtpd_peername_lookup = no
-smtp_dns_support_level = disabled
-alias_maps =
-alias_database =
-local_recipient_maps =
-biff = no
-virtual_mailbox_domains = {DOMAIN}
-virtual_transport = lmtp:unix:{self.lmtp_socket}
-smtpd_reject_unlisted_recipient = no
-lmtp_destination_concurrency_limit = 8
-default_destination_concurrency_limit = 8
-maillog_file = {self.postfix_log}
-maillog_file_prefixes = {self.root}
-smtpd_tls_cert_file = {self.cert_file}
-smtpd_tls_key_file = {self.key_file}
-smtpd_tls_security_level = may
-smtpd_tls_auth_only = yes
-smtpd_sasl_auth_enable = yes
-smtpd_sasl_type = dovecot
-smtpd_sasl_path = {auth_socket}
-smtpd_relay_restrictions = permit_sasl_authenticated, permit_mynetworks, reject_unauth_destination
-# One address the server refuses for good (5xx), to test permanent failures, and one
-# it refuses for now (4xx), to test retries.
-smtpd_recipient_restrictions = check_recipient_access {refuse}
-message_size_limit = 10240000
-# Retry quickly after Dovecot comes back (tests stop and restart it). The minimal
-# backoff must be 2s, not 1s: qmgr's queue scan takes a file whose time stamp is
-# at most 1s ahead, so a 1s backoff lets the next scan (queue_run_delay) take a
-# message back while the lmtp agent that just deferred it still holds its lock;
-# qmgr then logs "skipped, still being delivered" and parks it in incoming/ for
-# 60s (qmgr_active_feed), longer than the tests wait.
-queue_run_delay = 1s
-transport_retry_time = 1s
-minimal_backoff_time = 2s
-maximal_backoff_time = 4s
-"""
+        main_cf = postfix_main_cf(self, spool, data)
         (etc / "main.cf").write_text(main_cf)
-        smtpd = "smtpd -o syslog_name=postfix/smtpd"
-        smtps = "smtpd -o smtpd_tls_wrappermode=yes -o syslog_name=postfix/smtps"
-        master_cf = f"""
-{HOST}:{self.smtp_port} inet n - n - - {smtpd}
-{HOST}:{self.smtps_port} inet n - n - - {smtps}
-pickup    unix  n       -       n       60      1       pickup
-cleanup   unix  n       -       n       -       0       cleanup
-qmgr      unix  n       -       n       300     1       qmgr
-tlsmgr    unix  -       -       n       1000?   1       tlsmgr
-rewrite   unix  -       -       n       -       -       trivial-rewrite
-bounce    unix  -       -       n       -       0       bounce
-defer     unix  -       -       n       -       0       bounce
-trace     unix  -       -       n       -       0       bounce
-verify    unix  -       -       n       -       1       verify
-flush     unix  n       -       n       1000?   0       flush
-proxymap  unix  -       -       n       -       -       proxymap
-proxywrite unix -       -       n       -       1       proxymap
-smtp      unix  -       -       n       -       -       smtp
-relay     unix  -       -       n       -       -       smtp
-showq     unix  n       -       n       -       -       showq
-error     unix  -       -       n       -       -       error
-retry     unix  -       -       n       -       -       error
-discard   unix  -       -       n       -       -       discard
-lmtp      unix  -       -       n       -       -       lmtp
-anvil     unix  -       -       n       -       1       anvil
-scache    unix  -       -       n       -       1       scache
-postlog   unix-dgram n  -       n       -       1       postlogd
-"""
+        master_cf = postfix_master_cf(self)
         (etc / "master.cf").write_text(master_cf)
         self.postfix_etc = etc
 
@@ -516,9 +359,9 @@ postlog   unix-dgram n  -       n       -       1       postlogd
         if not wait_for_port(self.smtp_port, deadline) or self._postfix.poll() is not None:
             raise MailStackError(
                 "Postfix did not start:\n"
-                + _tail(self.root / "postfix.stdout")
+                + log_tail(self.root / "postfix.stdout")
                 + "\n"
-                + _tail(self.postfix_log)
+                + log_tail(self.postfix_log)
             )
         wait_for_port(self.smtps_port, deadline)
 
@@ -611,7 +454,7 @@ postlog   unix-dgram n  -       n       -       1       postlogd
     def logs(self, lines: int = 60) -> str:
         return (
             "--- dovecot ---\n"
-            + _tail(self.dovecot_log, lines)
+            + log_tail(self.dovecot_log, lines)
             + "\n--- postfix ---\n"
-            + _tail(self.postfix_log, lines)
+            + log_tail(self.postfix_log, lines)
         )

@@ -16,39 +16,32 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from waiting import eventually
+from mailbus.extras import require
+from mailbus.stacks.loopback import HOST, free_port, log_tail
+from mailbus.stacks.waiting import eventually
 
-HOST = "127.0.0.1"
 START_TIMEOUT_S = 120.0  # JVMs start slowly on a shared 2-core machine
 WORKERS = 2
 WORKER_MEMORY = "1g"
 POLL_S = 0.2  # JVMs take seconds to start: asking more often only loads them
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
 def spark_home() -> Path:
-    import pyspark
+    pyspark = require("pyspark", "spark", "a Spark cluster on loopback")
 
-    return Path(pyspark.__file__).parent
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return f"(no log at {path})"
+    return Path(str(pyspark.__file__)).parent
 
 
 class SparkProcesses:
     """The cluster and the Connect server; `start()` launches all at once, then waits."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(
+        self, root: Path, *, workers: int = WORKERS, worker_memory: str = WORKER_MEMORY
+    ) -> None:
+        """`workers` of one core and `worker_memory` each (Spark's size, "1g")."""
         self.root = root
+        self.workers = workers
+        self.worker_memory = worker_memory
         self.master_port = free_port()
         self.master_ui_port = free_port()
         self.connect_port = free_port()
@@ -112,7 +105,7 @@ class SparkProcesses:
                 *("--webui-port", str(self.master_ui_port)),
             ],
         )
-        for n in range(1, WORKERS + 1):
+        for n in range(1, self.workers + 1):
             work = self.root / f"work{n}"
             work.mkdir(exist_ok=True)
             self._launch(
@@ -121,7 +114,7 @@ class SparkProcesses:
                     spark_class,
                     "org.apache.spark.deploy.worker.Worker",
                     *("--host", HOST, "--port", "0", "--webui-port", "0"),
-                    *("--cores", "1", "--memory", WORKER_MEMORY, "--work-dir", str(work)),
+                    *("--cores", "1", "--memory", self.worker_memory, "--work-dir", str(work)),
                     self.master_url,
                 ],
             )
@@ -157,7 +150,7 @@ class SparkProcesses:
             if process.poll() is not None:
                 raise AssertionError(
                     f"spark {name} exited with {process.returncode}:\n"
-                    + _tail(self.root / f"{name}.log")
+                    + log_tail(self.root / f"{name}.log", 40)
                 )
 
     def master_state(self) -> dict[str, Any]:
@@ -182,9 +175,9 @@ class SparkProcesses:
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
         eventually(
-            lambda: self._workers_alive() == WORKERS,
+            lambda: self._workers_alive() == self.workers,
             deadline - time.monotonic(),
-            f"{WORKERS} workers to register with the master",
+            f"{self.workers} workers to register with the master",
             longest_pause=POLL_S,
         )
         eventually(

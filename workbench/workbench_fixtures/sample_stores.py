@@ -28,7 +28,7 @@ def sample_outbox(directory: Path) -> Path:
     from mailbus.outbox.fs_storage import FsStorage
     from mailbus.outbox.storage import Destination, Metadata, Schedule
 
-    from mailbus_workbench.fixtures import T0
+    from workbench_fixtures.clock import T0
 
     with mock.patch("mailbus.outbox.fs_storage.new_id", fixed_ids()):
         storage = FsStorage(directory)
@@ -74,7 +74,7 @@ def sample_postoffice(path: Path) -> Path:
         password_digest,
     )
 
-    from mailbus_workbench.fixtures import T0
+    from workbench_fixtures.clock import T0
 
     store = Store(path, sync="normal")
     try:

@@ -14,31 +14,16 @@ from typing import TYPE_CHECKING, Any
 from mailbus import headers as H
 from mailbus.trace import Kind, TraceEvent
 
+from workbench_fixtures.clock import T0, FrozenClock, ns
+from workbench_fixtures.participants import participant_events
+
 if TYPE_CHECKING:
     from mailbus_workbench.app import WorkbenchApp
     from mailbus_workbench.model.state import WorkbenchModel
 
-T0 = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC: the frozen clock starts here
 GID_PUB = "7f3c9a1e2b4d4c6f8a0b1c2d3e4f5a6b"
 GID_CLIENT = "c1c1c1c1d2d2d2d2e3e3e3e3f4f4f4f4"
 GID_SERVER = "5e5e5e5e6f6f6f6f7a7a7a7a8b8b8b8b"
-
-
-class FrozenClock:
-    """A clock that moves only when told to."""
-
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-def ns(t: float) -> int:
-    return round(t * 1e9)
 
 
 def message_event(topic: str, body: str, t: float, n: int, gid: str = GID_PUB) -> TraceEvent:
@@ -302,7 +287,6 @@ def fixed_model(
 ) -> WorkbenchModel:
     """A model holding `sample_events`, with fixed wait sets, pumped at a frozen clock;
     `announcements`: with the fixed participants' announcements too."""
-    from mailbus_workbench.fixture_participants import participant_events
     from mailbus_workbench.model.state import WorkbenchModel
 
     clock = clock or FrozenClock(T0 + seconds)
@@ -363,7 +347,6 @@ def imap_bytes(event: TraceEvent) -> bytes:
     """The bytes of a fixture message as Dovecot hands them over after Postfix delivered
     it: the server's lines in front of what the sender wrote (a fixed Date)."""
     from mailbus.email_message import to_bytes
-
     from mailbus_workbench.model.inspect import to_email
 
     email = to_email(event)
