@@ -63,3 +63,18 @@ async def test_the_topic_filter_lists_only_messages_whose_signature_failed() -> 
         assert [r.event.body for r in messages._rows] == ["reading 1"]
         app.query_one("#topic-filter", Input).value = "temp"
         await until(pilot, lambda: len(messages._rows) == 4, "every message again")
+
+
+def test_the_shared_cases_pick_the_same_messages_in_find() -> None:
+    """The cases `mailbus topic echo --where/--field` runs too (tests/query_cases.py)."""
+    from mailbus import field_path
+    from query_cases import BODIES, FIELD_CASES, WHERE_CASES
+
+    events = [message_event("lab/t", body, T0 + i, i) for i, body in enumerate(BODIES)]
+    for where, expected in WHERE_CASES:
+        parsed = query.parse_where(where)
+        assert tuple(i for i, e in enumerate(events) if parsed.matches(e)) == expected, where
+    for path, values in FIELD_CASES:
+        parsed_path = field_path.parse(path)
+        found = [parsed_path.get(field_path.decode(e.body)) for e in events]
+        assert [None if v is field_path.MISSING else v for v in found] == list(values), path
