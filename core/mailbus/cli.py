@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "mailbus.stem.cli",
     "mailbus.sessions.cli",
     "mailbus.signing.cli",
+    "mailbus.shell.cli",
 )
 WORKBENCH_COMMANDS = "mailbus_workbench.cli"
 
