@@ -1,0 +1,159 @@
+"""What an expectation's `where=` means, and how far a message is from matching it.
+
+`where` is a callable (given the `Observed` message, true when it matches), a mapping of
+field paths to wanted values (`{"celsius": 21.5, "unit": "C"}`: every field must be
+equal, floats within `FLOAT_TOLERANCE`), or a query in the engine's query language (the
+one Find and `mailbus topic echo` use), compiled by `compile_query` alone.
+
+The nearest misses of a failed expectation come from `distance`: how many wanted fields
+differ, so the closest message is listed first with its field-by-field diff.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+FLOAT_TOLERANCE = 1e-9
+MISSING: Any = object()  # a field the body does not have
+
+
+@dataclass(slots=True)
+class Observed:
+    """One email an expectation saw: when (ns since arming), what and from whom."""
+
+    name: str
+    body: str
+    at_ns: int  # since the expectation was armed
+    what: str = "message"  # message, request or response
+    headers: Mapping[str, str] = field(default_factory=dict)
+    sequence: int = -1
+    source_gid: str = ""
+    message_id: str = ""
+    in_reply_to: str = ""
+    _doc: Any = field(default=MISSING, repr=False)
+
+    @property
+    def doc(self) -> Any:
+        """The body as JSON (None when it is not JSON), parsed once."""
+        if self._doc is MISSING:
+            try:
+                self._doc = json.loads(self.body)
+            except ValueError:
+                self._doc = None
+        return self._doc
+
+
+Predicate = Callable[[Observed], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class FieldDiff:
+    path: str
+    wanted: Any
+    got: Any  # MISSING when the body has no such field
+
+    def line(self) -> str:
+        got = "(missing)" if self.got is MISSING else json.dumps(self.got)
+        return f"{self.path}: expected {json.dumps(self.wanted)}, got {got}"
+
+
+@dataclass(frozen=True, slots=True)
+class Where:
+    """A compiled `where=`: the test, its description, and the wanted fields (for a
+    field-by-field diff) when it names any."""
+
+    test: Predicate
+    text: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+    def diff(self, observed: Observed) -> list[FieldDiff]:
+        return [
+            FieldDiff(path, wanted, got)
+            for path, wanted in self.fields.items()
+            if not same(got := field_at(observed, path), wanted)
+        ]
+
+
+ANYTHING = Where(lambda _: True, "")
+
+
+def field_at(observed: Observed, path: str) -> Any:
+    """The value at a dotted `path` of the JSON body (`pose.x`, `items.0`), else a
+    header of that name, else MISSING."""
+    value: Any = observed.doc
+    for part in path.split("."):
+        if isinstance(value, Mapping) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            lowered = path.lower()
+            for name, header in observed.headers.items():
+                if name.lower() == lowered:
+                    return header
+            return MISSING
+    return value
+
+
+def same(got: Any, wanted: Any, tolerance: float = FLOAT_TOLERANCE) -> bool:
+    """Equal, with numbers compared within `tolerance` (absolute or relative)."""
+    if isinstance(wanted, bool) or isinstance(got, bool):
+        return type(got) is type(wanted) and got == wanted
+    if isinstance(wanted, int | float) and isinstance(got, int | float):
+        return math.isclose(got, wanted, rel_tol=tolerance, abs_tol=tolerance)
+    if isinstance(wanted, Mapping) and isinstance(got, Mapping):
+        return wanted.keys() == got.keys() and all(
+            same(got[k], wanted[k], tolerance) for k in wanted
+        )
+    if isinstance(wanted, list) and isinstance(got, list):
+        return len(wanted) == len(got) and all(
+            same(g, w, tolerance) for g, w in zip(got, wanted, strict=True)
+        )
+    return bool(got == wanted)
+
+
+def compile_where(where: object) -> Where:
+    """`where=` as a `Where`; TypeError naming what is accepted otherwise."""
+    if where is None:
+        return ANYTHING
+    if isinstance(where, Where):
+        return where
+    if isinstance(where, str):
+        return compile_query(where)
+    if isinstance(where, Mapping):
+        wanted = {str(k): v for k, v in where.items()}
+        return Where(
+            lambda o: all(same(field_at(o, p), v) for p, v in wanted.items()),
+            ", ".join(f"{p} == {json.dumps(v)}" for p, v in wanted.items()),
+            wanted,
+        )
+    if callable(where):
+        name = getattr(where, "__name__", "") or repr(where)
+        return Where(lambda o: bool(where(o)), f"{name}(message)")
+    raise TypeError(
+        f"where= takes a query string, a mapping of fields to values or a callable, "
+        f"not {type(where).__name__}"
+    )
+
+
+def compile_query(text: str) -> Where:
+    """A query in the engine's query language. Every use of the string form goes
+    through here, so that the language can be swapped in one place."""
+    try:
+        from mailbus import query as engine_query  # type: ignore[attr-defined]
+    except ImportError:
+        raise TypeError(
+            f"where={text!r}: this mailbus has no query language in the engine yet; "
+            "pass a mapping of fields to values or a callable"
+        ) from None
+    parsed = engine_query.parse(text)
+    return Where(lambda o: bool(parsed.matches(o.doc)), text)
+
+
+def distance(where: Where, observed: Observed) -> int:
+    """How many wanted fields differ (0 for a predicate without fields)."""
+    return len(where.diff(observed)) if where.fields else 0

@@ -1,0 +1,195 @@
+"""Expectations: what passes, and what each failure says (nearest misses with their
+field-by-field diff, the timeline), from inner test files run with pytester."""
+
+from __future__ import annotations
+
+import pytest
+
+INNER_HEADER = """
+import json
+import pytest
+"""
+
+
+def run(pytester: pytest.Pytester, body: str, *args: str) -> pytest.RunResult:
+    pytester.makepyfile(INNER_HEADER + body)
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+
+
+def test_a_met_expectation_passes(pytester: pytest.Pytester) -> None:
+    result = run(
+        pytester,
+        """
+def test_reading(bus, expect):
+    seen = expect.topic("sensors/temp", where={"celsius": 21.5}, count=2, within=2.0)
+    pub = bus.publisher("sensors/temp")
+    pub.publish(json.dumps({"celsius": 20.0}))
+    pub.publish(json.dumps({"celsius": 21.5}))
+    pub.publish(json.dumps({"celsius": 21.5}))
+    assert [m.doc["celsius"] for m in seen.wait().matches] == [21.5, 21.5]
+""",
+    )
+    result.assert_outcomes(passed=1)
+
+
+def test_a_missed_topic_shows_nearest_misses_with_a_field_diff(pytester: pytest.Pytester) -> None:
+    result = run(
+        pytester,
+        """
+def test_reading(bus, expect):
+    expect.topic("sensors/temp", where={"celsius": 30, "unit": "C"}, within=0.5)
+    pub = bus.publisher("sensors/temp")
+    pub.publish(json.dumps({"celsius": 21.5, "unit": "C"}))
+    pub.publish(json.dumps({"celsius": 19, "unit": "F"}))
+""",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*expected 1 message on 'sensors/temp' where celsius == 30, unit == \"C\" "
+            "within 0.5 s: 0 matched of 2 received",
+            "*nearest misses (closest first):",
+            '*message {"celsius": 21.5, "unit": "C"}',
+            "*celsius: expected 30, got 21.5",
+            '*message {"celsius": 19, "unit": "F"}',
+            "*celsius: expected 30, got 19",
+            '*unit: expected "C", got "F"',
+            "*timeline (2 arrived, 0 matched):",
+            '*miss   message sensors/temp  {"celsius": 21.5*',
+        ]
+    )
+
+
+def test_a_missing_field_is_named_and_a_callable_is_described(pytester: pytest.Pytester) -> None:
+    result = run(
+        pytester,
+        """
+def hot(message):
+    return (message.doc or {}).get("celsius", 0) > 50
+
+def test_fields(bus, expect):
+    expect.topic("a", where={"pose.x": 1.0}, within=0.3)
+    expect.topic("b", where=hot, within=0.3)
+    bus.publisher("a").publish(json.dumps({"pose": {"y": 2}}))
+    bus.publisher("b").publish("not json")
+""",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*expected 1 message on 'a' where pose.x == 1.0 within 0.3 s: 0 matched of 1 received",
+            "*pose.x: expected 1.0, got (missing)",
+            "*expected 1 message on 'b' where hot(message) within 0.3 s: 0 matched of 1 received",
+            "*does not satisfy hot(message)",
+        ]
+    )
+
+
+def test_nothing_arrived_says_so(pytester: pytest.Pytester) -> None:
+    result = run(
+        pytester,
+        """
+def test_silent(bus, expect):
+    expect.topic("quiet", count=3, within=0.2)
+""",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*expected 3 messages on 'quiet' within 0.2 s: 0 matched of 0 received",
+            "*timeline: nothing arrived",
+        ]
+    )
+
+
+def test_never_fails_on_a_matching_message_and_shows_it(pytester: pytest.Pytester) -> None:
+    result = run(
+        pytester,
+        """
+def test_no_alarm(bus, expect):
+    expect.never("alarms", where={"level": "high"}, during=0.3)
+    bus.publisher("alarms").publish(json.dumps({"level": "low"}))
+    bus.publisher("alarms").publish(json.dumps({"level": "high"}))
+
+def test_no_alarm_passes(bus, expect):
+    expect.never("alarms", where={"level": "high"}, during=0.2)
+    bus.publisher("alarms").publish(json.dumps({"level": "low"}))
+""",
+    )
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*expected no message on 'alarms' where level == \"high\" for 0.3 s: 1 arrived, "
+            "the first at +*",
+            "*timeline (2 arrived, 1 matched):",
+            '*match  message alarms  {"level": "high"}',
+        ]
+    )
+
+
+def test_ordered_reports_the_message_out_of_order(pytester: pytest.Pytester) -> None:
+    result = run(
+        pytester,
+        """
+def test_order(bus, expect, faults):
+    expect.topic("seq", count=4, within=2.0, ordered=True)
+    faults(seed=3, reorder=1.0)
+    pub = bus.publisher("seq")
+    for i in range(4):
+        pub.publish(str(i))
+""",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*expected 4 messages on 'seq' within 2.0 s, in order: out of order: message 1 "
+            "of publisher * came after 2",
+            "*mailbus faults*",
+            "faults(seed=3, reorder=1.0)",
+            "rerun with --mailbus-seed=3",
+        ]
+    )
+
+
+def test_rate_measures_and_reports(pytester: pytest.Pytester) -> None:
+    result = run(
+        pytester,
+        """
+import threading
+
+def ticker(ctx, stop):
+    pub = ctx.publisher("tick")
+    while not stop.wait(0.05):
+        pub.publish("t")
+
+def test_rate_ok(bus, expect, system):
+    rate = expect.rate("tick", hz=20, tolerance=0.5, during=1.0)
+    system.start(ticker, ready=["publisher:tick"])
+    rate.wait()
+    assert 10 <= rate.measured <= 30
+
+def test_rate_wrong(bus, expect, system):
+    expect.rate("tick", hz=100, tolerance=0.1, during=0.6)
+    system.start(ticker, ready=["publisher:tick"])
+""",
+    )
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(
+        ["*expected 100 Hz ± 10% on 'tick' over 0.6 s: measured * Hz from * messages"]
+    )
+
+
+def test_bad_arguments_are_refused_clearly(pytester: pytest.Pytester) -> None:
+    result = run(
+        pytester,
+        """
+def test_count(expect):
+    with pytest.raises(ValueError, match="count must be at least 1"):
+        expect.topic("a", count=0)
+    with pytest.raises(TypeError, match="where= takes a query string, a mapping"):
+        expect.topic("a", where=42)
+    with pytest.raises(ValueError, match="within must be above 0"):
+        expect.topic("a", within=0)
+""",
+    )
+    result.assert_outcomes(passed=1)
