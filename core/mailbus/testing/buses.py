@@ -250,7 +250,9 @@ def postoffice_bus(daemon: PostOfficeDaemon) -> Bus:
         return ChildConfig(daemon.options(group, box, name), secret)
 
     raw = daemon.options(group, "test", "test")
-    return open_bus("postoffice", options_from_mapping(raw, secret), child)
+    # In memory only: the files written for the system's processes carry no password.
+    raw["postoffice"] = {**raw["postoffice"], "password": daemon.password}
+    return open_bus("postoffice", options_from_mapping(raw), child)
 
 
 # -- a real mail server --------------------------------------------------------------------

@@ -13,6 +13,7 @@ is shown with a failed test.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shlex
 import signal
@@ -23,7 +24,7 @@ import time
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from mailbus.context import Context
 from mailbus.envelope import Message
@@ -56,6 +57,22 @@ def parse_ready(spec: str) -> tuple[str, str]:
         known = ", ".join(sorted(ENTITY_KINDS))
         raise ValueError(f"ready={spec!r}: the kind is one of {known}, or give a bare name")
     return kind, name
+
+
+def participant_function(path: Path) -> Target:
+    """`run(context, stop)` of the participant file at `path`."""
+    spec = importlib.util.spec_from_file_location(f"mailbus_participant_{path.stem}", path)
+    if spec is None or spec.loader is None or not path.is_file():
+        raise SystemError(f"no participant file {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    run = getattr(module, "run", None)
+    if not callable(run):
+        raise SystemError(
+            f"{path} has no run(context, stop) function, which the in-process bus calls "
+            "(a process cannot join it)"
+        )
+    return cast(Target, run)
 
 
 def _has(entities: set[tuple[str, str]], wanted: tuple[str, str]) -> bool:
@@ -124,7 +141,7 @@ class System:
 
     def start(
         self,
-        target: str | Sequence[str] | Target,
+        target: str | Path | Sequence[str] | Target,
         *,
         name: str | None = None,
         ready: Iterable[str] = (),
@@ -135,13 +152,22 @@ class System:
         """Start a participant and wait until it announces every entity in `ready`."""
         if self._watch is None:
             self._watch = Watch(self.bus.context, PARTICIPANTS_TOPIC, self._on_announcement)
+        if isinstance(target, str | Path) and str(target).endswith(".py"):
+            if not self.bus.crosses_processes:
+                # A participant file on the in-process bus: its run(context, stop) on a
+                # thread, since a process cannot join that bus.
+                path = Path(cwd or ".") / str(target)
+                target = participant_function(path)
+                name = name or box_name(path.stem)
         if callable(target):
             label = name or str(getattr(target, "__name__", "participant"))
             participant = Participant(label, list(ready))
             self.participants.append(participant)
             self._start_thread(participant, target)
         else:
-            argv = shlex.split(target) if isinstance(target, str) else list(target)
+            if isinstance(target, Path):
+                target = [str(target)]
+            argv = shlex.split(target) if isinstance(target, str) else [str(a) for a in target]
             if not argv:
                 raise ValueError("system.start: an empty command")
             if argv[0].endswith(".py"):
