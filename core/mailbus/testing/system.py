@@ -152,13 +152,13 @@ class System:
         """Start a participant and wait until it announces every entity in `ready`."""
         if self._watch is None:
             self._watch = Watch(self.bus.context, PARTICIPANTS_TOPIC, self._on_announcement)
-        if isinstance(target, str | Path) and str(target).endswith(".py"):
-            if not self.bus.crosses_processes:
-                # A participant file on the in-process bus: its run(context, stop) on a
-                # thread, since a process cannot join that bus.
-                path = Path(cwd or ".") / str(target)
-                target = participant_function(path)
-                name = name or box_name(path.stem)
+        in_process = not self.bus.crosses_processes
+        if in_process and isinstance(target, str | Path) and str(target).endswith(".py"):
+            # A participant file on the in-process bus: its run(context, stop) on a
+            # thread, since a process cannot join that bus.
+            path = Path(cwd or ".") / str(target)
+            target = participant_function(path)
+            name = name or box_name(path.stem)
         if callable(target):
             label = name or str(getattr(target, "__name__", "participant"))
             participant = Participant(label, list(ready))
