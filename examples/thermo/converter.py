@@ -24,7 +24,7 @@ def convert(body: str) -> str:
     try:
         celsius = float(json.loads(body)["celsius"])
     except (ValueError, KeyError, TypeError):
-        return json.dumps({"error": "send {\"celsius\": number}"})
+        return json.dumps({"error": 'send {"celsius": number}'})
     return json.dumps({"celsius": celsius, "fahrenheit": round(celsius * 9 / 5 + 32, 2)})
 
 
