@@ -4,16 +4,7 @@ field-by-field diff, the timeline), from inner test files run with pytester."""
 from __future__ import annotations
 
 import pytest
-
-INNER_HEADER = """
-import json
-import pytest
-"""
-
-
-def run(pytester: pytest.Pytester, body: str, *args: str) -> pytest.RunResult:
-    pytester.makepyfile(INNER_HEADER + body)
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+from inner import run
 
 
 def test_a_met_expectation_passes(pytester: pytest.Pytester) -> None:

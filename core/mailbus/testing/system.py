@@ -30,7 +30,7 @@ from mailbus.context import Context
 from mailbus.envelope import Message
 from mailbus.presence import TOPIC as PARTICIPANTS_TOPIC
 from mailbus.presence import PresenceError, PresenceState, decode
-from mailbus.testing.buses import Bus, box_name, toml_text
+from mailbus.testing.buses import Bus, toml_text
 from mailbus.testing.watch import Watch
 
 ANNOUNCE_PERIOD_S = 0.2  # a participant of a test announces this often
@@ -43,7 +43,7 @@ ALIASES = {"topic": "publisher", "service": "server"}
 Target = Callable[[Context, threading.Event], None]
 
 
-class SystemError(AssertionError):
+class ParticipantError(AssertionError):
     """A participant did not start or did not become ready; says which and shows its output."""
 
 
@@ -63,12 +63,12 @@ def participant_function(path: Path) -> Target:
     """`run(context, stop)` of the participant file at `path`."""
     spec = importlib.util.spec_from_file_location(f"mailbus_participant_{path.stem}", path)
     if spec is None or spec.loader is None or not path.is_file():
-        raise SystemError(f"no participant file {path}")
+        raise ParticipantError(f"no participant file {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     run = getattr(module, "run", None)
     if not callable(run):
-        raise SystemError(
+        raise ParticipantError(
             f"{path} has no run(context, stop) function, which the in-process bus calls "
             "(a process cannot join it)"
         )
@@ -158,7 +158,7 @@ class System:
             # thread, since a process cannot join that bus.
             path = Path(cwd or ".") / str(target)
             target = participant_function(path)
-            name = name or box_name(path.stem)
+            name = name or path.stem
         if callable(target):
             label = name or str(getattr(target, "__name__", "participant"))
             participant = Participant(label, list(ready))
@@ -172,7 +172,7 @@ class System:
                 raise ValueError("system.start: an empty command")
             if argv[0].endswith(".py"):
                 argv.insert(0, sys.executable)
-            label = name or box_name(Path(argv[-1] if argv[0] == sys.executable else argv[0]).stem)
+            label = name or Path(argv[1] if argv[0] == sys.executable else argv[0]).stem
             participant = Participant(label, list(ready))
             self.participants.append(participant)
             self._start_process(participant, argv, env or {}, cwd)
@@ -247,7 +247,9 @@ class System:
                 argv, stdout=log, stderr=subprocess.STDOUT, env=environment, cwd=cwd
             )
         except OSError as exc:
-            raise SystemError(f"could not start {participant.name} ({argv!r}): {exc}") from None
+            raise ParticipantError(
+                f"could not start {participant.name} ({argv!r}): {exc}"
+            ) from None
 
     def _entities_of(self, participant: Participant) -> set[tuple[str, str]]:
         if participant.thread is not None:
@@ -267,7 +269,7 @@ class System:
                 if not missing:
                     return
                 if not participant.running:
-                    raise SystemError(
+                    raise ParticipantError(
                         f"participant {participant.name!r} ended before it was ready\n"
                         f"--- its output ---\n{participant.output()}"
                     )
@@ -275,7 +277,7 @@ class System:
                 if left <= 0:
                     wanted = ", ".join(f"{k}:{n}" for k, n in missing)
                     seen = ", ".join(f"{k}:{n}" for k, n in sorted(entities)) or "nothing"
-                    raise SystemError(
+                    raise ParticipantError(
                         f"participant {participant.name!r} did not announce {wanted} within "
                         f"{timeout} s (it announced {seen})\n"
                         f"--- its output ---\n{participant.output()}"
