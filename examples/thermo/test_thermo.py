@@ -42,3 +42,14 @@ def test_a_hot_reading_raises_one_alert_and_a_cool_one_none(bus, expect, convert
     readings.publish(json.dumps({"sensor": "s9", "celsius": 20.0}))
     readings.publish(json.dumps({"sensor": "s9", "celsius": 31.0}))
     assert hot.wait().matches[0].doc["sensor"] == "s9"
+
+
+def test_the_converter_alerts_as_recorded(system, golden):  # type: ignore[no-untyped-def]
+    # The readings of the recording are replayed into the converter; its alerts (the
+    # topics it publishes) are compared with the recorded ones, or with
+    # golden/<this test>.json once `--mailbus-update` has written it.
+    system.start("converter.py", cwd=HERE, ready=["server:thermo/convert"])
+    # rate=2: twice as fast as recorded, 50 ms apart (a mail server may reorder emails
+    # sent closer together than it delivers them).
+    outputs = golden.check(HERE / "recording", order="topic", rate=2.0)
+    assert {o.name for o in outputs} == {"alerts/hot"}

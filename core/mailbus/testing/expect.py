@@ -97,6 +97,7 @@ class Expectation:
 
     def wait(self) -> Expectation:
         """Block until the verdict; raise ExpectationFailed with the report if it failed."""
+        __tracebackhide__ = True
         if self.verdict is None:
             with self._cond:
                 while not self.decided():

@@ -29,6 +29,7 @@ from mailbus.testing.buses import (
 )
 from mailbus.testing.expect import Expect
 from mailbus.testing.faults import FaultPlan
+from mailbus.testing.golden_run import Golden
 from mailbus.testing.mocks import MockService
 from mailbus.testing.system import System
 
@@ -43,7 +44,6 @@ class Kit:
     mocks: list[MockService] = field(default_factory=list)
     system: System | None = None
     faults: list[FaultPlan] = field(default_factory=list)  # plans applied, with their seed
-    golden: Any = None
 
 
 KIT = pytest.StashKey[Kit]()
@@ -114,8 +114,6 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
             item.user_properties.extend(kit.expect.latencies())
         for mock in kit.mocks:
             failures += mock.problems()
-        if kit.golden is not None:
-            failures += kit.golden.problems()
         if failures:
             raise AssertionError("\n\n".join(failures))
     return result
@@ -244,3 +242,13 @@ def faults(request: pytest.FixtureRequest, bus: Bus) -> Iterator[Callable[..., F
 
     yield inject
     bus.faults.inject(None)
+
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest, bus: Bus) -> Golden:
+    """`golden.check(session, outputs=..., ignore=..., order=...)`; the golden file is
+    `golden/<test name>.json` beside the test file unless `file=` names one."""
+    system = request.getfixturevalue("system") if "system" in request.fixturenames else None
+    name = "".join(c if c.isalnum() or c in "-_" else "_" for c in request.node.name)
+    default = Path(request.node.path).parent / "golden" / f"{name}.json"
+    return Golden(bus, system, bool(request.config.getoption("mailbus_update")), default)

@@ -285,6 +285,13 @@ class System:
                 # Thread participants announce nothing: look again soon.
                 self._cond.wait(min(left, 0.05 if participant.thread else 1.0))
 
+    def entities(self) -> set[tuple[str, str]]:
+        """(kind, name) of what the started participants announce."""
+        found: set[tuple[str, str]] = set()
+        for participant in self.participants:
+            found |= self._entities_of(participant)
+        return found
+
     def outputs(self) -> list[tuple[str, str]]:
         return [(p.name, p.output()) for p in self.participants if p.output_path or p.error]
 
