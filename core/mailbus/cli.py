@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "mailbus.stem.cli",
     "mailbus.sessions.cli",
     "mailbus.signing.cli",
+    "mailbus.testing.cli",
 )
 
 
