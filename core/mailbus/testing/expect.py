@@ -32,49 +32,80 @@ class ExpectationFailed(AssertionError):
     """An expectation did not hold; the message is its whole report."""
 
 
+class Arrivals:
+    """What arrived on one name, kept once for every expectation armed on it: the last
+    KEPT, each numbered, and how many in all."""
+
+    def __init__(self) -> None:
+        self.kept: deque[Observed] = deque(maxlen=KEPT)
+        self.total = 0
+        self.lock = threading.Lock()
+
+    def add(self, observed: Observed) -> None:
+        """Number and keep `observed` (under `lock`, which the caller holds)."""
+        observed.index = self.total
+        self.total += 1
+        self.kept.append(observed)
+
+    def since(self, first: int) -> tuple[list[Observed], int]:
+        """(the kept arrivals numbered `first` or later, how many arrived since)."""
+        with self.lock:
+            return [o for o in self.kept if o.index >= first], self.total - first
+
+
 class Expectation:
-    """What every expectation shares: arrivals kept for the report, a condition to wait
-    on, and the verdict once its time is up."""
+    """What every expectation shares: the arrivals it saw (for the report), a condition
+    to wait on, and the verdict once its time is up."""
 
     label = "expectation"
+    # Wake a waiter when this many messages have matched (0: never early).
+    wake_at = 0
+    # Whether `each` must see every match (not only the first KEPT).
+    wants_each = False
 
-    def __init__(self, name: str, where: object) -> None:
+    def __init__(self, name: str, where: object, arrivals: Arrivals | None = None) -> None:
         self.name = name
         self.where: Where = compile_where(where)
         self.armed_ns = time.time_ns()
         self.armed = time.monotonic()
-        self.arrived: deque[Observed] = deque(maxlen=KEPT)
-        self.total = 0
+        self.arrivals = arrivals if arrivals is not None else Arrivals()
+        with self.arrivals.lock:
+            self.first = self.arrivals.total
+        # The first KEPT matches (a busy topic's would fill memory, and the collector's
+        # time with it), how many matched in all, and when the wake_at-th one arrived.
         self.matches: list[Observed] = []
-        self._matched_ids: set[int] = set()
+        self.matched = 0
+        self.met_ns = 0
         self._cond = threading.Condition()
         self.verdict: str | None = None  # None: not decided; "" passed; else the report
-        self.close: Callable[[], None] = lambda: None
+
+    @property
+    def total(self) -> int:
+        return self.arrivals.total - self.first
 
     # -- what arrives ----------------------------------------------------------------------
-    def observe(self, observed: Observed) -> None:
-        matched = self.where.test(observed)
+    def each(self, observed: Observed) -> None:
+        """Every match, when `wants_each`."""
+
+    def wake(self) -> None:
+        """The verdict may be known now: wake whoever waits for it."""
         with self._cond:
-            self.total += 1
-            self.arrived.append(observed)
-            if matched:
-                self.matches.append(observed)
-                self._matched_ids.add(id(observed))
             self._cond.notify_all()
 
-    def observe_message(self, message: Message) -> None:
-        info = message.info
-        self.observe(
-            Observed(
-                name=message.topic,
-                body=message.body,
-                at_ns=info.reception_timestamp_ns - self.armed_ns,
-                headers=message.email.headers,
-                sequence=info.sequence_number,
-                source_gid=info.source_gid,
-                message_id=message.message_id,
-            )
-        )
+    def observe(self, observed: Observed) -> None:
+        """An arrival on a name no other expectation shares (services)."""
+        with self.arrivals.lock:
+            self.arrivals.add(observed)
+        with self._cond:
+            if self.where.test(observed):
+                self.matched += 1
+                if len(self.matches) < KEPT:
+                    self.matches.append(observed)
+            self._cond.notify_all()
+
+    def at_s(self, observed: Observed) -> float:
+        """Seconds from arming to the arrival of `observed`."""
+        return (observed.received_ns - self.armed_ns) / 1e9
 
     # -- the verdict -------------------------------------------------------------------------
     def deadline(self) -> float:
@@ -106,7 +137,6 @@ class Expectation:
                         break
                     self._cond.wait(left)
                 problem = self.judge()
-            self.close()
             self.verdict = "" if not problem else self.report(problem)
         if self.verdict:
             raise ExpectationFailed(self.verdict)
@@ -116,15 +146,13 @@ class Expectation:
         return asyncio.to_thread(self.wait).__await__()
 
     def report(self, problem: str) -> str:
-        with self._cond:
-            arrived = list(self.arrived)
-            misses = [o for o in arrived if id(o) not in self._matched_ids]
-            ids = set(self._matched_ids)
-            total = self.total
+        arrived, total = self.arrivals.since(self.first)
+        ids = {id(o) for o in self.matches}
+        misses = [o for o in arrived if id(o) not in ids]
         lines = [f"{self.describe()}: {problem}"]
         if self.where is not ANYTHING:
-            lines += nearest_misses(self.where, misses)
-        lines += timeline(arrived, ids, total)
+            lines += nearest_misses(self.where, misses, self.armed_ns)
+        lines += timeline(arrived, ids, total, self.armed_ns)
         return "\n".join(lines)
 
     def _where_text(self) -> str:
@@ -134,15 +162,25 @@ class Expectation:
 class TopicExpectation(Expectation):
     label = "topic"
 
-    def __init__(self, name: str, where: object, count: int, within: float, ordered: bool) -> None:
+    def __init__(
+        self,
+        name: str,
+        where: object,
+        count: int,
+        within: float,
+        ordered: bool,
+        arrivals: Arrivals | None = None,
+    ) -> None:
         if count < 1:
             raise ValueError(f"count must be at least 1, got {count}")
         if not within > 0:
             raise ValueError(f"within must be above 0 seconds, got {within}")
-        super().__init__(name, where)
-        self.count = count
+        super().__init__(name, where, arrivals)
+        self.count = self.wake_at = count
         self.within = within
-        self.ordered = ordered
+        self.ordered = self.wants_each = ordered
+        self.disorder = ""
+        self._last: dict[str, int] = {}
 
     def describe(self) -> str:
         n = "1 message" if self.count == 1 else f"{self.count} messages"
@@ -153,36 +191,40 @@ class TopicExpectation(Expectation):
         return self.armed + self.within
 
     def decided(self) -> bool:
-        return len(self.matches) >= self.count
+        return self.matched >= self.count
 
     def judge(self) -> str:
-        if len(self.matches) < self.count:
-            return f"{len(self.matches)} matched of {self.total} received"
-        if self.ordered:
-            last: dict[str, int] = {}
-            for item in self.matches:
-                previous = last.get(item.source_gid, -1)
-                if 0 <= item.sequence < previous:
-                    return (
-                        f"out of order: message {item.sequence} of publisher "
-                        f"{item.source_gid[:8]} came after {previous}"
-                    )
-                last[item.source_gid] = item.sequence
-        return ""
+        if self.matched < self.count:
+            return f"{self.matched} matched of {self.total} received"
+        return self.disorder
+
+    def each(self, observed: Observed) -> None:
+        """With `ordered`: every match, to find the first one out of its publisher's order."""
+        gid, sequence = observed.source_gid, observed.sequence
+        previous = self._last.get(gid, -1)
+        if 0 <= sequence < previous and not self.disorder:
+            self.disorder = (
+                f"out of order: message {sequence} of publisher {gid[:8]} came after {previous}"
+            )
+        self._last[gid] = max(sequence, previous)
 
     def observed_latency_s(self) -> float | None:
-        if len(self.matches) < self.count:
+        if self.matched < self.count:
             return None
-        return self.matches[self.count - 1].at_ns / 1e9
+        return (self.met_ns - self.armed_ns) / 1e9
 
 
 class NeverExpectation(Expectation):
     label = "never"
 
-    def __init__(self, name: str, where: object, during: float) -> None:
+    wake_at = 1
+
+    def __init__(
+        self, name: str, where: object, during: float, arrivals: Arrivals | None = None
+    ) -> None:
         if not during > 0:
             raise ValueError(f"during must be above 0 seconds, got {during}")
-        super().__init__(name, where)
+        super().__init__(name, where, arrivals)
         self.during = during
 
     def describe(self) -> str:
@@ -192,34 +234,46 @@ class NeverExpectation(Expectation):
         return self.armed + self.during
 
     def decided(self) -> bool:
-        return bool(self.matches)
+        return self.matched > 0
 
     def judge(self) -> str:
-        if not self.matches:
+        if not self.matched:
             return ""
         first = self.matches[0]
-        return f"{len(self.matches)} arrived, the first at +{first.at_ns / 1e9:.3f} s"
+        return f"{self.matched} arrived, the first at +{self.at_s(first):.3f} s"
 
     def report(self, problem: str) -> str:
         # The offending messages are the interesting ones: no near misses here.
-        with self._cond:
-            arrived, ids, total = list(self.arrived), set(self._matched_ids), self.total
-        return "\n".join([f"{self.describe()}: {problem}", *timeline(arrived, ids, total)])
+        arrived, total = self.arrivals.since(self.first)
+        ids = {id(o) for o in self.matches}
+        lines = timeline(arrived, ids, total, self.armed_ns)
+        return "\n".join([f"{self.describe()}: {problem}", *lines])
 
 
 class RateExpectation(Expectation):
     label = "rate"
+    wants_each = True
 
     def __init__(
-        self, name: str, where: object, hz: float, tolerance: float, during: float
+        self,
+        name: str,
+        where: object,
+        hz: float,
+        tolerance: float,
+        during: float,
+        arrivals: Arrivals | None = None,
     ) -> None:
         if not hz > 0 or not 0 <= tolerance < 1 or not during > 0:
             raise ValueError("rate needs hz > 0, 0 <= tolerance < 1 and during > 0")
-        super().__init__(name, where)
+        super().__init__(name, where, arrivals)
         self.hz = hz
         self.tolerance = tolerance
         self.during = during
         self.measured: float | None = None
+        self.times: list[int] = []  # when each match arrived (ns)
+
+    def each(self, observed: Observed) -> None:
+        self.times.append(observed.received_ns)
 
     def describe(self) -> str:
         return (
@@ -234,10 +288,11 @@ class RateExpectation(Expectation):
         return False
 
     def judge(self) -> str:
-        window = [m for m in self.matches if m.at_ns <= self.during * 1e9]
+        end = self.armed_ns + int(self.during * 1e9)
+        window = [t for t in self.times if t <= end]
         if len(window) < 2:
             return f"{len(window)} message(s) arrived: too few to measure a rate"
-        span = (window[-1].at_ns - window[0].at_ns) / 1e9
+        span = (window[-1] - window[0]) / 1e9
         self.measured = (len(window) - 1) / span if span > 0 else math.inf
         if abs(self.measured - self.hz) > self.tolerance * self.hz:
             return f"measured {self.measured:.2f} Hz from {len(window)} messages"
@@ -254,6 +309,7 @@ class ServiceExpectation(Expectation):
         super().__init__(name, None)
         self.requests: dict[str, Observed] = {}
         self.latencies: list[float] = []  # s from request sent to response received
+        self.responses = 0
         self.answered_count = 0
         self.within = 5.0
         self.response_where: Where | None = None
@@ -276,28 +332,23 @@ class ServiceExpectation(Expectation):
         return self
 
     def observe_event(self, event: TraceEvent) -> None:
-        body = event.body or ""
-        at_ns = event.reception_timestamp_ns - self.armed_ns
-        item = Observed(
-            self.name, body, at_ns, event.detail, event.headers, event.sequence_number,
-            event.source_gid, event.message_id, event.in_reply_to,
-        )  # fmt: skip
+        item = Observed(event)
         if event.detail == "request":
+            with self.arrivals.lock:
+                self.arrivals.add(item)
             with self._cond:
                 self.requests[event.message_id] = item
-                self.total += 1
-                self.arrived.append(item)
-                self._cond.notify_all()
             return
         request = self.requests.get(event.in_reply_to)
         if request is None:
             return  # an answer to a request sent before arming
-        sent_ns = request.at_ns + self.armed_ns
+        sent_ns = request.received_ns
         for name, value in request.headers.items():
             if name.lower() == "source-timestamp" and value.isdigit():
                 sent_ns = int(value)
         with self._cond:
             self.latencies.append((event.reception_timestamp_ns - sent_ns) / 1e9)
+            self.responses += 1
         self.observe(item)
 
     def describe(self) -> str:
@@ -313,14 +364,14 @@ class ServiceExpectation(Expectation):
         return self.armed + self.within
 
     def decided(self) -> bool:
-        return self.total - len(self.requests) >= self.answered_count
+        return self.responses >= self.answered_count
 
     def judge(self) -> str:
-        responses = self.total - len(self.requests)
+        responses = self.responses
         if responses < self.answered_count:
             return f"{responses} answered of {len(self.requests)} requests seen"
-        if self.response_where is not None and len(self.matches) < responses:
-            return f"{responses - len(self.matches)} of {responses} responses did not match"
+        if self.response_where is not None and self.matched < responses:
+            return f"{responses - self.matched} of {responses} responses did not match"
         p95 = self.observed_p95()
         if self.p95 is not None and p95 is not None and p95 > self.p95:
             return f"p95 latency was {p95:.3f} s over {len(self.latencies)} calls"
@@ -339,6 +390,48 @@ class ServiceExpectation(Expectation):
 E = TypeVar("E", bound=Expectation)
 
 
+class _Tap:
+    """One subscription to a topic, shared by the expectations armed on it: each message
+    is read into one `Observed`, numbered, and offered to each expectation in turn."""
+
+    def __init__(self, bus: Bus, topic: str) -> None:
+        self.arrivals = Arrivals()
+        # (where, expectation, its `each` or None) of each expectation armed on the topic.
+        self.targets: tuple[tuple[Where, Expectation, Callable[[Observed], None] | None], ...] = ()
+        self.watch = Watch(bus.context, topic, self.seen)
+
+    def add(self, expectation: Expectation) -> None:
+        with self.arrivals.lock:
+            each = expectation.each if expectation.wants_each else None
+            target = (expectation.where, expectation, each)
+            self.targets = (*self.targets, target)
+
+    def seen(self, message: Message) -> None:
+        observed = Observed(message)
+        arrivals = self.arrivals
+        lock = arrivals.lock
+        lock.acquire()  # offers in arrival order, one message at a time
+        try:
+            # Expectation.offer and Arrivals.add, inlined: this runs per message and
+            # per expectation (bench/testing.py measures it).
+            observed.index = arrivals.total
+            arrivals.total += 1
+            arrivals.kept.append(observed)
+            anything = ANYTHING
+            for where, expectation, each in self.targets:
+                if where is anything or where.test(observed):
+                    matched = expectation.matched = expectation.matched + 1
+                    if matched <= KEPT:
+                        expectation.matches.append(observed)
+                    if each is not None:
+                        each(observed)
+                    if matched == expectation.wake_at:
+                        expectation.met_ns = observed.received_ns
+                        expectation.wake()
+        finally:
+            lock.release()
+
+
 class Expect:
     """The `expect` fixture: arms expectations on `bus` and verifies them."""
 
@@ -347,6 +440,7 @@ class Expect:
         self.armed: list[Expectation] = []
         self._services: dict[str, list[ServiceExpectation]] = {}
         self._remove_listener: Callable[[], None] | None = None
+        self._taps: dict[str, _Tap] = {}
 
     def topic(
         self,
@@ -357,10 +451,12 @@ class Expect:
         within: float = 5.0,
         ordered: bool = False,
     ) -> TopicExpectation:
-        return self._watch(TopicExpectation(name, where, count, within, ordered))
+        return self._arm(
+            TopicExpectation(name, where, count, within, ordered, self._arrivals(name))
+        )
 
     def never(self, name: str, where: object = None, *, during: float = 1.0) -> NeverExpectation:
-        return self._watch(NeverExpectation(name, where, during))
+        return self._arm(NeverExpectation(name, where, during, self._arrivals(name)))
 
     def rate(
         self,
@@ -371,7 +467,7 @@ class Expect:
         during: float = 2.0,
         where: object = None,
     ) -> RateExpectation:
-        return self._watch(RateExpectation(name, where, hz, tolerance, during))
+        return self._arm(RateExpectation(name, where, hz, tolerance, during, self._arrivals(name)))
 
     def service(self, name: str) -> ServiceExpectation:
         expectation = ServiceExpectation(name)
@@ -381,11 +477,17 @@ class Expect:
         self.armed.append(expectation)
         return expectation
 
-    def _watch(self, expectation: E) -> E:
-        watch = Watch(self.bus.context, expectation.name, expectation.observe_message)
-        expectation.close = watch.close
+    def _arm(self, expectation: E) -> E:
+        self._taps[expectation.name].add(expectation)
         self.armed.append(expectation)
         return expectation
+
+    def _arrivals(self, topic: str) -> Arrivals:
+        """The one subscription (and record of arrivals) for every expectation on `topic`."""
+        tap = self._taps.get(topic)
+        if tap is None:
+            tap = self._taps[topic] = _Tap(self.bus, topic)
+        return tap.arrivals
 
     def _on_event(self, event: TraceEvent) -> None:
         if event.kind == Kind.RECEIVED and event.detail in ("request", "response"):
@@ -412,7 +514,7 @@ class Expect:
         return found
 
     def close(self) -> None:
-        for expectation in self.armed:
-            expectation.close()
+        for tap in self._taps.values():
+            tap.watch.close()
         if self._remove_listener is not None:
             self._remove_listener()

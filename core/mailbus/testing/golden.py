@@ -153,7 +153,8 @@ def compare(
             groups.setdefault(group, ([], []))[side].append(output)
     lines = []
     for group, (wanted, got) in groups.items():
-        lines += _aligned(group, wanted, got, tolerance)
+        if wanted != got:  # equal as they are: no alignment to compute
+            lines += _aligned(group, wanted, got, tolerance)
     return lines
 
 

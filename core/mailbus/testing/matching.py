@@ -17,24 +17,72 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mailbus.envelope import Message
+from mailbus.trace import TraceEvent
+
 FLOAT_TOLERANCE = 1e-9
 MISSING: Any = object()  # a field the body does not have
 
 
-@dataclass(slots=True)
 class Observed:
-    """One email an expectation saw: when (ns since arming), what and from whom."""
+    """One email an expectation saw: a topic's message, or a service's request or
+    response (from the trace). Read lazily: an expectation on a busy topic builds one
+    per message, and most are never looked at."""
 
-    name: str
-    body: str
-    at_ns: int  # since the expectation was armed
-    what: str = "message"  # message, request or response
-    headers: Mapping[str, str] = field(default_factory=dict)
-    sequence: int = -1
-    source_gid: str = ""
-    message_id: str = ""
-    in_reply_to: str = ""
-    _doc: Any = field(default=MISSING, repr=False)
+    __slots__ = ("_doc", "index", "source")
+
+    def __init__(self, source: Message | TraceEvent, index: int = 0) -> None:
+        self.source = source
+        self.index = index  # its place among the arrivals on its name
+        self._doc: Any = MISSING
+
+    @property
+    def name(self) -> str:
+        source = self.source
+        return source.topic if isinstance(source, Message) else source.name
+
+    @property
+    def body(self) -> str:
+        return self.source.body or ""
+
+    @property
+    def received_ns(self) -> int:
+        source = self.source
+        if isinstance(source, Message):
+            return source.info.reception_timestamp_ns
+        return source.reception_timestamp_ns
+
+    @property
+    def what(self) -> str:
+        """message, request or response."""
+        source = self.source
+        return "message" if isinstance(source, Message) else source.detail
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        source = self.source
+        return source.email.headers if isinstance(source, Message) else source.headers
+
+    @property
+    def sequence(self) -> int:
+        source = self.source
+        return (
+            source.info.sequence_number if isinstance(source, Message) else source.sequence_number
+        )
+
+    @property
+    def source_gid(self) -> str:
+        source = self.source
+        return source.info.source_gid if isinstance(source, Message) else source.source_gid
+
+    @property
+    def message_id(self) -> str:
+        return self.source.message_id
+
+    @property
+    def in_reply_to(self) -> str:
+        source = self.source
+        return source.email.in_reply_to if isinstance(source, Message) else source.in_reply_to
 
     @property
     def doc(self) -> Any:

@@ -17,19 +17,22 @@ def shown_body(body: str, limit: int = BODY_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-def stamp(observed: Observed) -> str:
-    return f"+{observed.at_ns / 1e9:.3f} s"
+def stamp(observed: Observed, origin_ns: int) -> str:
+    """When it arrived, in seconds after `origin_ns` (the arming of the expectation)."""
+    return f"+{(observed.received_ns - origin_ns) / 1e9:.3f} s"
 
 
-def nearest_misses(where: Where, misses: Sequence[Observed], limit: int = NEAREST) -> list[str]:
+def nearest_misses(
+    where: Where, misses: Sequence[Observed], origin_ns: int, limit: int = NEAREST
+) -> list[str]:
     """The closest misses first (fewest differing fields, then the latest), each with
     the fields that differ; empty when nothing was missed."""
     if not misses:
         return []
-    ranked = sorted(misses, key=lambda o: (distance(where, o), -o.at_ns))[:limit]
+    ranked = sorted(misses, key=lambda o: (distance(where, o), -o.received_ns))[:limit]
     lines = ["nearest misses (closest first):"]
     for observed in ranked:
-        lines.append(f"  {stamp(observed)}  {observed.what} {shown_body(observed.body)}")
+        lines.append(f"  {stamp(observed, origin_ns)}  {observed.what} {shown_body(observed.body)}")
         diffs = where.diff(observed)
         if diffs:
             lines.extend(f"      {d.line()}" for d in diffs)
@@ -39,7 +42,11 @@ def nearest_misses(where: Where, misses: Sequence[Observed], limit: int = NEARES
 
 
 def timeline(
-    observed: Sequence[Observed], matched: set[int], total: int, limit: int = TIMELINE_LINES
+    observed: Sequence[Observed],
+    matched: set[int],
+    total: int,
+    origin_ns: int,
+    limit: int = TIMELINE_LINES,
 ) -> list[str]:
     """What arrived, in order; `matched` holds the ids of the matching ones and `total`
     counts those no longer kept."""
@@ -55,7 +62,9 @@ def timeline(
         if skipped and i == limit // 2:
             lines.append(f"  ... {skipped} more ...")
         mark = "match" if id(item) in matched else "miss "
-        lines.append(f"  {stamp(item)}  {mark}  {item.what} {item.name}  {shown_body(item.body)}")
+        lines.append(
+            f"  {stamp(item, origin_ns)}  {mark}  {item.what} {item.name}  {shown_body(item.body)}"
+        )
     if total > len(observed):
         lines.append(f"  (the first {total - len(observed)} are no longer kept)")
     return lines
