@@ -57,9 +57,7 @@ def expect_rate(count: int, armed: int = 10) -> float:
     bus = inprocess_bus()
     try:
         expect = Expect(bus)
-        expectations = [
-            expect.topic("bench/t", count=count, within=600) for _ in range(armed)
-        ]
+        expectations = [expect.topic("bench/t", count=count, within=600) for _ in range(armed)]
         publisher = bus.publisher("bench/t")
         started = time.perf_counter()
         for i in range(count):
