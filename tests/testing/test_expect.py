@@ -184,3 +184,95 @@ def test_count(expect):
 """,
     )
     result.assert_outcomes(passed=1)
+
+
+SERVICE = """
+def doubler(ctx, stop):
+    server = ctx.server("double")
+    while not stop.is_set():
+        request = mailbus.wait_for_request(server, 0.05)
+        if request is not None:
+            n = json.loads(request.body)["n"]
+            server.send_response(request, json.dumps({"n": n, "twice": n * 2}))
+
+def silent(ctx, stop):
+    server = ctx.server("silent")
+    while not stop.wait(0.05):
+        pass
+"""
+
+
+def test_service_expectations_report_what_went_wrong(pytester: pytest.Pytester) -> None:
+    result = run(
+        pytester,
+        SERVICE
+        + """
+def test_answers(bus, expect, system):
+    system.start(doubler, ready=["server:double"])
+    calls = expect.service("double").answered(2).responds(where={"twice": 6}).latency(p95=5)
+    client = bus.client("double")
+    client.call(json.dumps({"n": 3}), timeout=5)
+    client.call(json.dumps({"n": 4}), timeout=5)
+
+def test_unanswered(bus, expect, system):
+    system.start(silent, ready=["server:silent"])
+    expect.service("silent").answered(1, within=0.3)
+    bus.client("silent").send_request("hello")
+
+def test_slow(bus, expect, system):
+    system.start(doubler, ready=["server:double"])
+    expect.service("double").latency(p95=0.000001)
+    bus.client("double").call(json.dumps({"n": 1}), timeout=5)
+
+def test_fine(bus, expect, system):
+    system.start(doubler, ready=["server:double"])
+    calls = expect.service("double").answered(1).responds(where={"twice": 2})
+    bus.client("double").call(json.dumps({"n": 1}), timeout=5)
+    calls.wait()
+    assert calls.observed_p95() is not None
+""",
+    )
+    result.assert_outcomes(failed=3, passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*expected service 'double' to answer 2 request(s) within 5.0 s, every response "
+            "where twice == 6, p95 latency <= 5 s: 1 of 2 responses did not match",
+            "*nearest misses (closest first):",
+            '*response {"n": 4, "twice": 8}',
+            "*twice: expected 6, got 8",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*expected service 'silent' to answer 1 request(s) within 0.3 s: 0 answered of "
+            "1 requests seen",
+            "*timeline (1 arrived, 0 matched):",
+            "*call   request silent  hello",
+        ]
+    )
+    result.stdout.fnmatch_lines(["*p95 latency <= 1e-06 s: p95 latency was * s over 1 calls"])
+
+
+def test_an_async_test_awaits_its_expectation(pytester: pytest.Pytester) -> None:
+    result = run(
+        pytester,
+        """
+import asyncio
+
+@pytest.mark.asyncio
+async def test_awaited(bus, expect):
+    seen = expect.topic("t", where={"n": 2})
+    bus.publisher("t").publish(json.dumps({"n": 2}))
+    done = await seen
+    assert done.matches[0].doc == {"n": 2}
+
+@pytest.mark.asyncio
+async def test_awaited_failure(bus, expect):
+    seen = expect.topic("t", where={"n": 2}, within=0.2)
+    bus.publisher("t").publish(json.dumps({"n": 1}))
+    await asyncio.sleep(0)  # the loop stays free while the expectation waits
+    await seen
+""",
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*n: expected 2, got 1"])

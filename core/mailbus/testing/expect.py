@@ -148,7 +148,7 @@ class Expectation:
     def report(self, problem: str) -> str:
         arrived, total = self.arrivals.since(self.first)
         ids = {id(o) for o in self.matches}
-        misses = [o for o in arrived if id(o) not in ids]
+        misses = [o for o in arrived if id(o) not in ids and o.what != "request"]
         lines = [f"{self.describe()}: {problem}"]
         if self.where is not ANYTHING:
             lines += nearest_misses(self.where, misses, self.armed_ns)
@@ -374,7 +374,7 @@ class ServiceExpectation(Expectation):
             return f"{responses - self.matched} of {responses} responses did not match"
         p95 = self.observed_p95()
         if self.p95 is not None and p95 is not None and p95 > self.p95:
-            return f"p95 latency was {p95:.3f} s over {len(self.latencies)} calls"
+            return f"p95 latency was {p95:.6f} s over {len(self.latencies)} calls"
         return ""
 
     def observed_p95(self) -> float | None:

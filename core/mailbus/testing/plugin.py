@@ -115,7 +115,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         for mock in kit.mocks:
             failures += mock.problems()
         if failures:
-            raise AssertionError("\n\n".join(failures))
+            # The reports say everything: no traceback of the plugin's own frame.
+            pytest.fail("\n\n".join(failures), pytrace=False)
     return result
 
 

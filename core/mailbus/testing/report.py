@@ -61,7 +61,7 @@ def timeline(
     for i, item in enumerate(rows):
         if skipped and i == limit // 2:
             lines.append(f"  ... {skipped} more ...")
-        mark = "match" if id(item) in matched else "miss "
+        mark = "match" if id(item) in matched else "call " if item.what == "request" else "miss "
         lines.append(
             f"  {stamp(item, origin_ns)}  {mark}  {item.what} {item.name}  {shown_body(item.body)}"
         )
