@@ -179,3 +179,28 @@ def test_all_dropped(bus, expect, faults):
 """,
     )
     result.assert_outcomes(passed=2)
+
+
+@pytest.mark.mailstack
+def test_an_outage_of_the_mail_server_delays_mail_and_loses_none(
+    pytester: pytest.Pytester,
+) -> None:
+    result = run(
+        pytester,
+        """
+@pytest.mark.mailbus_transports("mail")
+def test_outage(bus, expect, outage):
+    seen = expect.topic("t", count=2, within=60)
+    with outage():
+        bus.publisher("t").publish("during")
+        assert not seen.matches  # the server is down: nothing can arrive yet
+    bus.publisher("t").publish("after")
+    assert sorted(m.body for m in seen.wait().matches) == ["after", "during"]
+
+def test_not_in_process(outage):
+    with pytest.raises(Exception, match="an outage is simulated on the mail transport"):
+        with outage():
+            pass
+""",
+    )
+    result.assert_outcomes(passed=2)

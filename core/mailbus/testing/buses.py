@@ -92,6 +92,8 @@ class Bus:
     faults: FaultSender
     child: Callable[[str], ChildConfig]  # by participant name; raises BusError in-process
     closers: list[Callable[[], None]] = field(default_factory=list)
+    # Stop and start the server the bus goes through, for an outage (the mail stack's SMTP).
+    server_switch: tuple[Callable[[], None], Callable[[], None]] | None = None
 
     @property
     def crosses_processes(self) -> bool:
@@ -276,7 +278,9 @@ def mail_bus(stack: Any) -> Bus:
     def child(name: str) -> ChildConfig:
         return ChildConfig({**raw, "name": name}, secret)
 
-    return open_bus("mail", options_from_mapping(raw, secret), child)
+    bus = open_bus("mail", options_from_mapping(raw, secret), child)
+    bus.server_switch = (stack.stop_smtp, stack.start_smtp)
+    return bus
 
 
 # -- the user's own system -----------------------------------------------------------------

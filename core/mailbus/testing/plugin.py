@@ -1,6 +1,6 @@
 """The pytest plugin (entry point `pytest11`: `mailbus = mailbus.testing.plugin`).
 
-Fixtures: `bus`, `expect`, `system`, `mock_service`, `faults`, `golden`; options
+Fixtures: `bus`, `expect`, `system`, `mock_service`, `faults`, `outage`, `golden`; options
 `--mailbus-transport`, `--mailbus-config`, `--mailbus-seed`, `--mailbus-update`; the
 marker `mailbus_transports(...)` runs a test once per transport named. Expectations and
 strict mocks are verified when the test function returns, so that their failures are
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Generator, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import pytest
 from mailbus.testing.buses import (
     TRANSPORT_NAMES,
     Bus,
+    BusError,
     PostOfficeDaemon,
     configured_bus,
     inprocess_bus,
@@ -253,3 +255,30 @@ def golden(request: pytest.FixtureRequest, bus: Bus) -> Golden:
     name = "".join(c if c.isalnum() or c in "-_" else "_" for c in request.node.name)
     default = Path(request.node.path).parent / "golden" / f"{name}.json"
     return Golden(bus, system, bool(request.config.getoption("mailbus_update")), default)
+
+
+@pytest.fixture
+def outage(bus: Bus) -> Iterator[Callable[[], AbstractContextManager[None]]]:
+    """`with outage(): ...`: the mail server refuses mail for the block (its SMTP side
+    is stopped, then started again). Mail transport only."""
+    down: list[bool] = []
+
+    @contextmanager
+    def window() -> Iterator[None]:
+        if bus.server_switch is None:
+            raise BusError(
+                f"an outage is simulated on the mail transport, not on {bus.transport}: "
+                '@pytest.mark.mailbus_transports("mail") or --mailbus-transport=mail'
+            )
+        stop, start = bus.server_switch
+        stop()
+        down.append(True)
+        try:
+            yield
+        finally:
+            start()
+            down.pop()
+
+    yield window
+    if down and bus.server_switch is not None:
+        bus.server_switch[1]()
