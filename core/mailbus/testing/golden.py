@@ -241,6 +241,15 @@ class Capture:
             while len(self.items) < count and (left := deadline - time.monotonic()) > 0:
                 self._cond.wait(left)
 
+    def wait_quiet(self, quiet: float, deadline: float) -> None:
+        """Until nothing new has arrived for `quiet` seconds (or the deadline)."""
+        with self._cond:
+            while (left := deadline - time.monotonic()) > 0:
+                count = len(self.items)
+                self._cond.wait(min(quiet, left))
+                if len(self.items) == count:
+                    return
+
     def close(self) -> None:
         for watch in self._watches:
             watch.close()

@@ -96,9 +96,11 @@ class Golden:
         try:
             player = Player(session, self.bus.context, exclude=names_regex(names), rate=rate)
             player.run()
-            capture.wait_for(len(expected), time.monotonic() + within)
-            # Outputs beyond the golden ones fail too: give them a moment to show.
-            capture.wait_for(len(expected) + 1, time.monotonic() + settle)
+            deadline = time.monotonic() + within
+            capture.wait_for(len(expected), deadline)
+            # Outputs beyond the golden ones fail too (and an update takes them all):
+            # wait until the system has been quiet for `settle` seconds.
+            capture.wait_quiet(settle, deadline + settle)
         finally:
             capture.close()
         actual = [norm(name, what, body) for name, what, body in capture.items]
