@@ -71,14 +71,21 @@ def expect_rate(count: int, armed: int = 10) -> float:
         bus.close()
 
 
-def echo(context: Context, stop: threading.Event) -> None:
-    """The system under test of the golden run: every input echoed as an output."""
+def start_echo(context: Context, stop: threading.Event) -> threading.Thread:
+    """The system under test of the golden run: every input echoed as an output. It
+    subscribes before it returns, so that no input is sent before it listens."""
     subscription = context.subscription("in/x", depth=1_000_000)
     out = context.publisher("out/x")
-    while not stop.is_set():
-        message = wait_for_message(subscription, 0.05)
-        if message is not None:
-            out.publish(message.body)
+
+    def run() -> None:
+        while not stop.is_set():
+            message = wait_for_message(subscription, 0.05)
+            if message is not None:
+                out.publish(message.body)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    return worker
 
 
 def make_session(directory: Path, events: int) -> None:
@@ -92,8 +99,7 @@ def make_session(directory: Path, events: int) -> None:
             max_queued=events + 10,
         ),
     ):
-        worker = threading.Thread(target=echo, args=(context, stop))
-        worker.start()
+        worker = start_echo(context, stop)
         outputs = context.subscription("out/x", depth=events)
         publisher = context.publisher("in/x")
         for i in range(events // 2):
@@ -108,8 +114,7 @@ def make_session(directory: Path, events: int) -> None:
 def with_echo(run: Callable[[Any], None]) -> float:
     bus = inprocess_bus()
     stop = threading.Event()
-    worker = threading.Thread(target=echo, args=(bus.context, stop))
-    worker.start()
+    worker = start_echo(bus.context, stop)
     try:
         started = time.perf_counter()
         run(bus)
