@@ -105,7 +105,9 @@ def test_fields_sample_numbers_at_json_paths() -> None:
     assert [v for _, v in series["robot/pose.x"]] == [1.5]
     assert [v for _, v in series["robot/pose.list.1"]] == [7.0]
     assert split_field("robot/pose.x", ["robot/pose"]) == ("robot/pose", ("x",))
-    assert json_path_value('{"a": true}', ("a",)) is None
+    assert json_path_value('{"a": true}', ("a",)) == 1.0  # as the plot reads it
+    assert json_path_value('{"a": "x"}', ("a",)) is None
+    assert split_field('robot/arm["j 1"][2]', []) == ("robot/arm", ("j 1", 2))
     assert json_path_value("[" * 100_000 + "]" * 100_000, ("0",)) is None  # too deep: None
     with pytest.raises(ValueError, match=r"a field is 'topic\.key"):
         model.watch_field("nodot")

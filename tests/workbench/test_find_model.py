@@ -8,8 +8,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from mailbus import query
 from mailbus_workbench.fixtures import T0, FrozenClock, fixed_model, message_event, sample_events
-from mailbus_workbench.model import export, message_filter
+from mailbus_workbench.model import export
 from mailbus_workbench.model.find import QueryError, find, parse_query
 from mailbus_workbench.model.state import WorkbenchModel
 
@@ -118,10 +119,10 @@ def test_a_bad_query_gets_a_clear_error(query: str, reason: str) -> None:
 
 def test_the_topic_filter_compares_json_fields_too() -> None:
     event = message_event("sensors/temperature", '{"celsius": 26}', T0, 1)
-    assert message_filter.parse("temp celsius>25").matches(event)
-    assert message_filter.parse("temp celsius>25").topic_text == "temp"
-    assert not message_filter.parse("celsius<=25").matches(event)
-    assert message_filter.parse("Subject~temp").matches(event)
+    assert query.parse("temp celsius>25").matches(event)
+    assert query.parse("temp celsius>25").topic_text == "temp"
+    assert not query.parse("celsius<=25").matches(event)
+    assert query.parse("Subject~temp").matches(event)
 
 
 def test_tables_round_trip_in_every_format(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from mailbus import query
 from mailbus_workbench.fixtures import T0, FrozenClock, fixed_app, message_event
-from mailbus_workbench.model import message_filter
 from mailbus_workbench.model.state import WorkbenchModel
 from mailbus_workbench.widgets.message_list import MessageList
 from mailbus_workbench.widgets.topic_tree import TopicTree
@@ -21,27 +21,27 @@ def signed(n: int, status: str | None, topic: str = "sensors/temp") -> object:
 
 
 def test_terms_and_topic_text_are_told_apart() -> None:
-    parsed = message_filter.parse("robot  signature=failed Subject~Pose")
+    parsed = query.parse("robot  signature=failed Subject~Pose")
     assert parsed.topic_text == "robot"
     assert [(t.name, t.exact, t.value) for t in parsed.terms] == [
         ("signature", True, "failed"),
         ("subject", False, "pose"),
     ]
-    assert message_filter.parse("").terms == () and message_filter.parse("=x").terms == ()
+    assert query.parse("").terms == () and query.parse("=x").terms == ()
 
 
 def test_signature_and_header_terms_match() -> None:
     failed = signed(1, "failed: body hash mismatch (the body was changed)")
     verified, unsigned = signed(2, "verified"), signed(3, None)
-    by_signature = message_filter.parse("signature=failed")
+    by_signature = query.parse("signature=failed")
     assert [by_signature.matches(e) for e in (failed, verified, unsigned)] == [True, False, False]
-    assert message_filter.parse("signature=verified").matches(verified)
-    assert not message_filter.parse("signature=fail").matches(failed)  # a status, not a part
-    assert message_filter.parse("signature~hash").matches(failed)
+    assert query.parse("signature=verified").matches(verified)
+    assert not query.parse("signature=fail").matches(failed)  # a status, not a part
+    assert query.parse("signature~hash").matches(failed)
     gid = failed.headers["Publisher-GID"]
-    assert message_filter.parse(f"publisher-gid={gid.upper()}").matches(failed)
-    assert not message_filter.parse("publisher-gid=someone-else").matches(failed)
-    assert not message_filter.parse("No-Such-Header~x").matches(failed)
+    assert query.parse(f"publisher-gid={gid.upper()}").matches(failed)
+    assert not query.parse("publisher-gid=someone-else").matches(failed)
+    assert not query.parse("No-Such-Header~x").matches(failed)
 
 
 async def test_the_topic_filter_lists_only_messages_whose_signature_failed() -> None:

@@ -9,7 +9,6 @@ rate/field samples per topic (at most `max_samples` each) and `max_calls` calls.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import deque
@@ -20,6 +19,8 @@ from typing import Any
 import polars as pl
 import pyarrow as pa  # type: ignore[import-untyped]
 
+from mailbus import field_path
+from mailbus.field_path import Step
 from mailbus.sessions.schema import Redactor, arrow_schema, cap_body, event_columns
 from mailbus.trace import Kind, TraceEvent
 
@@ -35,44 +36,23 @@ LATEST_PREVIEW_CHARS = 2_000
 _UNPARSED = object()
 
 
-def json_path_value(body: str, path: Sequence[str]) -> float | None:
+def json_path_value(body: str, path: Sequence[Step]) -> float | None:
     """The number at `path` (keys or list indices) in a JSON body, else None."""
-    return path_number(_parse(body), path)
+    return field_path.value_at(field_path.decode(body), tuple(path))
 
 
-def _parse(body: str) -> Any:
-    try:
-        return json.loads(body)  # plain data only: json never runs code
-    except (ValueError, RecursionError):
-        return _UNPARSED
-
-
-def path_number(document: Any, path: Sequence[str]) -> float | None:
-    """The number at `path` in a parsed JSON document, else None."""
-    value = document
-    for key in path:
-        if isinstance(value, dict):
-            value = value.get(key)
-        elif isinstance(value, list) and key.lstrip("-").isdigit():
-            index = int(key)
-            value = value[index] if -len(value) <= index < len(value) else None
-        else:
-            return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def split_field(spec: str, topics: Iterable[str]) -> tuple[str, tuple[str, ...]]:
+def split_field(spec: str, topics: Iterable[str]) -> tuple[str, tuple[Step, ...]]:
     """'robot/pose.x' → ('robot/pose', ('x',)): the longest known topic before a dot,
-    else everything before the first dot."""
+    else everything before the first dot; the rest is a field path (mailbus.field_path)."""
     for topic in sorted(topics, key=len, reverse=True):
-        if spec.startswith(topic + "."):
-            return topic, tuple(spec[len(topic) + 1 :].split("."))
-    topic, dot, rest = spec.partition(".")
-    if not dot or not topic or not rest:
+        if spec.startswith(topic + ".") or spec.startswith(topic + "["):
+            return topic, field_path.parse_steps(spec[len(topic) :])
+    slash = spec.rfind("/")
+    ends = [i for i in (spec.find(".", slash + 1), spec.find("[", slash + 1)) if i > 0]
+    if not ends or ends[0] == len(spec) - 1:
         raise ValueError(f"a field is 'topic.key[.key...]', not {spec!r}")
-    return topic, tuple(rest.split("."))
+    cut = min(ends)
+    return spec[:cut], field_path.parse_steps(spec[cut:])
 
 
 @dataclass
@@ -124,7 +104,7 @@ class MonitorModel:
         self._topics: dict[str, _Topic] = {}
         self._calls: dict[str, _Call] = {}
         self._max_calls = max_calls
-        self._fields: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._fields: dict[str, tuple[str, tuple[Step, ...]]] = {}
         self._samples: dict[str, deque[tuple[float, float]]] = {}
         self.seen = 0
         self.ignored_topics = 0  # messages on topics beyond max_topics
@@ -171,8 +151,8 @@ class MonitorModel:
         for spec, (name, path) in self._fields.items():
             if name == event.name:
                 if document is _UNPARSED:  # parse once, for all of this topic's fields
-                    document = _parse(body)
-                value = path_number(document, path)
+                    document = field_path.decode(body)
+                value = field_path.value_at(document, path)
                 if value is not None:
                     samples = self._samples[spec]
                     samples.append((now, value))

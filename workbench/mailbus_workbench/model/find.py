@@ -6,7 +6,7 @@ A query is words separated by spaces; a message matches when every word does:
                   'say "hi"' in single quotes around double ones
     /regex/       the body matches a Python regular expression; /regex/i ignores case
     Name=value, Name~text, Name!=value, Name>n, Name<n, Name>=n, Name<=n
-                  a header, else a JSON field of the body (model/message_filter.py)
+                  a header, else a JSON field of the body (model/query.py)
 
     celsius>25                      every reading above 25
     Subject~robot "event 4"         robot topics whose body says "event 4"
@@ -19,7 +19,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from mailbus_workbench.model.message_filter import LazyBody, Term, parse_term
+from mailbus.query import LazyBody, Term, parse_term
+
 from mailbus_workbench.model.topics import MessageRecord, TopicStore
 
 MAX_RESULTS = 10_000  # results listed at most (the history cap bounds what is searched)

@@ -14,28 +14,44 @@ first `.` or `[` after its last `/`."""
 
 from __future__ import annotations
 
-import json
-import math
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
 
 from mailbus.errors import InvalidNameError
+from mailbus.field_path import (
+    MAX_DEPTH,
+    MAX_ITEMS,
+    Step,
+    decode,
+    format_path,
+    numeric_paths,
+    parse_steps,
+    value_at,
+)
+from mailbus.field_path import FieldPathError as PathError
 from mailbus.names import check_name
 
-Step = str | int  # a key of an object or an index of a list
-MAX_DEPTH = 8  # levels walked for completion (a path may be deeper when typed)
-MAX_ITEMS = 8  # items of a list walked for completion
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_FIELDS",
+    "MAX_ITEMS",
+    "PathError",
+    "SeriesKey",
+    "SeriesKind",
+    "Step",
+    "decode",
+    "format_path",
+    "numeric_paths",
+    "parse",
+    "parse_steps",
+    "value_at",
+]
+
 MAX_FIELDS = 200  # numeric fields offered per topic
 
 _FUNCTION = re.compile(r"(rate|latency)\((.+)\)\Z", re.DOTALL)
-_PLAIN_KEY = re.compile(r"[^.\[\]\"\s]+\Z")
-_STEP = re.compile(r'\.([^.\[\]"\s]+)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
-
-
-class PathError(ValueError):
-    """A series that cannot be read; the message says what is wrong and where."""
 
 
 class SeriesKind(StrEnum):
@@ -58,40 +74,6 @@ class SeriesKey:
     @property
     def unit(self) -> str:
         return {SeriesKind.RATE: "msg/s", SeriesKind.LATENCY: "ms"}.get(self.kind, "")
-
-
-def format_path(path: tuple[Step, ...]) -> str:
-    """`.x[0]["a b"]`: the steps as the syntax above writes them."""
-    out = []
-    for step in path:
-        if isinstance(step, int):
-            out.append(f"[{step}]")
-        elif _PLAIN_KEY.match(step):
-            out.append(f".{step}")
-        else:
-            out.append(f"[{json.dumps(step)}]")
-    return "".join(out)
-
-
-def parse_steps(text: str) -> tuple[Step, ...]:
-    """The steps of `.x[0]["a b"]`; a PathError says where the text stops making sense."""
-    steps: list[Step] = []
-    pos = 0
-    while pos < len(text):
-        match = _STEP.match(text, pos)
-        if match is None:
-            raise PathError(
-                f'cannot read the field path at {text[pos:]!r}: write .name, [index] or ["any key"]'
-            )
-        key, index, quoted = match.groups()
-        if key is not None:
-            steps.append(key)
-        elif index is not None:
-            steps.append(int(index))
-        else:
-            steps.append(json.loads(quoted))  # a JSON string: data only
-        pos = match.end()
-    return tuple(steps)
 
 
 def _split_topic(text: str, topics: Collection[str]) -> tuple[str, str]:
@@ -124,53 +106,3 @@ def parse(text: str, topics: Collection[str] = ()) -> SeriesKey:
         return SeriesKey(SeriesKind.FIELD, check_name(topic), parse_steps(rest))
     except InvalidNameError as exc:
         raise PathError(str(exc)) from None
-
-
-def decode(body: str | None) -> object:
-    """The JSON document of a body, or None (not JSON, or cut at the feed's limit)."""
-    if not body:
-        return None
-    try:
-        return json.loads(body)
-    except (ValueError, RecursionError):  # not JSON; nested beyond what Python reads
-        return None
-
-
-def value_at(document: object, path: tuple[Step, ...]) -> float | None:
-    """The number at `path` (a boolean counts as 0 or 1), or None when there is none."""
-    node = document
-    for step in path:
-        if isinstance(step, int):
-            if not isinstance(node, list) or step >= len(node):
-                return None
-            node = node[step]
-        else:
-            if not isinstance(node, dict) or step not in node:
-                return None
-            node = node[step]
-    if isinstance(node, bool | int | float):
-        try:
-            value = float(node)
-        except OverflowError:  # an integer beyond any float
-            return None
-        return value if math.isfinite(value) else None  # NaN, Infinity: nothing to draw
-    return None
-
-
-def numeric_paths(document: object) -> Iterator[tuple[Step, ...]]:
-    """The paths of the numbers (and booleans) in a decoded JSON document, depth first,
-    at most MAX_DEPTH deep and MAX_ITEMS items into each list."""
-
-    def walk(node: object, path: tuple[Step, ...]) -> Iterator[tuple[Step, ...]]:
-        if isinstance(node, bool | int | float):
-            yield path
-        elif len(path) >= MAX_DEPTH:
-            return
-        elif isinstance(node, dict):
-            for key, value in node.items():
-                yield from walk(value, (*path, str(key)))
-        elif isinstance(node, list):
-            for index, value in enumerate(node[:MAX_ITEMS]):
-                yield from walk(value, (*path, index))
-
-    return walk(document, ())

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mailbus_workbench.model import message_filter
+from mailbus import query
+
 from mailbus_workbench.model.services import Trace, TraceStatus
 
 _STATUSES = {s.value.replace(" ", "-"): s for s in TraceStatus}
@@ -30,7 +31,7 @@ class TraceFilter:
     client_prefix: str | None = None
     client_part: str | None = None
     statuses: frozenset[TraceStatus] = frozenset()
-    headers: tuple[message_filter.Term, ...] = ()
+    headers: tuple[query.Term, ...] = ()
 
     @property
     def active(self) -> bool:
@@ -63,9 +64,9 @@ def parse(text: str) -> TraceFilter:
     parts: list[str] = []
     exact = client_prefix = client_part = None
     statuses: set[TraceStatus] = set()
-    headers: list[message_filter.Term] = []
+    headers: list[query.Term] = []
     for word in text.split():
-        terms = message_filter.parse(word).terms
+        terms = query.parse(word).terms
         if not terms:
             parts.append(word.lower())
             continue

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from mailbus import query
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -11,7 +12,6 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Input
 
-from mailbus_workbench.model import message_filter
 from mailbus_workbench.model.topics import MessageRecord
 from mailbus_workbench.parts import WorkbenchParts
 from mailbus_workbench.views.base import View
@@ -89,7 +89,7 @@ Filter and Find terms: `Name=value`, `Name~part`, `Name!=value`, `Name>n`, `Name
     def __init__(self, parts: WorkbenchParts, *, id: str | None = None) -> None:
         super().__init__(parts, id=id)
         self.topic: str | None = None
-        self.message_filter = message_filter.parse("")
+        self.message_filter = query.parse("")
         self._list_shown = 0.0
 
     def compose(self) -> ComposeResult:
@@ -167,7 +167,7 @@ Filter and Find terms: `Name=value`, `Name~part`, `Name!=value`, `Name>n`, `Name
             record.event.name not in self.query_one(TopicTree).shown_topics
         ):
             self.query_one("#topic-filter", Input).value = ""
-            self.message_filter = message_filter.parse("")
+            self.message_filter = query.parse("")
             tree = self.query_one(TopicTree)
             tree.filter_text = ""
             tree.sync(self.parts.model.topics)
@@ -209,7 +209,7 @@ Filter and Find terms: `Name=value`, `Name~part`, `Name!=value`, `Name>n`, `Name
     @on(Input.Changed, "#topic-filter")
     def _filter_changed(self, event: Input.Changed) -> None:
         tree = self.query_one(TopicTree)
-        self.message_filter = message_filter.parse(event.value)
+        self.message_filter = query.parse(event.value)
         tree.filter_text = self.message_filter.topic_text
         tree.sync(self.parts.model.topics)
         self._follow_tree()

@@ -1,4 +1,5 @@
-"""The message terms of the topic filter and of Find (docs/workbench.md, "Find").
+"""One query language for messages (docs/queries.md): the workbench's topic filter and
+Find, the notebook, `mailbus topic echo --where` and the test kit's `where=`. Pure.
 
     Name=value    the whole value, case-insensitive
     Name~text     a part of the value, case-insensitive
@@ -8,12 +9,12 @@
                   other values as text
 
 `Name` is a header (`Client-GID`, `Subject`, `Message-ID`, `In-Reply-To`) when the
-message has one of that name, else a field of its JSON body by path: `celsius`,
-`pose.x`, `items.0.id` (a number indexes a list). `topic/name.path` reads the field only
-on that topic: `sensors/temperature.celsius>25`. `signature=verified|unsigned|failed`
-reads a received email's signature status (docs/mail.md, "Signed mail"), where `failed`
-matches every "failed: why". In the topic filter, the other words are the fuzzy topic
-filter.
+message has one of that name, else a field of its JSON body by path (the one field-path
+grammar, mailbus.field_path): `celsius`, `pose.x`, `items.0.id` or `items[0].id`.
+`topic/name.path` reads the field only on that topic: `sensors/temperature.celsius>25`.
+`signature=verified|unsigned|failed` reads a received email's signature status
+(docs/mail.md, "Signed mail"), where `failed` matches every "failed: why". In the topic
+filter, the other words are the fuzzy topic filter; `parse_where` takes terms only.
 
     robot signature=failed        topics like "robot", messages whose signature failed
     Client-GID=7f3a…  Subject~pose  celsius>25
@@ -25,10 +26,13 @@ import contextlib
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from mailbus.trace import TraceEvent
+from mailbus import field_path
+from mailbus.field_path import MISSING as _MISSING
+from mailbus.field_path import FieldPathError, Step
 
 # The longest body parsed for a field comparison (the inspector's pretty-print bound).
 MAX_JSON_CHARS = 256 * 1024
@@ -38,7 +42,26 @@ _TERM = re.compile(r"^([!-9;-~]+?)(!=|>=|<=|[=~<>])(.*)$")
 _NAME = re.compile(r"^[!-9;-~]+$")
 _OPERATORS = ("=", "~", "!=", ">", "<", ">=", "<=")
 
-_MISSING: Any = object()
+
+class QueryError(ValueError):
+    """A query that cannot be read; the message says which word and what to write."""
+
+
+class QueryMessage(Protocol):
+    """What a query reads of a message (a trace event has all of it)."""
+
+    @property
+    def name(self) -> str: ...  # the topic or service
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+    @property
+    def body(self) -> str | None: ...
+    @property
+    def message_id(self) -> str: ...
+    @property
+    def in_reply_to(self) -> str: ...
+    @property
+    def extra(self) -> Mapping[str, object]: ...
 
 
 class LazyBody:
@@ -68,14 +91,14 @@ class Term:
     value: str  # lower case
     op: str = ""  # "", or one of != > < >= <= ("" means "=" or "~" as `exact` says)
     topic: str | None = None  # `topic/name.path`: the field is read on this topic only
-    path: tuple[str, ...] = field(default=())  # the JSON path of `name`
+    path: tuple[Step, ...] = field(default=())  # the JSON path of `name`
     limit: float | None = None  # `value` as a number, when it is one (parsed once)
 
     @property
     def operator(self) -> str:
         return self.op or ("=" if self.exact else "~")
 
-    def matches(self, event: TraceEvent, body: LazyBody | None = None) -> bool:
+    def matches(self, event: QueryMessage, body: LazyBody | None = None) -> bool:
         if self.topic is not None and event.name != self.topic:
             return False
         found = _MISSING if self.topic is not None else _header(event, self.name)
@@ -83,20 +106,21 @@ class Term:
             key = self.path[0]
             # A body without the key's text has no such field: no parse (Find reads
             # whole histories). A key written with \u escapes is not found this way.
-            if not key.isdigit() and f'"{key}"' not in (event.body or ""):
+            body_text = event.body or ""
+            if isinstance(key, str) and not key.isdigit() and f'"{key}"' not in body_text:
                 return False
-            found = _json_field((body or LazyBody(event.body)).doc, self.path)
+            found = field_path.get((body or LazyBody(event.body)).doc, self.path)
         if found is _MISSING:
             return False
         return _compare(self.operator, found, self.value, self.name == "signature", self.limit)
 
 
 @dataclass(frozen=True, slots=True)
-class Filter:
-    topic_text: str  # for the fuzzy topic filter (Find: the body text)
+class Query:
+    topic_text: str  # the words that are no terms: the fuzzy topic filter (Find: body text)
     terms: tuple[Term, ...]
 
-    def matches(self, event: TraceEvent) -> bool:
+    def matches(self, event: QueryMessage) -> bool:
         body = LazyBody(event.body)
         return all(term.matches(event, body) for term in self.terms)
 
@@ -115,16 +139,17 @@ def parse_term(word: str) -> Term | None:
     if slash > 0 and "." in name[slash:]:
         dot = name.index(".", slash)
         topic, dotted = name[:dot], name[dot + 1 :]
-    path = tuple(dotted.split("."))
-    if not all(path):
+    try:
+        path = field_path.parse(dotted).steps
+    except FieldPathError:
         return None
     exact = op != "~"
     operator = "" if op in "=~" else op
     return Term(name.lower(), exact, value.lower(), operator, topic, path, _number(value))
 
 
-def parse(text: str) -> Filter:
-    """Split the filter box's text into the topic filter and the message terms."""
+def parse(text: str) -> Query:
+    """Split a filter box's text into the topic filter and the message terms."""
     words, terms = [], []
     for word in text.split():
         term = parse_term(word)
@@ -132,10 +157,24 @@ def parse(text: str) -> Filter:
             words.append(word)
         else:
             terms.append(term)
-    return Filter(" ".join(words), tuple(terms))
+    return Query(" ".join(words), tuple(terms))
 
 
-def _header(event: TraceEvent, name: str) -> Any:
+def parse_where(text: str) -> Query:
+    """Terms only (`--where`, `where=`): every word must be a condition, all must hold."""
+    query = parse(text)
+    if query.topic_text:
+        word = query.topic_text.split()[0]
+        raise QueryError(
+            f"{word!r} is not a condition: write Name=value, Name~part, Name!=value or "
+            "Name>n (Name: a header or a JSON field such as pose.x; docs/queries.md)"
+        )
+    if not query.terms:
+        raise QueryError("an empty query: write at least one condition, such as celsius>25")
+    return query
+
+
+def _header(event: QueryMessage, name: str) -> Any:
     if name == "signature":
         value = event.extra.get("signature") if event.extra else None
         return value if isinstance(value, str) else _MISSING
@@ -150,19 +189,6 @@ def _header(event: TraceEvent, name: str) -> Any:
     if name == "in-reply-to" and event.in_reply_to:
         return event.in_reply_to
     return _MISSING
-
-
-def _json_field(doc: Any, path: tuple[str, ...]) -> Any:
-    for key in path:
-        if isinstance(doc, dict):
-            doc = doc.get(key, _MISSING)
-        elif isinstance(doc, list) and key.isdigit() and int(key) < len(doc):
-            doc = doc[int(key)]
-        else:
-            return _MISSING
-        if doc is _MISSING:
-            return _MISSING
-    return doc
 
 
 def _number(value: Any) -> float | None:
