@@ -276,3 +276,38 @@ async def test_awaited_failure(bus, expect):
     )
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*n: expected 2, got 1"])
+
+
+def test_a_query_where_reports_each_failed_condition(pytester: pytest.Pytester) -> None:
+    result = run(
+        pytester,
+        """
+def test_query(bus, expect):
+    expect.topic("sensors/temp", where="celsius>25 unit=C", within=0.5)
+    pub = bus.publisher("sensors/temp")
+    pub.publish(json.dumps({"celsius": 21.5, "unit": "C"}))
+    pub.publish(json.dumps({"celsius": 19, "unit": "F"}))
+
+def test_query_passes(bus, expect):
+    seen = expect.topic("sensors/temp", where="celsius>25 items[0].id=7", within=2)
+    bus.publisher("sensors/temp").publish(json.dumps({"celsius": 30, "items": [{"id": 7}]}))
+    assert seen.wait().matches[0].doc["celsius"] == 30
+
+def test_bad_query(expect):
+    with pytest.raises(ValueError, match="an empty query"):
+        expect.topic("t", where="  ")
+""",
+    )
+    result.assert_outcomes(failed=1, passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*expected 1 message on 'sensors/temp' where celsius>25 unit=C within 0.5 s: "
+            "0 matched of 2 received",
+            "*nearest misses (closest first):",
+            '*message {"celsius": 21.5, "unit": "C"}',
+            "*celsius: expected > 25, got 21.5",
+            '*message {"celsius": 19, "unit": "F"}',
+            "*celsius: expected > 25, got 19",
+            '*unit: expected = c, got "F"',
+        ]
+    )

@@ -17,11 +17,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mailbus import field_path
 from mailbus.envelope import Message
+from mailbus.query import Term, parse_where
 from mailbus.trace import TraceEvent
 
 FLOAT_TOLERANCE = 1e-9
-MISSING: Any = object()  # a field the body does not have
+MISSING: Any = field_path.MISSING  # a field the body does not have
 
 
 class Observed:
@@ -85,6 +87,11 @@ class Observed:
         return source.email.in_reply_to if isinstance(source, Message) else source.in_reply_to
 
     @property
+    def extra(self) -> Mapping[str, object]:
+        source = self.source
+        return {} if isinstance(source, Message) else source.extra
+
+    @property
     def doc(self) -> Any:
         """The body as JSON (None when it is not JSON), parsed once."""
         if self._doc is MISSING:
@@ -101,12 +108,12 @@ Predicate = Callable[[Observed], bool]
 @dataclass(frozen=True, slots=True)
 class FieldDiff:
     path: str
-    wanted: Any
-    got: Any  # MISSING when the body has no such field
+    wanted: str  # as written: `30`, `"C"`, `> 25`
+    got: Any  # MISSING when the message has no such field
 
     def line(self) -> str:
         got = "(missing)" if self.got is MISSING else json.dumps(self.got)
-        return f"{self.path}: expected {json.dumps(self.wanted)}, got {got}"
+        return f"{self.path}: expected {self.wanted}, got {got}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,34 +124,52 @@ class Where:
     test: Predicate
     text: str
     fields: Mapping[str, Any] = field(default_factory=dict)
+    terms: tuple[Term, ...] = ()  # a query's conditions
+
+    @property
+    def named(self) -> bool:
+        """Whether it names fields, so that a miss can be told field by field."""
+        return bool(self.fields or self.terms)
 
     def diff(self, observed: Observed) -> list[FieldDiff]:
-        return [
-            FieldDiff(path, wanted, got)
+        diffs = [
+            FieldDiff(path, json.dumps(wanted), got)
             for path, wanted in self.fields.items()
             if not same(got := field_at(observed, path), wanted)
         ]
+        for term in self.terms:
+            if not term.matches(observed):
+                shown = f"{term.topic}.{term.name}" if term.topic else term.name
+                wanted = f"{term.operator} {term.value}"
+                diffs.append(FieldDiff(shown, wanted, _term_value(observed, term)))
+        return diffs
 
 
 ANYTHING = Where(lambda _: True, "")
 
 
 def field_at(observed: Observed, path: str) -> Any:
-    """The value at a dotted `path` of the JSON body (`pose.x`, `items.0`), else a
-    header of that name, else MISSING."""
-    value: Any = observed.doc
-    for part in path.split("."):
-        if isinstance(value, Mapping) and part in value:
-            value = value[part]
-        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
-        else:
-            lowered = path.lower()
-            for name, header in observed.headers.items():
-                if name.lower() == lowered:
-                    return header
-            return MISSING
+    """The value at a field path of the JSON body (`pose.x`, `items.0`, `items[0]`: the
+    engine's grammar, mailbus.field_path), else a header of that name, else MISSING."""
+    try:
+        steps = field_path.parse(path).steps
+    except field_path.FieldPathError:
+        steps = None  # not a field path: a header's name (`Client-GID`)
+    value = MISSING if steps is None else field_path.get(observed.doc, steps)
+    if value is MISSING:
+        lowered = path.lower()
+        for name, header in observed.headers.items():
+            if name.lower() == lowered:
+                return header
     return value
+
+
+def _term_value(observed: Observed, term: Term) -> Any:
+    """What a query's term found: its header, else its body field, else MISSING."""
+    for name, header in observed.headers.items():
+        if name.lower() == term.name:
+            return header
+    return field_path.get(observed.doc, term.path)
 
 
 def same(got: Any, wanted: Any, tolerance: float = FLOAT_TOLERANCE) -> bool:
@@ -189,19 +214,13 @@ def compile_where(where: object) -> Where:
 
 
 def compile_query(text: str) -> Where:
-    """A query in the engine's query language. Every use of the string form goes
-    through here, so that the language can be swapped in one place."""
-    try:
-        from mailbus import query as engine_query  # type: ignore[attr-defined]
-    except ImportError:
-        raise TypeError(
-            f"where={text!r}: this mailbus has no query language in the engine yet; "
-            "pass a mapping of fields to values or a callable"
-        ) from None
-    parsed = engine_query.parse(text)
-    return Where(lambda o: bool(parsed.matches(o.doc)), text)
+    """A query in the engine's query language (docs/queries.md: `celsius>25
+    unit=C`); QueryError says what is wrong with it. Every use of the string form
+    goes through here."""
+    query = parse_where(text)
+    return Where(query.matches, text, terms=query.terms)
 
 
 def distance(where: Where, observed: Observed) -> int:
     """How many wanted fields differ (0 for a predicate without fields)."""
-    return len(where.diff(observed)) if where.fields else 0
+    return len(where.diff(observed)) if where.named else 0
