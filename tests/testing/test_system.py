@@ -3,8 +3,12 @@ for through their announcements, and what a failure shows of them."""
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 import pytest
 from inner import run
+from mailbus.testing.buses import PostOfficeDaemon, toml_text
 
 PARTICIPANT = """
 import signal, sys, threading, mailbus
@@ -172,9 +176,41 @@ def test_an_options_file_runs_the_bus_on_the_users_system(pytester: pytest.Pytes
         pytester,
         """
 def test_cfg(bus):
-    assert bus.context.participant_name == "mine"
+    assert bus.context.options.polling_period_ms == 50
 """,
         "--mailbus-config=mine.toml",
-        mine__toml='transport = "inprocess"\nname = "mine"\n',
+        mine__toml='transport = "inprocess"\npolling-period-ms = 50\n',
     )
     result.assert_outcomes(passed=1)
+
+
+def test_a_postoffice_options_file_gives_every_participant_its_own_box(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    daemon = PostOfficeDaemon(tmp_path / "po")
+    try:
+        (pytester.path / "lab.toml").write_text(
+            'transport = "postoffice"\n[postoffice]\nhost = "127.0.0.1"\n'
+            f'port = {daemon.port}\nbox = "lab.me"\npassword = "{daemon.password}"\n'
+        )
+        result = run(
+            pytester,
+            """
+def test_echo(bus, system):
+    system.start("echo_server.py", ready=["server:echo"])
+    assert bus.client("echo").call("x", timeout=10).body == "X"
+    assert bus.context.options.sections["postoffice"]["box"].startswith("lab.test")
+    copy = (system.directory / "echo_server.toml").read_text()
+    assert "password" not in copy and 'box = "lab.echoserver' in copy.replace('"box"', "box")
+""",
+            "--mailbus-config=lab.toml",
+            echo_server__py=PARTICIPANT,
+        )
+    finally:
+        daemon.stop()
+    result.assert_outcomes(passed=1)
+
+
+def test_toml_text_writes_what_tomllib_reads() -> None:
+    mapping = {"a": 1, "name": 'x"y', "t": {"b": [1, "z"], "u": {"c": True}}, "s": {"k": 2.5}}
+    assert tomllib.loads(toml_text(mapping)) == mapping

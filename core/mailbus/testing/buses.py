@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,19 +48,19 @@ class BusError(RuntimeError):
     """The bus could not be set up; the message says what to fix."""
 
 
-def toml_text(mapping: Mapping[str, Any]) -> str:
-    """`mapping` (scalars, lists of scalars, one level of tables) as TOML."""
+def toml_text(mapping: Mapping[str, Any], prefix: str = "") -> str:
+    """`mapping` (scalars, lists of scalars, tables within tables) as TOML."""
     lines: list[str] = []
     tables: list[tuple[str, Mapping[str, Any]]] = []
     for key, value in mapping.items():
         if isinstance(value, Mapping):
-            tables.append((key, value))
+            tables.append((f"{prefix}{json.dumps(key)}", value))
         else:
             lines.append(f"{json.dumps(key)} = {_toml_value(value)}")
     for name, table in tables:
-        lines.append(f"[{json.dumps(name)}]")
-        lines.extend(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in table.items())
-    return "\n".join(lines) + "\n"
+        lines.append(f"[{name}]")
+        lines.append(toml_text(table, name + ".").rstrip("\n"))
+    return "\n".join(line for line in lines if line) + "\n"
 
 
 def _toml_value(value: Any) -> str:
@@ -285,11 +286,39 @@ def mail_bus(stack: Any) -> Bus:
 
 # -- the user's own system -----------------------------------------------------------------
 def configured_bus(path: str) -> Bus:
-    """On the options in `path` (and MAILBUS_* variables), as the user's system runs."""
+    """On the options in `path` (and MAILBUS_* variables), as the user's system runs.
+
+    Each participant, the test's own included, gets the file's options under its own
+    name and, on PostOffice, a box of its own in the file's group (two participants
+    cannot hold one box). The processes' copies carry no password: those travel in
+    their environment."""
     options = load_options(path)
+    try:
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise BusError(f"--mailbus-config {path}: {exc}") from None
+
+    def named(name: str) -> dict[str, Any]:
+        mine: dict[str, Any] = {**raw, "name": name}
+        table = mine.get("postoffice")
+        if options.transport == "postoffice" and isinstance(table, dict):
+            box = str(table.get("box", ""))
+            group = str(table.get("group", "")) or box.rpartition(".")[0]
+            if group:
+                box = f"{group}.{box_name(name)}{secrets.token_hex(2)}"
+                mine["postoffice"] = {**table, "box": box, "group": group}
+        return mine
 
     def child(name: str) -> ChildConfig:
-        return ChildConfig(None, {}, str(Path(path).resolve()))
+        mine = named(name)
+        secret = {}
+        if "password" in mine:
+            secret["MAILBUS_PASSWORD"] = str(mine.pop("password"))
+        table = mine.get("postoffice")
+        if isinstance(table, dict) and "password" in table:
+            secret["MAILBUS_POSTOFFICE_PASSWORD"] = str(table["password"])
+            mine["postoffice"] = {k: v for k, v in table.items() if k != "password"}
+        return ChildConfig(mine, secret)
 
     transport = "mail" if options.transport == "email" else options.transport
-    return open_bus(transport, options, child)
+    return open_bus(transport, options_from_mapping(named("test"), os.environ), child)
