@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "mailbus.sessions.cli",
     "mailbus.signing.cli",
     "mailbus.shell.cli",
+    "mailbus.testing.cli",
 )
 WORKBENCH_COMMANDS = "mailbus_workbench.cli"
 

@@ -1,0 +1,71 @@
+"""`mailbus test PATH`: run a folder of tests of a Mailbus system with the testing kit.
+
+It is pytest with the kit's options spelt short: `--transport`, `--config`, `--seed`,
+`--update`, and `--junit-xml FILE`, whose test cases carry each expectation's observed
+latency as a property (`mailbus topic sensors/temp` = seconds). Anything after `--` goes
+to pytest as it is. The exit status is pytest's (0 passed, 1 failed, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+TRANSPORTS = ("inprocess", "postoffice", "mail")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "test",
+        help="run the tests of a system built on Mailbus (pytest with mailbus.testing)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="test files or folders")
+    parser.add_argument("--transport", choices=TRANSPORTS, default="inprocess")
+    parser.add_argument(
+        "--config", dest="test_config", metavar="FILE", help="your system's options"
+    )
+    parser.add_argument("--junit-xml", metavar="FILE", help="write a JUnit XML report")
+    parser.add_argument("--seed", type=int, help="the seed of every faults() call")
+    parser.add_argument("--update", action="store_true", help="rewrite golden files")
+    parser.add_argument("-k", dest="keyword", metavar="EXPR", help="only tests matching EXPR")
+    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then pytest options")
+    parser.set_defaults(handler=run_tests)
+
+
+def pytest_arguments(args: Any) -> list[str]:
+    argv = [*args.paths, f"--mailbus-transport={args.transport}"]
+    if args.test_config:
+        argv.append(f"--mailbus-config={args.test_config}")
+    if args.junit_xml:
+        # xunit1: the family whose test cases may carry properties.
+        argv += [f"--junitxml={args.junit_xml}", "-o", "junit_family=xunit1"]
+    if args.seed is not None:
+        argv.append(f"--mailbus-seed={args.seed}")
+    if args.update:
+        argv.append("--mailbus-update")
+    if args.keyword:
+        argv += ["-k", args.keyword]
+    extra = list(args.pytest_args)
+    if extra[:1] == ["--"]:
+        extra = extra[1:]
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        argv += ["-p", "mailbus.testing.plugin"]
+    return argv + extra
+
+
+def run_tests(args: Any) -> int:
+    missing = [p for p in args.paths if not Path(p).exists()]
+    if missing:
+        print(f"mailbus test: no such file or folder: {missing[0]}", file=sys.stderr)
+        return 2
+    try:
+        import pytest
+    except ImportError:
+        print("mailbus test needs pytest: pip install 'mailbus[test]'", file=sys.stderr)
+        return 2
+    return int(pytest.main(pytest_arguments(args)))

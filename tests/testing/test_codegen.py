@@ -1,0 +1,77 @@
+"""Tests saved from a message, a call and a recording are readable Python that runs
+green as saved (in a subprocess, through `mailbus test`)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mailbus.errors import InvalidNameError
+from mailbus.testing.codegen import call_test, function_name, message_test, session_test
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "thermo"
+CONVERTER = (str(EXAMPLE / "converter.py"), ["server:thermo/convert"])
+SENSOR = (str(EXAMPLE / "sensor.py"), ["publisher:sensors/temp"])
+
+
+def run_saved(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
+    ast.parse(source)  # it is Python a user can open and edit
+    path = tmp_path / "test_saved.py"
+    path.write_text(source)
+    return subprocess.run(
+        [sys.executable, "-m", "mailbus", "test", str(path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_saved_call_runs_green(tmp_path: Path) -> None:
+    source = call_test(
+        "thermo/convert",
+        '{"celsius": 100}',
+        '{"celsius": 100.0, "fahrenheit": 212.0}',
+        start=[CONVERTER],
+    )
+    assert (
+        "expect.service('thermo/convert').responds(where={'celsius': 100.0, 'fahrenheit': 212.0})"
+        in source
+    )
+    done = run_saved(tmp_path, source)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+
+
+def test_a_saved_message_runs_green(tmp_path: Path) -> None:
+    source = message_test(
+        "sensors/temp", '{"sensor": "s1", "seq": 0, "celsius": 20.0}', start=[SENSOR]
+    )
+    assert "def test_sensors_temp(bus, expect, system):" in source
+    done = run_saved(tmp_path, source)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_saved_recording_runs_green(tmp_path: Path) -> None:
+    source = session_test(str(EXAMPLE / "recording"), outputs=["alerts/hot"], start=[CONVERTER])
+    done = run_saved(tmp_path, source)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_saved_call_fails_when_the_service_answers_otherwise(tmp_path: Path) -> None:
+    source = call_test(
+        "thermo/convert", '{"celsius": 100}', '{"fahrenheit": 200.0}', start=[CONVERTER]
+    )
+    done = run_saved(tmp_path, source)
+    assert done.returncode == 1
+    assert "fahrenheit: expected 200.0, got 212.0" in done.stdout
+
+
+def test_names_become_identifiers_and_bad_names_are_refused() -> None:
+    assert function_name("thermo/convert") == "test_thermo_convert"
+    assert function_name("") == "test_saved"
+    with pytest.raises(InvalidNameError):
+        message_test("bad\nname", "{}")
