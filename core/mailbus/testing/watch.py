@@ -15,5 +15,6 @@ class Watch(Subscription):
         self._seen = seen
         super().__init__(host, topic, depth=1)
 
-    def _deliver(self, message: Message) -> None:
+    def deliver(self, message: Message) -> bool:
         self._seen(message)
+        return True
