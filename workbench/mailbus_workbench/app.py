@@ -19,19 +19,19 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Header, Input, Static, TabbedContent, TabPane, Tabs, TextArea
 
-from mailbus_workbench import heap
 from mailbus_workbench.commands import workbench_commands
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.find_screen import FindScreen
 from mailbus_workbench.folding import Folder
-from mailbus_workbench.key_screen import KeyScreen
-from mailbus_workbench.key_turn import KeyTurn
 from mailbus_workbench.model import queues
 from mailbus_workbench.model.settings import Settings, load_keymap, settings_from
 from mailbus_workbench.model.state import Clock, WorkbenchModel
 from mailbus_workbench.model.topics import MessageRecord
 from mailbus_workbench.parts import WorkbenchParts
 from mailbus_workbench.screens import HelpScreen
+from mailbus_workbench.speed import SpeedTricks, heap
+from mailbus_workbench.speed.key_frames import KeyScreen
+from mailbus_workbench.speed.key_turn import KeyTurn
 from mailbus_workbench.views.base import View
 from mailbus_workbench.views.broker import BrokerView
 from mailbus_workbench.views.caller import CallerView
@@ -147,9 +147,6 @@ class WorkbenchApp(App[int]):
     SHORT_TITLES = {"waitsets": "Waits", "mailboxes": "Boxes", "participants": "Procs"}
 
     VIEWS = VIEWS
-    FILL_AFTER_FRAME = True  # see action_show; False: as before (the benchmark's baseline)
-    KEY_TURN = True  # a key's answer keeps the GIL longer (key_turn.py); False: as before
-    KEY_FRAMES = True  # a key's change painted at once (key_screen.py); False: as before
 
     def __init__(
         self,
@@ -164,9 +161,12 @@ class WorkbenchApp(App[int]):
         outbox_dir: Path | None = None,
         brokers: dict[str, Broker] | None = None,
         session: str | None = None,
+        owns_process: bool = False,
     ) -> None:
         super().__init__()
         settings = settings or Settings()
+        # `owns_process`: the `mailbus` command's own process (process-wide tricks allowed).
+        self.speed = SpeedTricks(settings.speed_tricks, owns_process)
         model = model or WorkbenchModel(
             clock=clock or time.time,
             wait_sets=engine.wait_sets if engine is not None else lambda: (),
@@ -307,7 +307,8 @@ class WorkbenchApp(App[int]):
         if self.engine is not None:
             self.engine.stop()
         self.folder.stop()
-        heap.thaw()  # nothing frozen: nothing done
+        if self.speed.owns_process:
+            heap.thaw()
         self.key_turn.release()  # the GIL's switch interval as it was
 
     # -- refresh ----------------------------------------------------------------------
@@ -331,7 +332,7 @@ class WorkbenchApp(App[int]):
             first_fill = view_id not in self._last_refresh
             self._last_refresh[view_id] = wall
             view.refresh_view(now)
-            if first_fill:
+            if first_fill and self.speed.freeze_heap:
                 # What exists once start-up is over or a view is first filled lives as
                 # long as the app: a full collection need not walk it (heap.py).
                 heap.freeze()
@@ -342,9 +343,9 @@ class WorkbenchApp(App[int]):
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.Key):
-            if self.KEY_TURN:
+            if self.speed.key_turn:
                 self.key_turn.key()
-            if self.KEY_FRAMES and isinstance(self.screen, KeyScreen):
+            if self.speed.key_frames and isinstance(self.screen, KeyScreen):
                 self.screen.key_pressed()
         await super().on_event(event)
 
@@ -374,8 +375,8 @@ class WorkbenchApp(App[int]):
 
     # -- actions ----------------------------------------------------------------------
     def action_show(self, view_id: str) -> None:
-        """A view's key: shown as last filled, filled after that frame (issue 15 item 8)."""
-        self.show_view(view_id, fill_now=not self.FILL_AFTER_FRAME)
+        """A view's key: shown as last filled, filled after that frame (a speed trick)."""
+        self.show_view(view_id, fill_now=not self.speed.fill_after_frame)
 
     def show_view(self, view_id: str, *, fill_now: bool = True) -> None:
         """Show a view filled now (as actions on it expect), or after the next frame."""
@@ -494,6 +495,6 @@ def run_app(config: str | None = None, session: str | None = None, viewer: bool 
     except (ConfigError, OSError) as exc:
         print(f"mailbus: {exc}", file=sys.stderr)
         return 2
-    app = WorkbenchApp(engine=engine, settings=settings, session=session)
+    app = WorkbenchApp(engine=engine, settings=settings, session=session, owns_process=True)
     app.run()
     return app.return_code or 0
