@@ -1,4 +1,4 @@
-"""Worker results are typed Textual messages (issue 14 item 5): no workbench module hands
+"""Worker results are typed Textual messages: no workbench module hands
 a result back with `call_from_thread` (an AST scan, shown to fail on a module that does),
 and each worker's message is posted with what happened, then shown by its handler."""
 

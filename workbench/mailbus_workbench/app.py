@@ -125,7 +125,7 @@ class WorkbenchApp(App[int]):
         # Priority: a screenshot is wanted most when help, the palette or a dialog is up.
         Binding("f12", "save_svg", "Screenshot", show=False, priority=True, id="screenshot"),
         Binding("q", "quit", "Quit", id="quit"),
-        # Priority: Find opens from a text field too (issue 15 item 2).
+        # Priority: Find opens from a text field too.
         Binding("ctrl+f", "find", "Find", show=False, priority=True, id="find"),
     ]
 
