@@ -1,6 +1,6 @@
 """N contexts in ONE process on one inbox: one shared IMAP receiver (`[mail] share =
 "process"`, the default) against one receiver per context (`share = "none"`), on the
-real loopback stack (Postfix + Dovecot, TLS), a publisher at 20 msg/s (issue 18 item 2).
+real loopback stack (Postfix + Dovecot, TLS), a publisher at 20 msg/s.
 
     python -m bench.email_process_share [--quick] [--sizes 1,8,32]
 

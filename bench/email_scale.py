@@ -1,5 +1,5 @@
 """Email at scale: N subscriber processes on one inbox of the real loopback stack
-(Postfix + Dovecot, TLS), a publisher at 20 msg/s (issue 18).
+(Postfix + Dovecot, TLS), a publisher at 20 msg/s.
 
     python -m bench.email_scale [--quick] [--sizes 1,8,32,100] [--modes baseline,relay]
 

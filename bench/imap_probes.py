@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from mailbus.mail import imap_wire
+
 if TYPE_CHECKING:
     from mailbus.stacks.mailstack import MailStack
 
@@ -46,17 +48,16 @@ def poll_rates(stack: MailStack, seconds: float) -> tuple[float, float]:
     client = imap_client(stack, user)
     info = client.select_folder("INBOX", readonly=True)
     uids = f"{int(info[b'UIDNEXT'])}:*".encode()
-    imap = client._imap
     items = b"(UID RFC822.SIZE)"
     try:
         rates = []
         for fetch in (True, False):
             polls, start = 0, time.perf_counter()
             while time.perf_counter() - start < seconds:
-                imap._command_complete("NOOP", imap._command("NOOP"))
+                imap_wire.command(client, "NOOP")
                 if fetch:
-                    imap._command_complete("FETCH", imap._command("UID", "FETCH", uids, items))
-                imap.untagged_responses.clear()
+                    imap_wire.command(client, "UID", "FETCH", uids, items)
+                imap_wire.clear_untagged(client)
                 polls += 1
             rates.append(polls / (time.perf_counter() - start))
     finally:

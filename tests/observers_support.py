@@ -1,4 +1,4 @@
-"""The observer scenario (issue 19 item 1), shared by the transports' tests: a client and
+"""The observer scenario, shared by the transports' tests: a client and
 a server in two processes, the workbench's model and a recorder as two more participants
 in this one; every call must show as answered, live and after analysis."""
 

@@ -72,7 +72,7 @@ class EmailReceiver(abc.ABC):
 
     # How long one `receive` call may wait when nothing comes, if longer than the
     # polling period: a receiver whose `wake` always ends a wait sets it, so that an
-    # idle engine is not woken every period for nothing (issue 18).
+    # idle engine is not woken every period for nothing.
     idle_wait_s: float = 0.0
 
     @abc.abstractmethod

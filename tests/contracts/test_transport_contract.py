@@ -1,4 +1,4 @@
-"""One contract for every transport (issue 14 item 6, after harlequin's adapter tests):
+"""One contract for every transport (after harlequin's adapter tests):
 the same tests run over the in-process transport, the outbox-wrapped sender, the
 PostOffice daemon and real email (Dovecot + Postfix on loopback, marker mailstack).
 What a transport does beyond the contract stays in its own area's tests.

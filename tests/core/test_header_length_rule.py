@@ -1,4 +1,4 @@
-"""One header-length rule on both sides (issue 17 item 4): whatever publish() accepts,
+"""One header-length rule on both sides: whatever publish() accepts,
 every receiver parses back exactly; whatever a receiver would drop, publish() refuses,
 on every transport including in-process."""
 

@@ -1,5 +1,5 @@
 """Numeric metadata headers are read strictly: ASCII digits within the signed 64-bit
-range, or the email is foreign with a reason that names the header (issue 17)."""
+range, or the email is foreign with a reason that names the header."""
 
 from __future__ import annotations
 

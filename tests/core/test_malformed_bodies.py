@@ -1,4 +1,4 @@
-"""Bodies that do not decode are malformed, never delivered changed (issue 17 item 3)."""
+"""Bodies that do not decode are malformed, never delivered changed."""
 
 from __future__ import annotations
 

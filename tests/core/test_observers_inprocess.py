@@ -1,4 +1,4 @@
-"""Observers see the whole conversation in-process (issue 19 item 1). The in-process
+"""Observers see the whole conversation in-process. The in-process
 transport is one context's loopback, so the workbench's model and a recorder observe the
 context that holds the client and the server (the demo's case); every call shows as
 answered, live and after analysis."""

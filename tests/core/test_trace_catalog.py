@@ -1,4 +1,4 @@
-"""One vocabulary of trace events (issue 14 item 2): every kind is an enum member with
+"""One vocabulary of trace events: every kind is an enum member with
 its documentation and its declared `extra` keys, docs/trace-events.md is generated from
 them, the tracer's fields are TraceEvent's, and an `extra` key a kind does not declare
 is found: statically in the product code's literals, and at run time in every event the

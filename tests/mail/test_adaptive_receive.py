@@ -1,4 +1,4 @@
-"""Adaptive receive (issue 18 item 1): fast polls while mail flows, IMAP IDLE once the
+"""Adaptive receive: fast polls while mail flows, IMAP IDLE once the
 inbox is quiet, a burst after the quiet delivered whole and at once."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """An account that has reached the server's connection limit is reported as that, with
-the limit and the fix, never as a wrong password (issue 18 item 3)."""
+the limit and the fix, never as a wrong password."""
 
 from __future__ import annotations
 

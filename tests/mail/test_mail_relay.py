@@ -1,4 +1,4 @@
-"""The host relay on the real stack with real processes (issue 18 item 2): more
+"""The host relay on the real stack with real processes: more
 participant processes than the account's connection limit all receive every message
 exactly once through one relay; a relay SIGKILLed and restarted loses and duplicates
 nothing; no relay at start is an error that says how to start one."""

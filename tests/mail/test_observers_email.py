@@ -1,4 +1,4 @@
-"""Observers see the whole conversation over email (issue 19 item 1): responses are
+"""Observers see the whole conversation over email: responses are
 addressed to the client, and still every participant reading the shared inbox (the
 workbench's model, a recorder) sees them; a client and a server in two processes, over
 the real Postfix + Dovecot stack."""

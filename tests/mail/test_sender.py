@@ -12,6 +12,7 @@ from mailbus import headers as H
 from mailbus.backoff import Backoff
 from mailbus.email_message import Email, to_bytes
 from mailbus.errors import InvalidNameError, TransportError
+from mailbus.mail import imap_wire
 from mailbus.mail.imap_receiver import ImapReceiver, ImapSettings
 from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
 from mailbus.mail.tls import TlsSettings
@@ -236,8 +237,7 @@ def test_imaplib_untagged_responses_do_not_pile_up(mail_stack: MailStack, user: 
     for i in range(20):
         mail_stack.deliver(user.address, to_bytes(email_to(user.address, body=f"m{i}")))
         assert len(receive_all(receiver, 1)) == 1
-    client: Any = receiver._client
-    assert sum(len(v) for v in client._imap.untagged_responses.values()) <= 2
+    assert imap_wire.untagged_count(receiver._client) <= 2
     receiver.close()
 
 

@@ -1,4 +1,4 @@
-"""One IMAP receiver per process and inbox (`[mail] share = "process"`, issue 18 item 2):
+"""One IMAP receiver per process and inbox (`[mail] share = "process"`):
 the dispatch to each context without a server, then the real stack with more contexts
 in one process than the account's connection limit."""
 

@@ -1,4 +1,4 @@
-"""The routed mode (issue 18 item 2) on the real stack: Dovecot's Pigeonhole Sieve files
+"""The routed mode on the real stack: Dovecot's Pigeonhole Sieve files
 Mailbus mail into per-topic folders, and a participant reads only its own folders."""
 
 from __future__ import annotations

@@ -125,7 +125,7 @@ def test_an_smtp_outage_costs_one_back_off_not_one_attempt_per_message(
     outbox_dir: Path, tmp_path: Path
 ) -> None:
     """200 messages queued while the real SMTP server is down: the outbox probes with one
-    message per back-off instead of trying each one (issue 17 item 6), and all 200 go,
+    message per back-off instead of trying each one, and all 200 go,
     once each, when the server is back."""
     port = free_port()  # nothing listens there yet: connections are refused
     tracer = Tracer()
@@ -232,7 +232,7 @@ def test_invalid_email_is_refused_at_send_and_nothing_is_stored(outbox_dir: Path
 def test_a_header_receivers_would_drop_is_refused_at_send_and_nothing_is_stored(
     outbox_dir: Path,
 ) -> None:
-    """It used to be stored, tried once and dead-lettered (issue 17 item 6)."""
+    """It used to be stored, tried once and dead-lettered."""
     sender = OutboxSender(RecordingSender(), outbox_dir)
     try:
         with pytest.raises(InvalidNameError, match="encoded for the wire"):

@@ -1,4 +1,4 @@
-"""Observers see the whole conversation on PostOffice (issue 19 item 1): a client and a
+"""Observers see the whole conversation on PostOffice: a client and a
 server in two processes, the workbench's model and a recorder as two more participants;
 every call shows as answered, live and in the recording's analysis."""
 

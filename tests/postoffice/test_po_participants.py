@@ -1,4 +1,4 @@
-"""Every participant in view over PostOffice (issue 15 item 5): two real processes
+"""Every participant in view over PostOffice: two real processes
 announce themselves; the workbench's model in this process lists them with their wait
 sets, drops the one that exits at its goodbye, and the one that is killed after its
 missed periods."""

@@ -1,4 +1,4 @@
-"""A publisher on PostOffice outlives a daemon restart (issue 12 item 4): `publish()`
+"""A publisher on PostOffice outlives a daemon restart: `publish()`
 queues and returns while the daemon is down, the letters go in order once it is back,
 and what cannot go within `retry-for-s` is given up, reported, never silently."""
 

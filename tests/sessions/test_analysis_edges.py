@@ -1,4 +1,4 @@
-"""Edges of the analysis found by an outside check (issue 13 item 6): a sequence number
+"""Edges of the analysis found by an outside check: a sequence number
 of -1 in a hand-written file is not a number a sender gave, and `answered` counts late
 answers (the docs say so)."""
 

@@ -1,5 +1,5 @@
 """A recording never dies of one event: values that do not fit their column are stored
-null with the reason in the event's detail, and every other event is kept (issue 17)."""
+null with the reason in the event's detail, and every other event is kept."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Call view after a call (issue 19 item 6): the panel title follows what it shows,
+"""The Call view after a call: the panel title follows what it shows,
 the focus leaves the form so that view keys switch views, and the history comes back
 after a restart, read from the file beside the templates."""
 

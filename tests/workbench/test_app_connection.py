@@ -1,5 +1,5 @@
 """The header's connection badge and background retries of a server that cannot be
-reached (issue 19 item 4): a real closed port, then a real PostOffice daemon started late."""
+reached: a real closed port, then a real PostOffice daemon started late."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Find, copy and export in the workbench (issue 15 items 2 and 3), on fixed data."""
+"""Find, copy and export in the workbench, on fixed data."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import polars as pl
+from mailbus_workbench import textual_internals
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.model.settings import Settings
@@ -48,7 +49,9 @@ async def test_series_are_added_by_typing_with_completion_and_removed() -> None:
         await pilot.press("P")
         await until(pilot, lambda: app.focused is box, "the box again")
         await pilot.press(*"robot/pose.th")
-        await until(pilot, lambda: box._suggestion == "robot/pose.theta", "the completion")
+        await until(
+            pilot, lambda: textual_internals.suggestion(box) == "robot/pose.theta", "the completion"
+        )
         await pilot.press("right", "enter")
         await until(pilot, lambda: posted.of(PlotView.SeriesAdded), "the series")
         assert [m.name for m in posted.of(PlotView.SeriesAdded)] == ["robot/pose.theta"]  # type: ignore[attr-defined]

@@ -1,4 +1,4 @@
-"""The Publish form (issue 19 item 6): F5/F6 from the body, text typed on the template
+"""The Publish form: F5/F6 from the body, text typed on the template
 list goes to the body (never to the command palette), a header editor checked with the
 engine's rules, and a body that looks like JSON but is not is flagged and needs a
 second key press."""

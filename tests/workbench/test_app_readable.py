@@ -1,4 +1,4 @@
-"""Readable in both themes (issue 19 item 5): JSON punctuation keeps a colour that shows
+"""Readable in both themes: JSON punctuation keeps a colour that shows
 on the theme's background."""
 
 from __future__ import annotations

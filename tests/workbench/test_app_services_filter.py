@@ -1,5 +1,5 @@
-"""The Services view's filter, percentiles table and histogram with Pilot (issue 15
-item 7): the filter narrows the calls, the table and the waterfall; a bad word is said
+"""The Services view's filter, percentiles table and histogram with Pilot: the
+filter narrows the calls, the table and the waterfall; a bad word is said
 and loses nothing; the histogram follows the highlighted call's service."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Services: the highlighted call and the detail panes stay on the same call when old
-rows are trimmed from the top of the list (issue 19 item 3)."""
+rows are trimmed from the top of the list."""
 
 from __future__ import annotations
 

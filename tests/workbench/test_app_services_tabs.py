@@ -1,4 +1,4 @@
-"""A click on a tab shows its screen and gives it the keys (issue 12 item 6; the same
+"""A click on a tab shows its screen and gives it the keys (the same
 in Chromium is in test_serve_browser.py)."""
 
 from __future__ import annotations

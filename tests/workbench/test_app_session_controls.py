@@ -1,4 +1,4 @@
-"""Sessions controls that do what they say (issue 19 item 6): a session's messages listed
+"""Sessions controls that do what they say: a session's messages listed
 without playing it, a session picked from the recent ones or a directory tree, the loop
 switch applied to the replay under way, and a counter that reads true across passes."""
 

@@ -1,7 +1,9 @@
-"""Keys under a flood (issue 15 item 8): a backlog of events is folded in slices with
+"""Keys under a flood: a backlog of events is folded in slices with
 the keys in between, a view key shows its view before filling it, what lives as long
 as the app is frozen out of the collector's passes until it ends, and a key is answered
-with the GIL held longer and painted without waiting for the frame timer."""
+with the GIL held longer and painted without waiting for the frame timer; the tricks
+that change the process's state only in the `mailbus` command's own process, and none
+with `speed-tricks = false`."""
 
 from __future__ import annotations
 
@@ -10,12 +12,17 @@ import gc
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
+from mailbus.errors import ConfigError
 from mailbus.trace import Kind, TraceEvent
-from mailbus_workbench import heap
-from mailbus_workbench.key_screen import KeyScreen
-from mailbus_workbench.key_turn import KEY_SWITCH_INTERVAL_S
+from mailbus_workbench import textual_internals
+from mailbus_workbench.model.settings import Settings, settings_from
+from mailbus_workbench.speed import heap
+from mailbus_workbench.speed.key_frames import KeyScreen
+from mailbus_workbench.speed.key_turn import KEY_SWITCH_INTERVAL_S
 from mailbus_workbench.views.services import ServicesView
 from textual import events
 from textual.widgets import Static
@@ -106,7 +113,7 @@ async def test_objects_alive_after_start_up_are_frozen_until_the_app_ends(
 
     monkeypatch.setattr(heap, "freeze", recorded)
     thresholds = gc.get_threshold()
-    app = fixed_app()
+    app = fixed_app(owns_process=True)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: freezes == ["topics"], "the freeze after start-up")
         assert heap.frozen() > 0
@@ -122,11 +129,11 @@ async def test_objects_alive_after_start_up_are_frozen_until_the_app_ends(
 
 
 async def test_a_key_is_answered_with_a_longer_switch_interval_then_it_is_put_back() -> None:
-    """key_turn.py: from the key event to the frame after the view's fill the UI thread
+    """speed/key_turn.py: from the key event to the frame after the view's fill the UI thread
     keeps the GIL longer; then, and when the app ends, the interval is as it was."""
     usual = sys.getswitchinterval()
     assert usual != KEY_SWITCH_INTERVAL_S
-    app = fixed_app()
+    app = fixed_app(owns_process=True)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert sys.getswitchinterval() == usual
@@ -151,7 +158,7 @@ async def test_a_key_is_answered_with_a_longer_switch_interval_then_it_is_put_ba
 
 
 async def test_a_key_is_painted_at_once_without_waiting_for_the_frame_timer() -> None:
-    """key_screen.py: just after a key a change is painted as soon as the screen is idle;
+    """speed/key_frames.py: just after a key a change is painted as soon as the screen is idle;
     away from keys, at the 60 Hz timer's slots. With that timer stopped, a key's view
     still reaches the screen, and a change with no key waits for the timer. (No Pilot
     call meanwhile: the Pilot paints a frame itself after each one.)"""
@@ -161,15 +168,15 @@ async def test_a_key_is_painted_at_once_without_waiting_for_the_frame_timer() ->
         screen = app.main_screen
         assert isinstance(screen, KeyScreen)
         frames: list[bool] = []  # per frame: whether the Services view was on it
-        display = app._display
 
-        def recorded(on: object, update: object) -> None:
+        def recorded(display: textual_internals.Display, on: Any, update: Any) -> None:
             if update is not None:
                 frames.append(app.view("services").region.area > 0)
-            display(on, update)  # type: ignore[arg-type]
+            display(on, update)
 
-        app._display = recorded  # type: ignore[method-assign]
-        timer = screen._update_timer
+        textual_internals.wrap_display(app, recorded)
+        timer = textual_internals.frame_timer(screen)
+        assert timer is not None
         timer.pause()
         timer_asked: list[bool] = []
         timer.resume = lambda: timer_asked.append(True)  # type: ignore[method-assign]
@@ -204,3 +211,57 @@ def test_folding_without_an_event_loop_takes_one_slice() -> None:
     assert len(model.feed) == 1_500 and folder.slices == 0  # no loop: no slice queued
     folder.fold()
     assert len(model.feed) < 1_500
+
+
+def quiet_settings(tricks: bool) -> Settings:
+    """No user's keymap or templates read."""
+    nowhere = Path("/nonexistent/mailbus")
+    return Settings(
+        speed_tricks=tricks, keymap_file=nowhere / "k.toml", templates_file=nowhere / "t.toml"
+    )
+
+
+@pytest.mark.parametrize("tricks", [True, False])
+async def test_an_embedded_workbench_leaves_the_process_state_alone(tricks: bool) -> None:
+    """Not the `mailbus` command's process (a user's program, a notebook): keys change
+    neither the switch interval nor the collector, tricks on or off."""
+    usual, thresholds = sys.getswitchinterval(), gc.get_threshold()
+    frozen = gc.get_freeze_count()
+    app = fixed_app(settings=quiet_settings(tricks))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        intervals: list[float] = []
+        show = app.action_show
+
+        def recorded(view_id: str) -> None:
+            intervals.append(sys.getswitchinterval())
+            show(view_id)
+
+        app.action_show = recorded  # type: ignore[method-assign]
+        await pilot.press("2", "3")
+        await until(pilot, lambda: app.active_view_id == "waitsets", "the keys answered")
+        app.refresh_now()
+        assert intervals == [usual] * 2
+        assert (gc.get_freeze_count(), gc.get_threshold()) == (frozen, thresholds)
+        assert app.speed.key_frames is tricks and not app.speed.key_turn
+    assert sys.getswitchinterval() == usual
+
+
+async def test_speed_tricks_off_in_the_commands_process_change_nothing() -> None:
+    usual, frozen = sys.getswitchinterval(), gc.get_freeze_count()
+    app = fixed_app(settings=quiet_settings(False), owns_process=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("2")
+        await until(pilot, lambda: app.active_view_id == "services", "the view")
+        app.refresh_now()
+        assert sys.getswitchinterval() == usual and gc.get_freeze_count() == frozen
+        assert not app.speed.fill_after_frame and not app.speed.key_frames
+
+
+def test_the_speed_tricks_setting_is_a_boolean() -> None:
+    assert settings_from({"speed-tricks": False}).speed_tricks is False
+    assert settings_from({}).speed_tricks is True
+    with pytest.raises(ConfigError) as info:
+        settings_from({"speed-tricks": "no"})
+    assert info.value.key == "workbench.speed-tricks"

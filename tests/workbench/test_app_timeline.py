@@ -1,4 +1,4 @@
-"""Replay on a timeline (issue 15 item 6): the timeline bar of an open session seeks the
+"""Replay on a timeline: the timeline bar of an open session seeks the
 real player by key and by mouse, and the replay runs under `replay/` with each email's
 recorded source timestamp, marked as replayed in Topics."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mailbus.trace import TraceEvent
+from mailbus_workbench import textual_internals
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.model.settings import Settings
@@ -176,7 +177,7 @@ async def test_bad_keymap_file_is_reported_not_fatal(tmp_path: Path) -> None:
     app = fixed_app(keymap_file=keymap)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await pilot.pause()
-        assert any("no such binding" in n.message for n in app._notifications)
+        assert any("no such binding" in n.message for n in textual_internals.notifications(app))
         app.query_one(TopicTree).focus()
         await pilot.press("p")
         assert app.model.paused

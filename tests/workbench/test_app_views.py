@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mailbus_workbench import textual_internals
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.launch import run_app
@@ -112,7 +113,11 @@ async def test_topic_completion_from_seen_topics(engine: EngineHost, tmp_path: P
         await pilot.press("4")
         await pilot.press(*"sens")
         topic = app.query_one("#publish-topic", Input)
-        await until(pilot, lambda: topic._suggestion == "sensors/humidity", "the suggestion")
+        await until(
+            pilot,
+            lambda: textual_internals.suggestion(topic) == "sensors/humidity",
+            "the suggestion",
+        )
         await pilot.press("right")
         assert topic.value == "sensors/humidity"
 

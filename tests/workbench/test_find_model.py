@@ -1,4 +1,4 @@
-"""Find's query language and the exporters, without Textual (issue 15 items 2 and 3)."""
+"""Find's query language and the exporters, without Textual."""
 
 from __future__ import annotations
 

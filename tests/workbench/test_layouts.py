@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from mailbus import cli
+from mailbus_workbench import textual_internals
 from mailbus_workbench.app import VIEWS, WorkbenchApp
 from mailbus_workbench.find_screen import FindScreen
 from mailbus_workbench.layouts import LayoutPrompt, LayoutStore, config_key
@@ -39,7 +40,7 @@ def shown_tab(app: WorkbenchApp) -> str:
 
 
 def notified(app: WorkbenchApp) -> list[str]:
-    return [n.message for n in app._notifications]
+    return [n.message for n in textual_internals.notifications(app)]
 
 
 async def plot_first(pilot: object, app: WorkbenchApp, series: str) -> None:

@@ -1,5 +1,5 @@
-"""The topic filter's message terms (issue 17: the workbench filters on a message's
-signature status; issue 15: the topic filter also filters by header)."""
+"""The topic filter's message terms (the workbench filters on a message's
+signature status; the topic filter also filters by header)."""
 
 from __future__ import annotations
 

@@ -178,7 +178,7 @@ class Viewer:
 
 def test_serve_renders_the_workbench_and_tab_clicks_give_it_the_keys(tmp_path: Path) -> None:
     """The demo reaches the page; a click on a tab shows its screen and the next key goes
-    to it (issue 12 item 6: the click left Topics up and the key in its filter)."""
+    to it (a click once left Topics up and the key in its filter)."""
     env = {**os.environ, "MAILBUS_WORKBENCH_DIR": str(tmp_path / "config")}
     with served(env) as url, chromium() as browser:
         viewer = Viewer(browser, url)

@@ -1,5 +1,5 @@
 """Latency percentiles and histogram per service, the Services filter and the
-waterfall's labels, on fixed data (issue 15 item 7)."""
+waterfall's labels, on fixed data."""
 
 from __future__ import annotations
 
@@ -166,7 +166,7 @@ def test_the_pacer_folds_about_its_budget_in_slices() -> None:
     assert pacer.limit() == 500
     pacer.folded(20_000, 0.001)  # very fast: never over the ceiling
     assert pacer.limit() == 20_000
-    fixed = FoldPacer(budget_s=None)  # before issue 15 item 8: the ceiling, no slices
+    fixed = FoldPacer(budget_s=None)  # a fixed ceiling, no slices
     fixed.folded(10_000, 0.100)
     assert fixed.limit() == PUMP_LIMIT
     assert not fixed.another_slice(asked=PUMP_LIMIT, taken=PUMP_LIMIT, left=50_000)

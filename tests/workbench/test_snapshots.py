@@ -38,8 +38,7 @@ def test_screen_at_size(scene: str, size: tuple[int, int], snap_compare) -> None
         assert snap_compare(app, run_before=SCENES[scene], terminal_size=size)
 
 
-# The light theme where colours carry meaning: JSON punctuation, the wait-set timeline
-# (issue 19 item 5).
+# The light theme where colours carry meaning: JSON punctuation, the wait-set timeline.
 @pytest.mark.parametrize("scene", ["call", "wait-sets"])
 def test_screen_light(scene: str, snap_compare) -> None:  # type: ignore[no-untyped-def]
     with scene_app(scene) as app:

@@ -1,4 +1,4 @@
-"""Worker results are typed Textual messages (issue 14 item 5): no workbench module hands
+"""Worker results are typed Textual messages: no workbench module hands
 a result back with `call_from_thread` (an AST scan, shown to fail on a module that does),
 and each worker's message is posted with what happened, then shown by its handler."""
 
@@ -10,6 +10,7 @@ from pathlib import Path
 from mailbus.postoffice.client import PostOfficeClient
 from mailbus.postoffice.server import ServerConfig, ServerThread
 from mailbus.postoffice.store import HashParams
+from mailbus_workbench import textual_internals
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.find_screen import FindScreen
@@ -121,7 +122,7 @@ async def test_engine_failed_then_a_publish_failed(tmp_path: Path) -> None:
         assert app.engine_error == failed.error
         assert any(
             n.message == f"Cannot start the engine: {failed.error}" and n.severity == "error"
-            for n in app._notifications
+            for n in textual_internals.notifications(app)
         )
         await pilot.pause()  # the initial focus settles before the view key
         await pilot.press("4")
@@ -270,7 +271,10 @@ async def test_mailboxes_listed_then_a_box_emptied(tmp_path: Path) -> None:
                 "",
             )
             assert view.changes == 1
-            assert any(n.message == "empty: lab.a (2 letters deleted)" for n in app._notifications)
+            assert any(
+                n.message == "empty: lab.a (2 letters deleted)"
+                for n in textual_internals.notifications(app)
+            )
             await until(pilot, lambda: view.letters == [], "the listing after the change")
     finally:
         server.stop()

@@ -18,13 +18,10 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Header, Input, Static, TabbedContent, TabPane, Tabs, TextArea
 
-from mailbus_workbench import heap
 from mailbus_workbench.commands import workbench_commands
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.find_screen import FindScreen
 from mailbus_workbench.folding import Folder
-from mailbus_workbench.key_screen import KeyScreen
-from mailbus_workbench.key_turn import KeyTurn
 from mailbus_workbench.layouts import LayoutKeeper, LayoutStore, layout_commands
 from mailbus_workbench.model import queues
 from mailbus_workbench.model.settings import Settings, load_keymap
@@ -32,6 +29,9 @@ from mailbus_workbench.model.state import Clock, WorkbenchModel
 from mailbus_workbench.model.topics import MessageRecord
 from mailbus_workbench.parts import WorkbenchParts
 from mailbus_workbench.screens import HelpScreen
+from mailbus_workbench.speed import SpeedTricks, heap
+from mailbus_workbench.speed.key_frames import KeyScreen
+from mailbus_workbench.speed.key_turn import KeyTurn
 from mailbus_workbench.views.base import View
 from mailbus_workbench.views.broker import BrokerView
 from mailbus_workbench.views.caller import CallerView
@@ -125,7 +125,7 @@ class WorkbenchApp(App[int]):
         # Priority: a screenshot is wanted most when help, the palette or a dialog is up.
         Binding("f12", "save_svg", "Screenshot", show=False, priority=True, id="screenshot"),
         Binding("q", "quit", "Quit", id="quit"),
-        # Priority: Find opens from a text field too (issue 15 item 2).
+        # Priority: Find opens from a text field too.
         Binding("ctrl+f", "find", "Find", show=False, priority=True, id="find"),
     ]
 
@@ -147,9 +147,6 @@ class WorkbenchApp(App[int]):
     SHORT_TITLES = {"waitsets": "Waits", "mailboxes": "Boxes", "participants": "Procs"}
 
     VIEWS = VIEWS
-    FILL_AFTER_FRAME = True  # see action_show; False: as before (the benchmark's baseline)
-    KEY_TURN = True  # a key's answer keeps the GIL longer (key_turn.py); False: as before
-    KEY_FRAMES = True  # a key's change painted at once (key_screen.py); False: as before
 
     def __init__(
         self,
@@ -166,9 +163,12 @@ class WorkbenchApp(App[int]):
         session: str | None = None,
         layouts: LayoutStore | None = None,
         layout: str | None = None,
+        owns_process: bool = False,
     ) -> None:
         super().__init__()
         settings = settings or Settings()
+        # `owns_process`: the `mailbus` command's own process (process-wide tricks allowed).
+        self.speed = SpeedTricks(settings.speed_tricks, owns_process)
         model = model or WorkbenchModel(
             clock=clock or time.time,
             wait_sets=engine.wait_sets if engine is not None else lambda: (),
@@ -318,7 +318,8 @@ class WorkbenchApp(App[int]):
         if self.engine is not None:
             self.engine.stop()
         self.folder.stop()
-        heap.thaw()  # nothing frozen: nothing done
+        if self.speed.owns_process:
+            heap.thaw()
         self.key_turn.release()  # the GIL's switch interval as it was
 
     # -- refresh ----------------------------------------------------------------------
@@ -342,7 +343,7 @@ class WorkbenchApp(App[int]):
             first_fill = view_id not in self._last_refresh
             self._last_refresh[view_id] = wall
             view.refresh_view(now)
-            if first_fill:
+            if first_fill and self.speed.freeze_heap:
                 # What exists once start-up is over or a view is first filled lives as
                 # long as the app: a full collection need not walk it (heap.py).
                 heap.freeze()
@@ -353,9 +354,9 @@ class WorkbenchApp(App[int]):
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.Key):
-            if self.KEY_TURN:
+            if self.speed.key_turn:
                 self.key_turn.key()
-            if self.KEY_FRAMES and isinstance(self.screen, KeyScreen):
+            if self.speed.key_frames and isinstance(self.screen, KeyScreen):
                 self.screen.key_pressed()
         await super().on_event(event)
 
@@ -385,8 +386,8 @@ class WorkbenchApp(App[int]):
 
     # -- actions ----------------------------------------------------------------------
     def action_show(self, view_id: str) -> None:
-        """A view's key: shown as last filled, filled after that frame (issue 15 item 8)."""
-        self.show_view(view_id, fill_now=not self.FILL_AFTER_FRAME)
+        """A view's key: shown as last filled, filled after that frame (a speed trick)."""
+        self.show_view(view_id, fill_now=not self.speed.fill_after_frame)
 
     def show_view(self, view_id: str, *, fill_now: bool = True) -> None:
         """Show a view filled now (as actions on it expect), or after the next frame."""

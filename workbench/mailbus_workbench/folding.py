@@ -1,5 +1,5 @@
 """Folding the engine's queued events into the model on the UI thread, paced so that a
-key never waits behind more than one slice of about 10 ms (issue 15 item 8).
+key never waits behind more than one slice of about 10 ms.
 
 A refresh folds one slice (`model/pacing.py` sizes it); a backlog left is folded in
 more slices, each a millisecond after the last. They are asyncio callbacks, not Textual

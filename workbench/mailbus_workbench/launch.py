@@ -39,7 +39,12 @@ def run_app(
         print(f"mailbus: {exc}", file=sys.stderr)
         return 2
     app = WorkbenchApp(
-        engine=engine, settings=settings, session=session, layouts=layouts, layout=layout
+        engine=engine,
+        settings=settings,
+        session=session,
+        layouts=layouts,
+        layout=layout,
+        owns_process=True,  # the `mailbus` command's own process: process-wide tricks allowed
     )
     app.run()
     return app.return_code or 0

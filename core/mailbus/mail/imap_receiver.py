@@ -39,6 +39,7 @@ from imapclient import exceptions as imap_errors
 
 from mailbus.backoff import Backoff
 from mailbus.errors import TransportError
+from mailbus.mail import imap_wire
 from mailbus.mail.errors import MailConnectError
 from mailbus.mail.fetch_items import (  # re-exported: the tests import them from here
     SIZE_ITEMS,
@@ -51,7 +52,6 @@ from mailbus.mail.imap_session import (  # re-exported: ImapSettings is public h
     CONNECTION_ERRORS,
     ImapSettings,
     connection_limit_refusal,
-    input_waiting,
     open_session,
     shut,
     uid_fetch,
@@ -226,21 +226,18 @@ class ImapReceiver(EmailReceiver):
         client = self._client
         if client is None:
             return []
-        imap = client._imap
-        imap.untagged_responses.clear()
-        typ, data = imap._command_complete("NOOP", imap._command("NOOP"))
-        if typ != "OK":
-            raise imap_errors.IMAPClientError(f"NOOP failed: {data!r}")
-        if "NO" in imap.untagged_responses:
+        imap_wire.clear_untagged(client)
+        imap_wire.command(client, "NOOP")
+        if imap_wire.has_untagged(client, "NO"):
             # Dovecot answers NOOP with an untagged NO when the examined mailbox was
             # deleted (and maybe recreated) under it, and goes on showing the old one.
             self._check_uidvalidity(client)
         self.counters["polls"] += 1
-        if not (self._fetch_due or "EXISTS" in imap.untagged_responses):
-            imap.untagged_responses.clear()  # imaplib keeps them for ever otherwise
+        if not (self._fetch_due or imap_wire.has_untagged(client, "EXISTS")):
+            imap_wire.clear_untagged(client)
             self._backlog = False
             return []  # an empty poll is one round trip
-        imap.untagged_responses.clear()
+        imap_wire.clear_untagged(client)
         uids = self.cursor.next_range()
         sizes = self._uid_fetch(client, str(uids), SIZE_ITEMS)
         new = self.cursor.new_uids(sizes, uids)
@@ -249,8 +246,8 @@ class ImapReceiver(EmailReceiver):
         if wanted:
             bodies = self._uid_fetch(client, uid_set(wanted), body_items(self.max_message_bytes))
         # Mail that came during the FETCHes is announced there: fetch at the next poll.
-        self._fetch_due = "EXISTS" in imap.untagged_responses or uids.last is not None
-        imap.untagged_responses.clear()
+        self._fetch_due = imap_wire.has_untagged(client, "EXISTS") or uids.last is not None
+        imap_wire.clear_untagged(client)
         out: list[Inbound] = []
         self.cursor.accept(new, uids)  # the bodies are here: move past them
         for uid in new:
@@ -284,9 +281,30 @@ class ImapReceiver(EmailReceiver):
         self.counters["fetched"] += 1
         return RawEmail(body, origin=f"uid:{uid}")
 
-    def _idle_wait(self, client: imapclient.IMAPClient, until: float) -> bool:
+    # -- hooks for subclasses (the routed receiver, the relay's reader) ---------------
+    def before_step(self, client: imapclient.IMAPClient, now: float) -> None:
+        """Called before each poll or wait of `receive`, on its thread: a subclass may
+        `leave_idle` and `poll_now` here. Does nothing by default."""
+
+    def leave_idle(self, client: imapclient.IMAPClient) -> None:
+        """End the IDLE the connection is in, if any."""
+        if self._idle_until is not None:
+            self._end_idle(client)
+
+    def poll_now(self, *, fetch: bool = False) -> None:
+        """Poll at the next step; `fetch`: fetch then even if the NOOP reports nothing."""
+        self._next_poll = 0.0
+        self._fetch_due = self._fetch_due or fetch
+
+    @property
+    def woken(self) -> bool:
+        """`wake()` was called and the current `receive` has not returned yet."""
+        return self._woken.is_set()
+
+    def idle_wait(self, client: imapclient.IMAPClient, until: float) -> bool:
         """Wait in the open IDLE until `until`, `wake()` or the server's news; True
-        when it announced new mail."""
+        when it announced new mail. A subclass may wait otherwise (the relay's reader
+        sleeps in one select())."""
         early_empty = 0
         while not self._woken.is_set():
             started = time.monotonic()
@@ -315,28 +333,14 @@ class ImapReceiver(EmailReceiver):
     def _end_idle(self, client: imapclient.IMAPClient) -> None:
         self._idle_until = None
         client.idle_done()
-        client._imap.untagged_responses.clear()
+        imap_wire.clear_untagged(client)
 
     def _start_idle(self, client: imapclient.IMAPClient) -> bool:
         """Send IDLE and read up to the server's continuation; True if it announced new
-        mail first. (imapclient's idle() raises on any untagged response before the
-        continuation, which happens when mail arrived since the last poll.)"""
-        imap = client._imap
-        tag = imap._command("IDLE")
-        client._idle_tag = tag
-        news = False
-        while True:
-            line = imap._get_response()
-            if line is None:  # "+ idling"
-                imap.untagged_responses.clear()
-                self.counters["idles"] += 1
-                # What the server said at once (mail that came since the last poll) may
-                # already be read into imaplib's buffer, out of sight of the IDLE's poll.
-                return news or input_waiting(client)
-            if imap.tagged_commands.get(tag):
-                raise imap_errors.IMAPClientError(f"IDLE refused: {line!r}")
-            if line.endswith((b" EXISTS", b" RECENT")) or line.startswith(b"* STATUS "):
-                news = True
+        mail first."""
+        news = imap_wire.start_idle(client)
+        self.counters["idles"] += 1
+        return news
 
     def receive(self, timeout: float | None) -> list[Inbound]:
         if self._closed:
@@ -364,9 +368,10 @@ class ImapReceiver(EmailReceiver):
 
     def _step(self, client: imapclient.IMAPClient, now: float, deadline: float) -> list[Inbound]:
         """One poll or one wait (a slice of an IDLE, or the gap until the next poll)."""
+        self.before_step(client, now)
         schedule = self.schedule
         if self._idle_until is not None:
-            news = self._idle_wait(client, min(self._idle_until, deadline))
+            news = self.idle_wait(client, min(self._idle_until, deadline))
             if news or time.monotonic() >= self._idle_until:
                 self._end_idle(client)
                 self._next_poll = 0.0

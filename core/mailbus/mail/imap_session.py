@@ -15,6 +15,7 @@ import imapclient
 from imapclient import exceptions as imap_errors
 from imapclient.response_parser import parse_fetch_response
 
+from mailbus.mail import imap_wire
 from mailbus.mail.errors import (
     MailConnectError,
     MailConnectionLimitError,
@@ -135,35 +136,10 @@ def uid_fetch(
     client: imapclient.IMAPClient, uids: str, items: list[bytes], counters: Counter[str]
 ) -> dict[int, Any]:
     """UID FETCH `uids`, counting the bytes of the answer (body bytes apart)."""
-    # imapclient 4.0-4.1 FETCH raises ValueError on an open range ('n:*') after the
-    # server answered (it filters results with int()); issue the same command and
-    # parse with its own parser instead.
-    imap = client._imap
-    tag = imap._command("UID", "FETCH", uids, b"(" + b" ".join(items) + b")")
-    typ, data = imap._command_complete("FETCH", tag)
-    if typ != "OK":
-        raise imap_errors.IMAPClientError(f"UID FETCH failed: {data!r}")
-    typ, data = imap._untagged_response(typ, data, "FETCH")
+    data = imap_wire.uid_fetch(client, uids, items)
     size = response_bytes(data)
     counters["bytes_fetched"] += size
     if items is not SIZE_ITEMS:
         counters["body_bytes_fetched"] += size
     parsed: dict[int, Any] = dict(parse_fetch_response(data, False, True))
     return parsed
-
-
-def input_waiting(client: imapclient.IMAPClient) -> bool:
-    """Whether the server's next line is already here. imaplib reads the socket through
-    a buffer: a line that came with the previous one (Dovecot sends "* n EXISTS" right
-    after "+ idling" for mail that landed just before the IDLE) sits there, where a poll
-    of the socket cannot see it."""
-    imap = client._imap
-    sock = imap.sock
-    timeout = sock.gettimeout()
-    sock.setblocking(False)  # an empty buffer: one read that does not wait
-    try:
-        return bool(imap.file.peek(1))
-    except (BlockingIOError, ssl.SSLWantReadError):
-        return False
-    finally:
-        sock.settimeout(timeout)

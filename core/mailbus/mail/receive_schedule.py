@@ -8,7 +8,7 @@ Modes (`[mail] idle`):
   the server announces mail, then poll fast again. An idle inbox then costs a
   participant nothing but the open connection.
 - "always": IDLE between every two polls (polls every `period_s` at most).
-- "never": poll every `period_s` whatever the traffic (the strategy before issue 18).
+- "never": poll every `period_s` whatever the traffic (the receiver's first strategy).
 
 An IDLE lasts at most `recheck_s`: then one poll, and IDLE again. That bounds the
 first-message latency when the server's announcement goes missing (mail landing between

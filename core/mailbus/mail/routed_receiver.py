@@ -24,7 +24,6 @@ serves every folder:
 from __future__ import annotations
 
 import contextlib
-import imaplib
 import logging
 import threading
 import time
@@ -35,6 +34,7 @@ import imapclient
 from imapclient import exceptions as imap_errors
 from imapclient.response_parser import parse_response
 
+from mailbus.mail import imap_wire
 from mailbus.mail.errors import MailConnectError
 from mailbus.mail.fetch_items import SIZE_ITEMS, body_items, size_of
 from mailbus.mail.imap_receiver import ImapReceiver, ImapSettings
@@ -48,8 +48,6 @@ from mailbus.transport import Inbound, RawEmail
 log = logging.getLogger(__name__)
 
 INBOX = "INBOX"
-# imaplib checks each command against its table; NOTIFY (RFC 5465) is not in it.
-imaplib.Commands.setdefault("NOTIFY", ("AUTH", "SELECTED"))
 
 
 def folder_status(lines: list[Any]) -> dict[str, dict[bytes, int]]:
@@ -146,12 +144,11 @@ class RoutedImapReceiver(ImapReceiver):
 
     def _apply_now(self, client: imapclient.IMAPClient) -> None:
         try:
-            if self._idle_until is not None:
-                self._end_idle(client)
+            self.leave_idle(client)
             self._apply_follow(client)
         except CONNECTION_ERRORS as exc:
             self._drop(exc)  # the reconnect applies them (missing ones from UID 1)
-        self._next_poll = 0.0
+        self.poll_now()
 
     def receive(self, timeout: float | None) -> list[Inbound]:
         self._receiving = threading.get_ident()
@@ -233,22 +230,20 @@ class RoutedImapReceiver(ImapReceiver):
         self._status = {}
         if not names:
             return
-        imap = client._imap
         if self._has_list_status:
             patterns = "(" + " ".join(f'"{name}"' for name in names) + ")"
-            tag = imap._command("LIST", '""', patterns, "RETURN", "(STATUS (UIDNEXT UIDVALIDITY))")
-            typ, data = imap._command_complete("LIST", tag)
-            if typ != "OK":
-                raise imap_errors.IMAPClientError(f"LIST-STATUS failed: {data!r}")
-            lines = imap.untagged_responses.pop("STATUS", [])
+            status = "(STATUS (UIDNEXT UIDVALIDITY))"
+            imap_wire.command(client, "LIST", '""', patterns, "RETURN", status)
+            lines = imap_wire.take_untagged(client, "STATUS")
         else:  # one STATUS per folder (a missing one answers NO)
             lines = []
             for name in names:
-                tag = imap._command("STATUS", f'"{name}"', "(UIDNEXT UIDVALIDITY)")
-                imap._command_complete("STATUS", tag)
-                lines += imap.untagged_responses.pop("STATUS", [])
+                imap_wire.command(
+                    client, "STATUS", f'"{name}"', "(UIDNEXT UIDVALIDITY)", check=False
+                )
+                lines += imap_wire.take_untagged(client, "STATUS")
         self._status = {k: v for k, v in folder_status(lines).items() if k in names}
-        imap.untagged_responses.pop("LIST", None)
+        imap_wire.take_untagged(client, "LIST")
         self.counters["status_polls"] += 1
 
     def _apply_follow(self, client: imapclient.IMAPClient) -> None:
@@ -290,7 +285,6 @@ class RoutedImapReceiver(ImapReceiver):
             self._follow_lock.notify_all()
 
     def _set_notify(self, client: imapclient.IMAPClient, folders: frozenset[str]) -> None:
-        imap = client._imap
         args: tuple[str, ...] = ("NONE",)
         if folders:
             names = " ".join(f'"{f}"' for f in sorted(folders))
@@ -298,19 +292,15 @@ class RoutedImapReceiver(ImapReceiver):
                 "SET",
                 f"(mailboxes ({names}) (MessageNew MessageExpunge))",
             )
-        typ, data = imap._command_complete("NOTIFY", imap._command("NOTIFY", *args))
-        if typ != "OK":
-            raise imap_errors.IMAPClientError(f"NOTIFY failed: {data!r}")
+        imap_wire.command(client, "NOTIFY", *args)
         self._notified = folders
 
     # -- polling -------------------------------------------------------------------------
-    def _step(self, client: imapclient.IMAPClient, now: float, deadline: float) -> list[Inbound]:
+    def before_step(self, client: imapclient.IMAPClient, now: float) -> None:
         if self._changed:
-            if self._idle_until is not None:
-                self._end_idle(client)
+            self.leave_idle(client)
             self._apply_follow(client)
-            self._next_poll = 0.0
-        return super()._step(client, now, deadline)
+            self.poll_now()
 
     def poll(self) -> list[Inbound]:
         """LIST-STATUS; then the new mail of each followed folder whose UIDNEXT moved."""
@@ -332,7 +322,7 @@ class RoutedImapReceiver(ImapReceiver):
                 items, more = self._fetch_folder(client, folder, cursor)
                 out += items
                 backlog = backlog or more
-        client._imap.untagged_responses.clear()
+        imap_wire.clear_untagged(client)
         self._backlog = backlog
         return out
 

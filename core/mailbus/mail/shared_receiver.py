@@ -1,6 +1,6 @@
 """One IMAP receiver per process and inbox: the contexts that read the same inbox share it.
 
-Why (issue 18): a context with its own receiver holds its own IMAP connection and
+Why: a context with its own receiver holds its own IMAP connection and
 fetches every body itself, so N contexts in one process cost N connections and N
 copies of each message, and the one past the server's per-account limit is refused.
 

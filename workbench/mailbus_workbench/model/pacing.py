@@ -1,5 +1,5 @@
 """How many queued events one fold takes into the model: about `budget_s` worth at the
-fold rate last measured, so that a key never waits behind a long fold (issue 15 item 8).
+fold rate last measured, so that a key never waits behind a long fold.
 
 A backlog (after a stall, or a feed filling faster than one fold a refresh takes) is
 folded in slices of that size one after the other, never in one long fold: the app

@@ -40,6 +40,7 @@ class Settings:
     keymap_file: Path = field(default_factory=lambda: config_dir() / "keymap.toml")
     templates_file: Path = field(default_factory=lambda: config_dir() / "templates.toml")
     postoffice_store: Path | None = None  # None: the daemon's default store file
+    speed_tricks: bool = True  # mailbus_workbench.speed
 
 
 def settings_from(section: Mapping[str, Any] | None) -> Settings:
@@ -54,6 +55,7 @@ def settings_from(section: Mapping[str, Any] | None) -> Settings:
         "keymap",
         "templates",
         "postoffice-store",
+        "speed-tricks",
     }
     unknown = sorted(set(section) - known)
     if unknown:
@@ -77,6 +79,9 @@ def settings_from(section: Mapping[str, Any] | None) -> Settings:
             raise ConfigError(f"workbench.{key}", "expected a file path")
         return Path(value).expanduser()
 
+    speed = section.get("speed-tricks", base.speed_tricks)
+    if not isinstance(speed, bool):
+        raise ConfigError("workbench.speed-tricks", "expected true or false")
     theme = section.get("theme", base.theme)
     if not isinstance(theme, str):
         raise ConfigError("workbench.theme", "expected a theme name")
@@ -88,6 +93,7 @@ def settings_from(section: Mapping[str, Any] | None) -> Settings:
         keymap_file=path("keymap", base.keymap_file),
         templates_file=path("templates", base.templates_file),
         postoffice_store=path("postoffice-store", None),  # type: ignore[arg-type]
+        speed_tricks=speed,
     )
 
 

@@ -4,7 +4,7 @@ ages, attempts and next attempt; retry and purge with confirmation.
 Every outbox call (listing, retry, purge) runs in a worker thread, which hands its result
 back as a message (`Listed`, `Changed`) handled on the UI thread: a key never waits for
 the file system. The rows are formatted in the worker too, and drawn by a line-API list
-(`widgets/queue_list.py`) that renders only the visible lines (issue 15 item 8)."""
+(`widgets/queue_list.py`) that renders only the visible lines."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Drawn with Textual's line API, like the message list: only the visible lines are
 rendered, each straight from its row's strings, so a new listing of thousands of entries
 costs nothing until painted. A DataTable rendered every visible cell through Rich again
 on each switch to the view (its cell cache is keyed on the focus), 25-35 ms of the UI
-thread's CPU with 500 entries (bench/workbench.py, issue 15 item 8)."""
+thread's CPU with 500 entries (bench/workbench.py)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,6 @@ from typing import Any
 import imapclient
 
 from mailbus.mail.imap_receiver import ImapReceiver
-from mailbus.transport import Inbound
 
 # After the server spoke during IDLE, the parent's slice reads what it said (at once)
 # and tells an end of stream apart from news.
@@ -45,20 +44,17 @@ class RelayImapReceiver(ImapReceiver):
         with contextlib.suppress(OSError):  # a full pipe is already a wake-up
             os.write(self._wake_w, b"x")
 
-    def _step(self, client: imapclient.IMAPClient, now: float, deadline: float) -> list[Inbound]:
+    def before_step(self, client: imapclient.IMAPClient, now: float) -> None:
         if self._nudged.is_set():
             self._nudged.clear()
             self.counters["nudged"] += 1
-            if self._idle_until is not None:
-                self._end_idle(client)
-            self._next_poll = 0.0
-            self._fetch_due = True
+            self.leave_idle(client)
+            self.poll_now(fetch=True)
             self.schedule.announced(now)
-        return super()._step(client, now, deadline)
 
-    def _idle_wait(self, client: imapclient.IMAPClient, until: float) -> bool:
+    def idle_wait(self, client: imapclient.IMAPClient, until: float) -> bool:
         sock = client.socket()
-        while not self._woken.is_set():
+        while not self.woken:
             remaining = until - time.monotonic()
             if remaining <= 0:
                 return False
@@ -68,7 +64,7 @@ class RelayImapReceiver(ImapReceiver):
                     while os.read(self._wake_r, 4096):
                         pass
                 continue  # `_woken` says whether to stop
-            if readable and super()._idle_wait(client, time.monotonic() + _READ_SLICE_S):
+            if readable and super().idle_wait(client, time.monotonic() + _READ_SLICE_S):
                 return True
         return False
 

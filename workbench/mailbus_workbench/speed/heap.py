@@ -1,5 +1,5 @@
-"""Keep the collector's full passes short and rare while the workbench runs (issue 15
-item 8).
+"""Keep the collector's full passes short and rare while the workbench runs
+(process-wide: only in the `mailbus` command's own process, see speed/__init__.py).
 
 Once started, the app holds ~160,000 objects the cyclic garbage collector tracks
 (modules, classes, widgets, Textual's caches); a full collection walks them all and was

@@ -1,5 +1,5 @@
-"""While a key is answered, the UI thread keeps the interpreter's lock longer (issue 15
-item 8).
+"""While a key is answered, the UI thread keeps the interpreter's lock longer
+(process-wide: only in the `mailbus` command's own process, see speed/__init__.py).
 
 The workbench shares the GIL with the engine's threads (and, in `bench.workbench`, a
 10,000 msg/s flood). A thread that waits for the lock asks its holder to drop it after

@@ -1,0 +1,89 @@
+"""Textual's private names, in one place.
+
+The workbench paints a key's answer without waiting for the 60 Hz frame timer (it
+overrides `Screen._on_idle` and calls `Screen._on_timer_update`, Textual's own frame),
+and the tests and the benchmark read what Textual does not expose: the notifications
+shown, an Input's suggestion, every frame written. These are Textual 8.x internals: this
+module is the only one that touches them (tests/contracts/test_private_names.py refuses
+them anywhere else), and pyproject.toml bounds textual to the major version the suite
+runs, so an upgrade that moves them fails here, in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from textual import events
+from textual.app import App
+from textual.notifications import Notification
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Input
+
+
+class FrameScreen(Screen[object]):
+    """A screen that paints its pending changes as soon as it is idle, rather than at
+    the frame timer's next slot (up to 16.7 ms later), whenever `paint_when_idle()`
+    says so."""
+
+    def paint_when_idle(self) -> bool:
+        """Whether a change pending now is painted at once. False: Textual's pace."""
+        return False
+
+    def _frame_pending(self) -> bool:
+        return (
+            not self.app._batch_count
+            and self.is_current
+            and bool(
+                self._layout_required
+                or self._scroll_required
+                or self._repaint_required
+                or self._dirty_widgets
+            )
+            and not self._recompose_required
+        )
+
+    async def _on_idle(self, event: events.Idle) -> None:
+        if self.paint_when_idle() and self._frame_pending():
+            event.prevent_default()
+            self._on_timer_update()  # the frame now, not at the timer's next slot
+            return
+        await super()._on_idle(event)
+
+
+def frame_timer(screen: Screen[Any]) -> Timer | None:
+    """The screen's 60 Hz frame timer."""
+    timer: Timer | None = screen._update_timer
+    return timer
+
+
+def notifications(app: App[Any]) -> Iterable[Notification]:
+    """The notifications the app shows now."""
+    return list(app._notifications)
+
+
+def suggestion(field: Input) -> str:
+    """The completion an Input offers now ("" for none)."""
+    return str(field._suggestion)
+
+
+Display = Callable[[Screen[Any], Any], None]
+
+
+def wrap_display(app: App[Any], wrapper: Callable[[Display, Screen[Any], Any], None]) -> None:
+    """Route every frame the app writes (`update` None: nothing to write) through
+    `wrapper(original, screen, update)`, which calls `original` to write it."""
+    original = app._display
+
+    def display(screen: Screen[Any], update: Any) -> None:
+        wrapper(original, screen, update)
+
+    app._display = display  # type: ignore[method-assign,assignment]
+
+
+def wrap_screen_steps(screen: Screen[Any], wrap: Callable[[str, Callable[..., Any]], Any]) -> None:
+    """Wrap the screen's layout pass and its paint (`wrap(name, method)` returns the
+    replacement), for a benchmark's timeline."""
+    for name in ("_refresh_layout", "_compositor_refresh"):
+        setattr(screen, name, wrap(name.strip("_"), getattr(screen, name)))
