@@ -43,6 +43,8 @@ SMOKE: dict[str, list[list[str]]] = {
     "email_routed": [["--quick"]],
     "email_scale": [["--quick", "--sizes", "1,2"]],
     "email_process_share": [["--quick", "--sizes", "1", "--order", "shared,own"]],
+    "testing": [["--quick"]],
+    "cli": [["--quick", "--messages", "300"]],
 }
 NEEDS_MAIL = {"email_e2e", "email_routed", "email_scale", "email_process_share"}
 NEEDS_SPARK = {"sessions_many"}
