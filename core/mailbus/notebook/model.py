@@ -218,6 +218,21 @@ class MonitorModel:
         return list(self._fields)
 
     # -- reading -----------------------------------------------------------------------
+    def latest_body(self, topic: str) -> str | None:
+        """The latest message's body on `topic` (its first LATEST_PREVIEW_CHARS), or None."""
+        with self._lock:
+            found = self._topics.get(topic)
+            return None if found is None or not found.count else found.latest
+
+    def latest_call(self, service: str) -> tuple[str, str] | None:
+        """(request, response) of the latest answered call to `service`, or None."""
+        with self._lock:
+            answered = [c for c in self._calls.values() if c.service == service and c.response_ns]
+            if not answered:
+                return None
+            call = max(answered, key=lambda c: c.sent_ns)
+            return call.request_body, call.response_body
+
     def snapshot(self, selected: str = "") -> dict[str, Any]:
         """Plain JSON for the widget: topics with counts and rates, the selected topic's
         latest message (body, headers, raw), the field and rate series (times relative

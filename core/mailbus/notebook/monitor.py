@@ -17,7 +17,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -265,6 +265,38 @@ class Monitor:
     def close(self) -> None:
         """Stop, and close the widget in the browser."""
         self.widget.close()
+
+    def to_test(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        topic: str | None = None,
+        service: str | None = None,
+        start: Sequence[tuple[str, Sequence[str]]] = (),
+    ) -> Path:
+        """Write a pytest file from what the monitor saw and return its path: with
+        `service`, a test that calls it with the latest answered request and expects a
+        response like the one seen; else a test that expects a message like the latest on
+        `topic` (default: the selected topic). `start`: the participants the test starts
+        first, as `(command, ready)` pairs (docs/testing-your-system.md). An existing file
+        is never replaced."""
+        from mailbus.testing.codegen import call_test, message_test
+
+        if service is not None:
+            call = self.model.latest_call(service)
+            if call is None:
+                raise ValueError(f"no answered call to {service!r} seen yet")
+            source = call_test(service, call[0], call[1], start=start)
+        else:
+            name = topic or self.selected
+            body = self.model.latest_body(name) if name else None
+            if body is None:
+                raise ValueError(f"no message on {name!r} seen yet" if name else "select a topic")
+            source = message_test(name, body, start=start)
+        target = Path(path)
+        with target.open("x", encoding="utf-8") as out:
+            out.write(source)
+        return target
 
     # -- data --------------------------------------------------------------------------
     def frame(self, topic: str | None = None, last: int | None = None) -> pl.DataFrame:
