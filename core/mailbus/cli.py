@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "mailbus.sessions.cli",
     "mailbus.signing.cli",
     "mailbus.shell.cli",
+    "mailbus.shell.completion",
 )
 
 
@@ -55,8 +56,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from mailbus.shell.completion import parse_args
+
     parser, _ = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)
     return run(args, parser)
 
 

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from mailbus.cli import build_parser, run
+from mailbus.shell.completion import parse_args
 
 from mailbus_workbench import serve
 
@@ -41,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     opener = sub.add_parser("open", help="open a recorded session in the workbench")
     opener.add_argument("session", help="session directory (see `mailbus record`)")
     opener.set_defaults(handler=_open)
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)
     return run(args, parser)
 
 
