@@ -338,3 +338,31 @@ def test_service_echo_reports_a_call_nobody_answers(system: System) -> None:
     [line] = json_lines(out)
     assert line["service"] == "lab/nobody" and line["status"] == "timed out"
     assert line["request"] == '{"q": 1}' and line["response"] is None
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (("topic", "list"), {"topic": "robot/pose"}),
+        (("topic", "info", "robot/pose"), {"topic": "robot/pose"}),
+        (("topic", "hz", "robot/pose"), {"topic": "robot/pose"}),
+        (("topic", "bw", "robot/pose"), {"topic": "robot/pose"}),
+        (("topic", "delay", "robot/pose"), {"topic": "robot/pose"}),
+        (("service", "list"), {"service": "demo/add"}),
+        (("service", "info", "demo/add"), {"service": "demo/add"}),
+        (("service", "echo", "demo/*"), {"service": "demo/add", "status": "answered"}),
+        (("participant", "list"), {"transport": "inprocess", "entities": 6}),
+    ],
+)
+def test_each_command_in_process_on_the_demo(
+    command: tuple[str, ...], expected: dict[str, object]
+) -> None:
+    done = subprocess.run(
+        [*MAILBUS, *command, "--demo", "--json", "--seconds", "3"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = json_lines(done.stdout)
+    assert any(expected.items() <= line.items() for line in lines), lines
