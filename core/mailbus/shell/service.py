@@ -20,7 +20,7 @@ from mailbus.shell.topic import matcher
 
 EXAMPLES = {
     "list": "mailbus service list --seconds 5",
-    "call": 'mailbus service call demo/add \'{"a": 1, "b": 2}\' --timeout 3 --json',
+    "call": "mailbus service call demo/add '[1, 2, 3]' --timeout 3 --json",
     "echo": "mailbus service echo 'demo/*'",
     "info": "mailbus service info demo/add",
 }
