@@ -1,10 +1,12 @@
 """The shell tools over a real PostOffice daemon, against a plain subscription in the
 same run.
 
-echo_ratio: a publisher sends as fast as it can for a few seconds; `mailbus topic echo
---json` (a subprocess, its stdout a file) and a plain `ctx.subscription` in this process
-both listen. The ratio is the lines the echo wrote over the messages the subscription
-took, both counted after the same bounded drain.
+echo_ratio: a publisher sends 10,000 messages (3,000 with --quick) as fast as the
+daemon takes them;
+`mailbus topic echo --json` (a subprocess, its stdout a file) and a plain
+`ctx.subscription` (a process of its own, writing each body to a file) both listen. The
+ratio is the lines the echo wrote over the messages the subscription took, both counted
+after the same bounded drain.
 
 hz_error_pct: a publisher paced on an absolute schedule (so its long-run rate is the
 nominal one) at 20 Hz and 1 kHz; `mailbus topic hz --json` reports, and its last report
@@ -36,6 +38,7 @@ from mailbus.trace import Tracer
 PASSWORD = "bench-letter-K3y-long"
 MAILBUS = [sys.executable, "-m", "mailbus"]
 SETTLE_S = 30.0
+DRAIN_S = 90.0  # for both listeners to take every message
 
 
 def log(text: str) -> None:
@@ -79,27 +82,49 @@ class Daemon:
         self.thread.stop()
 
 
-def echo_ratio(daemon: Daemon, seconds: float) -> dict[str, Any]:
-    out_path = daemon.root / "echo.jsonl"
+# The baseline: a plain subscription in a process of its own (as the echo is), writing
+# each body to a file as it takes it.
+PLAIN = """
+import sys, mailbus
+from mailbus.options import options_from_mapping
+port, box, password, path = sys.argv[1:]
+table = {"port": int(port), "box": box, "password": password}
+options = options_from_mapping({"transport": "postoffice", "postoffice": table})
+with mailbus.Context(options) as ctx, open(path, "w") as out:
+    subscription = ctx.subscription("bench/echo")
+    while True:
+        message = mailbus.wait_for_message(subscription, 1.0)
+        if message is not None:
+            out.write(message.body + "\\n")
+            out.flush()
+"""
+
+
+def echo_ratio(daemon: Daemon, count: int) -> dict[str, Any]:
+    echo_path = daemon.root / "echo.jsonl"
+    plain_path = daemon.root / "plain.txt"
     config = str(daemon.config("bench.echo"))
-    with out_path.open("w") as out:
+    with echo_path.open("w") as out:
         echo = subprocess.Popen(
-            [*MAILBUS, "topic", "echo", "bench/echo", "--json", "--stats", "--config", config],
+            [*MAILBUS, "topic", "echo", "bench/echo", "--json", "--config", config],
             stdout=out,
             stderr=subprocess.PIPE,
             text=True,
         )
+    port = str(daemon.thread.port)
+    plain = subprocess.Popen(
+        [sys.executable, "-c", PLAIN, port, "bench.plain", PASSWORD, str(plain_path)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         daemon.wait_for_box("bench.echo")
-        with (
-            mailbus.Context(daemon.options("bench.plain")) as sub_ctx,
-            mailbus.Context(daemon.options("bench.pub")) as pub_ctx,
-        ):
-            subscription = sub_ctx.subscription("bench/echo")
+        daemon.wait_for_box("bench.plain")
+        with mailbus.Context(daemon.options("bench.pub")) as pub_ctx:
             publisher = pub_ctx.publisher("bench/echo")
             sent = 0
             started = time.monotonic()
-            while time.monotonic() - started < seconds:
+            while sent < count:
                 try:
                     publisher.publish(json.dumps({"n": sent, "celsius": 20.5}))
                 except TransportError:  # the daemon's backlog is full: let it catch up
@@ -108,28 +133,27 @@ def echo_ratio(daemon: Daemon, seconds: float) -> dict[str, Any]:
                 sent += 1
             publish_s = time.monotonic() - started
             log(f"  published {sent} in {publish_s:.1f} s ({sent / publish_s:.0f}/s)")
-            plain = 0
-            deadline = time.monotonic() + SETTLE_S
-            while plain < sent and time.monotonic() < deadline:
-                if mailbus.wait_for_message(subscription, deadline - time.monotonic()):
-                    plain += 1
-            plain_s = time.monotonic() - started
-        deadline = time.monotonic() + SETTLE_S
-        while _lines(out_path) < sent and time.monotonic() < deadline:
-            time.sleep(0.1)
-        echoed = _lines(out_path)
-        echo_s = time.monotonic() - started
+        done_s: dict[Path, float] = {}
+        deadline = time.monotonic() + DRAIN_S
+        while len(done_s) < 2 and time.monotonic() < deadline:
+            for path in (echo_path, plain_path):
+                if path not in done_s and _lines(path) >= sent:
+                    done_s[path] = time.monotonic() - started
+            time.sleep(0.05)
+        echoed, took = _lines(echo_path), _lines(plain_path)
+        ended_s = time.monotonic() - started
     finally:
-        echo.terminate()
-        echo.communicate(timeout=SETTLE_S)
-    log(f"  plain subscription took {plain} in {plain_s:.1f} s; echo wrote {echoed}")
+        for process in (echo, plain):
+            process.terminate()
+            process.communicate(timeout=SETTLE_S)
+    log(f"  plain subscription took {took}; echo wrote {echoed} (of {sent})")
     return {
-        "echo_ratio": round(echoed / plain, 4) if plain else None,
+        "echo_ratio": round(echoed / took, 4) if took else None,
         "echo_published": sent,
         "echo_lines": echoed,
-        "plain_received": plain,
-        "plain_msgs_per_s": round(plain / plain_s, 1),
-        "echo_msgs_per_s": round(echoed / echo_s, 1),
+        "plain_received": took,
+        "plain_msgs_per_s": round(took / done_s.get(plain_path, ended_s), 1),
+        "echo_msgs_per_s": round(echoed / done_s.get(echo_path, ended_s), 1),
     }
 
 
@@ -190,7 +214,7 @@ def main() -> None:
         daemon = Daemon(Path(tmp))
         try:
             log("echo --json to a file against a plain subscription")
-            figures.update(echo_ratio(daemon, 2.0 if quick else 5.0))
+            figures.update(echo_ratio(daemon, 3_000 if quick else 10_000))
             for rate in (20.0, 1000.0):
                 log(f"topic hz at {rate:g} Hz")
                 figures.update(hz_error(daemon, rate, 3.0 if quick else 6.0))
