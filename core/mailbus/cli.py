@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "mailbus.signing.cli",
     "mailbus.shell.cli",
     "mailbus.testing.cli",
+    "mailbus.shell.completion",
 )
 WORKBENCH_COMMANDS = "mailbus_workbench.cli"
 
@@ -69,9 +70,11 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from mailbus.shell.completion import parse_args
+
     parser, sub = build_parser()
     importlib.import_module(WORKBENCH_COMMANDS).register(parser, sub)
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)
     return run(args, parser)
 
 

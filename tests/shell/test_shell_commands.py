@@ -324,3 +324,45 @@ def test_json_lines_on_the_demo_inside_the_command() -> None:
     assert [line["topic"] for line in json_lines(done.stdout)] == ["sensors/temperature"] * 2
     stats = json.loads(done.stderr.strip().splitlines()[-1])
     assert stats["received"] == 2 and stats["exit"] == 0
+
+
+def test_service_echo_reports_a_call_nobody_answers(system: System) -> None:
+    echo = system.start(
+        "lab.watch", "service", "echo", "lab/*", "--timeout", "1", "--count", "1", "--json"
+    )
+    eventually(lambda: system.has_box("lab.watch"), WAIT_S, "the echo's mailbox")
+    call = system.run("lab.tool", "service", "call", "lab/nobody", '{"q": 1}', "--timeout", "2")
+    assert call.returncode == 1
+    out, err = echo.communicate(timeout=WAIT_S)
+    assert echo.returncode == 0, err
+    [line] = json_lines(out)
+    assert line["service"] == "lab/nobody" and line["status"] == "timed out"
+    assert line["request"] == '{"q": 1}' and line["response"] is None
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (("topic", "list"), {"topic": "robot/pose"}),
+        (("topic", "info", "robot/pose"), {"topic": "robot/pose"}),
+        (("topic", "hz", "robot/pose"), {"topic": "robot/pose"}),
+        (("topic", "bw", "robot/pose"), {"topic": "robot/pose"}),
+        (("topic", "delay", "robot/pose"), {"topic": "robot/pose"}),
+        (("service", "list"), {"service": "demo/add"}),
+        (("service", "info", "demo/add"), {"service": "demo/add"}),
+        (("service", "echo", "demo/*"), {"service": "demo/add", "status": "answered"}),
+        (("participant", "list"), {"transport": "inprocess", "entities": 6}),
+    ],
+)
+def test_each_command_in_process_on_the_demo(
+    command: tuple[str, ...], expected: dict[str, object]
+) -> None:
+    done = subprocess.run(
+        [*MAILBUS, *command, "--demo", "--json", "--seconds", "3"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = json_lines(done.stdout)
+    assert any(expected.items() <= line.items() for line in lines), lines

@@ -6,21 +6,21 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from mailbus import headers as H
 from mailbus.errors import ServiceTimeoutError
+from mailbus.service_traces import ServiceTraces, Trace, TraceStatus
 from mailbus.shell.exit_codes import ExitCode
 from mailbus.shell.output import Output, note
 from mailbus.shell.presence_view import Presence
 from mailbus.shell.session import Traffic, deadline_after, open_system, run, usage_checked
 from mailbus.shell.topic import matcher
-from mailbus.trace import TraceEvent
 
 EXAMPLES = {
     "list": "mailbus service list --seconds 5",
-    "call": 'mailbus service call demo/add \'{"a": 1, "b": 2}\' --timeout 3 --json',
+    "call": "mailbus service call demo/add '[1, 2, 3]' --timeout 3 --json",
     "echo": "mailbus service echo 'demo/*'",
     "info": "mailbus service info demo/add",
 }
@@ -107,31 +107,47 @@ def _call(args: argparse.Namespace) -> int:
     return run(args, work)
 
 
-@dataclass
-class _Pending:
-    request: TraceEvent
-    seen: float
+class _Echoed(ServiceTraces):
+    """The engine's pairing, printing each call once: when answered, and a call that
+    timed out, a duplicate answer or a response whose request never came, after
+    --timeout."""
+
+    def __init__(self, timeout_s: float, show: Callable[[Trace, str], None]) -> None:
+        super().__init__(timeout_s=timeout_s)
+        self._show = show
+        self._shown: set[str] = set()
+
+    def _answered(self, trace: Trace) -> None:
+        self._shown.add(trace.key)
+        assert trace.response is not None
+        status = "error" if error_of(trace.response.body) is not None else "answered"
+        self._show(trace, "late" if trace.late else status)
+
+    def show_overdue(self, now_s: float) -> None:
+        for trace in self.traces():
+            if trace.key in self._shown or now_s - trace.started_s < self.timeout_s:
+                continue
+            status = trace.status(now_s, self.timeout_s)
+            if status in (TraceStatus.TIMED_OUT, TraceStatus.ORPHANED, TraceStatus.DUPLICATE):
+                self._shown.add(trace.key)
+                self._show(trace, str(status))
 
 
 def _echo(args: argparse.Namespace) -> int:
     wanted = matcher(args.service)
 
     def work(out: Output, summary: dict[str, Any]) -> ExitCode:
-        pending: dict[str, _Pending] = {}
         summary.update(calls=0, answered=0, timed_out=0, orphaned=0)
 
-        def show(request: TraceEvent | None, response: TraceEvent | None, status: str) -> None:
-            either = request or response
-            assert either is not None
-            latency = None
-            if request is not None and response is not None:
-                latency = (response.reception_timestamp_ns - request.source_timestamp_ns) / 1e6
+        def show(trace: Trace, status: str) -> None:
+            request, response = trace.request, trace.response
+            latency = None if trace.latency_s is None else round(trace.latency_s * 1000, 3)
             shown = f"{latency:.1f} ms" if latency is not None else "-"
             out.emit(
-                f"{out.bold(either.name)}  {status}  {shown}  "
+                f"{out.bold(trace.service)}  {status}  {shown}  "
                 f"{(request.body if request else '?')} -> {(response.body if response else '?')}",
                 {
-                    "service": either.name,
+                    "service": trace.service,
                     "status": status,
                     "latency_ms": latency,
                     "request": request.body if request else None,
@@ -142,28 +158,24 @@ def _echo(args: argparse.Namespace) -> int:
                 },
             )
             summary["calls"] += 1
+            counted = {"error": "answered", "late": "answered", "timed out": "timed_out"}
+            name = counted.get(status, status)
+            if name in summary:
+                summary[name] += 1
 
+        traces = _Echoed(args.timeout, show)
+        last_scan = time.monotonic()
         with open_system(args) as ctx:
             traffic = Traffic(ctx)
             deadline = deadline_after(args.seconds)
             while args.count is None or summary["calls"] < args.count:
                 event = traffic.next(min(deadline or float("inf"), time.monotonic() + 0.5))
                 now = time.monotonic()
-                for key, waiting in list(pending.items()):
-                    if now - waiting.seen > args.timeout:
-                        del pending[key]
-                        summary["timed_out"] += 1
-                        show(waiting.request, None, "timed out")
-                if event is not None and wanted(event.name) and H.CLIENT_GID in event.headers:
-                    if not event.in_reply_to:
-                        pending[event.message_id] = _Pending(event, now)
-                    else:
-                        found = pending.pop(event.in_reply_to, None)
-                        status = "answered" if found else "orphaned"
-                        if found is not None and error_of(event.body) is not None:
-                            status = "error"
-                        summary["answered" if found else "orphaned"] += 1
-                        show(found.request if found else None, event, status)
+                if event is not None and wanted(event.name):
+                    traces.add(event)
+                if now - last_scan >= 0.5:
+                    last_scan = now
+                    traces.show_overdue(time.time())
                 if deadline is not None and now >= deadline:
                     break
         return ExitCode.OK

@@ -1,0 +1,116 @@
+"""`mailbus topic pub/echo/list` and `participant list` over the real mail stack
+(Dovecot, Postfix or the LMTP relay), each a subprocess reading a TOML file with no
+password in it (the password from MAILBUS_PASSWORD, as a user would)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mailstack import MailStack, User
+from query_cases import BODIES, FIELD_CASES, WHERE_CASES
+
+pytestmark = pytest.mark.mailstack
+
+MAILBUS = [sys.executable, "-m", "mailbus"]
+WAIT_S = 60.0
+
+
+def write_config(path: Path, stack: MailStack, user: User) -> Path:
+    path.write_text(
+        "\n".join(
+            [
+                'transport = "email"',
+                f'url-smtp = "{stack.smtps_url}"',
+                f'url-imap = "{stack.imaps_url}"',
+                f'username = "{user.address}"',
+                f'ca-file = "{stack.ca_file}"',
+                "polling-period-ms = 10",
+                "[recipients]",
+                f'to = ["{user.address}"]',
+                "[mail]",
+                "reconnect-max-s = 0.5",
+                # From the inbox's start: what was published before the echo began counts.
+                "start-uid = 1",
+                "",
+            ]
+        )
+    )
+    return path
+
+
+def mailbus_run(config: Path, password: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MAILBUS_PASSWORD": password}
+    env.pop("MAILBUS_CONFIG_FILE", None)
+    return subprocess.run(
+        [*MAILBUS, *args, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S * 2,
+        env=env,
+    )
+
+
+def json_lines(text: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_pub_then_echo_where_and_field_over_mail(
+    smtp_stack: MailStack, user: User, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path / "mailbus.toml", smtp_stack, user)
+    assert user.password not in config.read_text()
+    for body in BODIES:
+        published = mailbus_run(config, user.password, "topic", "pub", "lab/t", body)
+        assert published.returncode == 0, published.stderr
+    where, expected = WHERE_CASES[3]  # two of the four
+    echoed = mailbus_run(
+        config,
+        user.password,
+        "topic",
+        "echo",
+        "lab/*",
+        "--where",
+        where,
+        "--json",
+        "--count",
+        str(len(expected)),
+        "--seconds",
+        str(WAIT_S),
+    )
+    assert echoed.returncode == 0, echoed.stderr
+    assert [line["body"] for line in json_lines(echoed.stdout)] == [BODIES[i] for i in expected]
+    path, values = FIELD_CASES[0]
+    field = mailbus_run(
+        config,
+        user.password,
+        "topic",
+        "echo",
+        "lab/t",
+        "--field",
+        path,
+        "--json",
+        "--count",
+        str(len(BODIES)),
+        "--seconds",
+        str(WAIT_S),
+    )
+    assert field.returncode == 0, field.stderr
+    assert [line["value"] for line in json_lines(field.stdout)] == list(values)
+    listed = mailbus_run(config, user.password, "topic", "list", "--counts", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert {"topic": "lab/t", "count": len(BODIES)} in json_lines(listed.stdout)
+
+
+def test_a_wrong_password_is_a_connection_error_without_a_traceback(
+    smtp_stack: MailStack, user: User, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path / "mailbus.toml", smtp_stack, user)
+    done = mailbus_run(config, "not-the-password", "topic", "echo", "lab/t", "--seconds", "5")
+    assert done.returncode == 3, done.stderr
+    assert "check username and password" in done.stderr
+    assert "Traceback" not in done.stderr
