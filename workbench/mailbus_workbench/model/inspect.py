@@ -140,10 +140,10 @@ def raw_note(event: TraceEvent) -> str:
     if isinstance(size, int):
         return (
             f"Rebuilt: the {size:,} bytes that arrived are over the workbench's raw limit; "
-            "this is the source rebuilt from the message, dated when shown"
+            "this is the source rebuilt from the message, dated with its send time"
         )
     return (
-        "Rebuilt from the message, dated when shown: no bytes were kept (the in-process "
+        "Rebuilt from the message, dated with its send time: no bytes were kept (the in-process "
         "transport sends none; older recordings and larger emails have none)"
     )
 
