@@ -74,13 +74,13 @@ async def test_demo_runs_a_broker_fed_by_topics(tmp_path) -> None:  # type: igno
         await pilot.pause()
         await pilot.press("7")
         view = app.query_one(BrokerView)
-        broker = app.brokers["demo"]
+        broker = app.brokers["broker 1"]
         await until(
             pilot, lambda: broker.snapshot().module("tally").delivered > 0, "bridged messages"
         )
         view.refresh_view(0)
         summary = str(app.query_one("#broker-summary", Static).render())
-        assert "demo: 3 modules, 1 links" in summary
+        assert "broker 1: 3 modules, 1 links" in summary
         # The demo announces itself (its broker among its modules), listed once as
         # "this" in Participants: its broker and wait sets are not shown twice.
         await until(pilot, lambda: app.model.participants.participants, "its announcement")

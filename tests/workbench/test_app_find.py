@@ -6,8 +6,11 @@ import json
 from pathlib import Path
 
 import polars as pl
+from mailbus_workbench.app import WorkbenchApp
+from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.find_screen import FindScreen
 from mailbus_workbench.model import export
+from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.screens import Confirm, HelpScreen
 from mailbus_workbench.share_screens import ExportScreen, HeaderPicker
 from mailbus_workbench.views.topic_share import Copied
@@ -207,3 +210,33 @@ async def test_exporting_a_topic_asks_before_overwriting_and_reports_bad_paths(
         rows = [json.loads(line) for line in calls.read_text().splitlines()]
         assert rows and {row["service"] for row in rows} == {"demo/add"}
         assert len(rows) == len(app.model.services.traces("demo/add"))
+
+
+async def test_enter_on_a_result_stays_on_that_message_while_more_arrive(
+    engine: EngineHost, tmp_path: Path
+) -> None:
+    settings = Settings(keymap_file=tmp_path / "k.toml", templates_file=tmp_path / "t.toml")
+    app = WorkbenchApp(engine=engine, settings=settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        ids = [engine.publish("lab/find", f'{{"n": {n}}}') for n in range(6)]
+        await until(pilot, lambda: len(app.model.topics.history("lab/find")) == 6, "the six")
+        await pilot.press("ctrl+f")
+        await until(pilot, lambda: isinstance(app.screen, FindScreen), "the Find screen")
+        await pilot.press(*"n>4.5", "enter")
+        table = app.screen.query_one("#find-results", DataTable)
+        await until(pilot, lambda: table.row_count == 1, "the one result")
+        await pilot.press("enter")
+        await until(pilot, lambda: app.active_view_id == "topics", "Topics")
+        messages = app.query_one(MessageList)
+
+        def under_cursor() -> str:
+            return messages.get_row_at(messages.cursor_row)[3]
+
+        assert under_cursor() == '{"n": 5}'
+        for n in range(6, 9):
+            engine.publish("lab/find", f'{{"n": {n}}}')
+        await until(pilot, lambda: messages.row_count == 9, "the newer messages listed")
+        await pilot.pause()
+        assert under_cursor() == '{"n": 5}'
+        assert ids[5] in app.query_one(Inspector).texts["headers"]

@@ -55,7 +55,7 @@ async def test_series_are_added_by_typing_with_completion_and_removed() -> None:
         await pilot.press("right", "enter")
         await until(pilot, lambda: posted.of(PlotView.SeriesAdded), "the series")
         assert [m.name for m in posted.of(PlotView.SeriesAdded)] == ["robot/pose.theta"]  # type: ignore[attr-defined]
-        assert box.value == "" and app.focused is app.query_one("#plot-series")
+        assert box.value == "" and app.focused is box
         series = app.model.plots.series["robot/pose.theta"]
         assert len(series.points) == len(app.model.topics.history("robot/pose"))
 
@@ -71,7 +71,7 @@ async def test_series_are_added_by_typing_with_completion_and_removed() -> None:
         box.value = "rate(robot/pose)"
         await pilot.press("enter")
         assert view.error == ""
-        await pilot.press("x")  # the newest is highlighted
+        await pilot.press("escape", "x")  # the newest is highlighted
         assert [s.name for s in app.model.plots] == ["robot/pose.theta"]
         assert [m.name for m in posted.of(PlotView.SeriesRemoved)] == ["rate(robot/pose)"]  # type: ignore[attr-defined]
         assert app.query_one("#plot-series", OptionList).option_count == 1
@@ -87,7 +87,7 @@ async def test_pause_zoom_and_cursor_readout() -> None:
         await pilot.press("P")
         view = app.query_one(PlotView)
         assert view.add_series("robot/pose.x") and view.add_series("sensors/temperature.celsius")
-        await pilot.pause()
+        await pilot.press("escape")  # out of the box, which keeps the keys after a series
         latest = dict(view.readout)
         assert latest["robot/pose.x"] == pose_x(model, END)
 
@@ -197,7 +197,7 @@ async def test_robot_pose_x_is_plotted_during_a_replay(engine: EngineHost, tmp_p
         # The workbench replays under replay/ by default: apart from live robot/pose.
         assert view.add_series("replay/robot/pose.x")
         app.query_one("#play-rate", Input).value = "20"
-        await pilot.press("9", "f7")
+        await pilot.press("escape", "9", "f7")
         player = app.query_one(SessionsView)
         await until(
             pilot,
@@ -212,3 +212,53 @@ async def test_robot_pose_x_is_plotted_during_a_replay(engine: EngineHost, tmp_p
         await pilot.pause()
         assert dict(view.readout)["replay/robot/pose.x"] == series.points[-1][1]
         assert app.query_one("#plot-chart").display
+
+
+def chart_text(app: WorkbenchApp) -> str:
+    return str(app.query_one("#plot-chart").render())
+
+
+async def test_series_are_typed_one_after_another_each_scale_on_its_own_axis(
+    tmp_path: Path,
+) -> None:
+    templates = tmp_path / "templates.toml"
+    app = fixed_app(templates_file=templates)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("P")
+        view = app.query_one(PlotView)
+        box = app.query_one("#plot-add", Input)
+        await until(pilot, lambda: app.focused is box, "the box")
+        await pilot.press(*"robot/pose.x", "enter", *"sensors/temperature.celsius", "enter")
+        await pilot.pause()
+        assert [s.name for s in app.model.plots] == ["robot/pose.x", "sensors/temperature.celsius"]
+        assert not view.paused and app.focused is box
+        # Two scales: a plot each, each with its own y axis named.
+        view.redraw()
+        await pilot.pause()
+        assert "stacked (s)" in str(app.query_one("#plot-status").render())
+        drawn = chart_text(app)
+        assert "robot/pose" in drawn and "sensors/temperature" in drawn
+
+        # A function that is not one: refused with the reason, nothing added.
+        await pilot.press(*"te(robot/pose)", "enter")
+        await pilot.pause()
+        shown = str(app.query_one("#plot-error").render())
+        assert "te(…) is not a series function" in shown and len(app.model.plots) == 2
+        # A topic never seen: added with a hint that says so.
+        box.value = ""
+        await pilot.press(*"nosuch/topic.x", "enter")
+        await pilot.pause()
+        assert "no message seen on nosuch/topic yet" in str(app.query_one("#plot-error").render())
+
+        # The axes choice, switched by key, is remembered for the next start.
+        await pilot.press("escape", "s")
+        await pilot.pause()
+        assert "axes (s)" in str(app.query_one("#plot-status").render())
+    again = fixed_app(templates_file=templates)
+    async with again.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("P")
+        await pilot.pause()
+        assert again.query_one(PlotView).axes_mode.value == "axes"
+        assert "axes (s)" in str(again.query_one("#plot-status").render())

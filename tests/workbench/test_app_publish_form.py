@@ -136,3 +136,25 @@ def test_plain_text_bodies_are_not_json_checked() -> None:
     assert json_problem("hello") is None
     assert json_problem("[1, 2]") is None
     assert json_problem("[1, 2") is not None
+
+
+async def test_tab_follows_the_form_and_digits_typed_stay_in_it(
+    engine: EngineHost, tmp_path: Path
+) -> None:
+    app = live_app(engine, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("4")
+        await pilot.pause()
+        assert app.focused is app.query_one("#publish-topic", Input)
+        await pilot.press(*"lab/x", "tab", *"ab 1 cd")
+        await pilot.pause()
+        assert app.active_view_id == "publish"
+        body = app.query_one("#publish-body", TextArea)
+        assert app.focused is body and body.text == "ab 1 cd"
+        await pilot.press("tab", "tab")
+        assert app.focused is app.query_one("#publish-once")
+        app.query_one("#publish-template", Select).focus()
+        await pilot.press(*"23")
+        await pilot.pause()
+        assert app.active_view_id == "publish" and body.text.endswith("23")

@@ -16,8 +16,8 @@ from mailbus_workbench.widgets.message_list import MessageList
 from mailbus_workbench.widgets.topic_tree import TopicTree
 from textual.widgets import Input, Static, TabbedContent
 from wb_helpers import Posted, until
-from workbench_fixtures.clock import T0
-from workbench_fixtures.events import fixed_app, message_event
+from workbench_fixtures.clock import T0, FrozenClock
+from workbench_fixtures.events import fixed_app, fixed_model, message_event
 
 SIZE = (140, 42)
 
@@ -189,11 +189,11 @@ def test_paused_summary_counts_the_shown_topic_and_names_the_total_apart() -> No
     summary = TopicSummary()
     texts: list[str] = []
     summary._update = lambda text, rates: texts.append(text)  # type: ignore[method-assign]
-    summary.show(None, 0.0, paused=True, cap=500, missed=3, missed_total=809)
-    summary.show(None, 0.0, paused=True, cap=500, missed=5, missed_total=5)
-    summary.show(None, 0.0, paused=False, cap=500, missed=5, missed_total=5)
-    assert "3 not kept (809 on all topics)" in texts[0]
-    assert "5 not kept" in texts[1] and "all topics" not in texts[1]
+    summary.show(None, 0.0, paused=True, cap=500, new=3, new_total=809)
+    summary.show(None, 0.0, paused=True, cap=500, new=5, new_total=5)
+    summary.show(None, 0.0, paused=False, cap=500, new=5, new_total=5)
+    assert "3 new, listed on resume (809 on all topics)" in texts[0]
+    assert "5 new, listed on resume" in texts[1] and "all topics" not in texts[1]
     assert "PAUSED" not in texts[2]
 
 
@@ -323,3 +323,34 @@ async def test_a_filter_that_hides_every_topic_keeps_their_messages_out_of_the_l
         await until(pilot, lambda: view.topic == "no-such-topic-at-all", "the matching topic")
         assert tree.cursor_node is not None and tree.cursor_node.data == view.topic
         assert [r.event.name for r in messages._rows] == ["no-such-topic-at-all"]
+
+
+async def test_messages_that_come_while_paused_are_kept_and_listed_on_resume() -> None:
+    clock = FrozenClock(T0 + 12)
+    model = fixed_model(clock)
+    model.topics.history_cap = 10
+    app = fixed_app(model=model)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        tree = app.query_one(TopicTree)
+        tree.select_topic("robot/pose")
+        tree.focus()
+        await pilot.press("p")
+        messages = app.query_one(MessageList)
+        assert messages.row_count == 10
+        events = [
+            message_event("robot/pose", f'{{"x": {n}}}', clock.now + n / 100, 20_000 + n)
+            for n in range(12)
+        ]
+        model.feed_events(events)
+        app.refresh_now()
+        await pilot.pause()
+        summary = str(app.query_one("#summary-text", Static).render())
+        assert "PAUSED  12 new, listed on resume, 2 dropped by the history cap" in summary
+        assert messages.row_count == 10  # the list on screen stands still
+        await pilot.press("p")
+        await pilot.pause()
+        assert [messages.get_row_at(i)[3] for i in range(10)] == [
+            f'{{"x": {n}}}' for n in range(2, 12)
+        ]
+        assert "PAUSED" not in str(app.query_one("#summary-text", Static).render())

@@ -96,4 +96,4 @@ def test_demo_engine_runs_and_stops() -> None:
     finally:
         host.stop()
     assert not host.context.is_initialized
-    assert host.brokers["demo"].snapshot().destroyed
+    assert host.brokers["broker 1"].snapshot().destroyed

@@ -380,18 +380,18 @@ def test_model_follows_a_real_context_and_pause_keeps_counting() -> None:
         assert mailbus.wait_for_message(sub, 2.0) is not None
         model.pump()
         assert model.topics.stats["sensors/x"].count == 6
-        assert len(model.topics.history("sensors/x")) == 5
-        assert model.missed_while_paused == 1
+        assert len(model.topics.history("sensors/x")) == 6  # kept while paused
+        assert model.new_while_paused == 1
         other = ctx.publisher("sensors/y")
         other_sub = ctx.subscription("sensors/y")
         for _ in range(3):
             other.publish("{}")
             assert mailbus.wait_for_message(other_sub, 2.0) is not None
         model.pump()
-        assert model.missed_by_topic == {"sensors/x": 1, "sensors/y": 3}
-        assert model.missed_while_paused == 4
+        assert model.new_by_topic == {"sensors/x": 1, "sensors/y": 3}
+        assert model.new_while_paused == 4 and model.dropped_while_paused() == 0
         model.set_paused(False)
-        assert model.missed_while_paused == 0 and not model.missed_by_topic
+        assert model.new_while_paused == 0 and not model.new_by_topic
 
 
 def test_header_rows_show_the_signature_status_when_the_event_has_one() -> None:

@@ -4,6 +4,7 @@ ring buffers, a topic's rate, a service's latency, and completion from fields se
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from mailbus_workbench.model.plot_paths import (
@@ -183,3 +184,30 @@ def test_completion_offers_fields_seen_rates_and_latencies() -> None:
     assert {"robot/pose.x", "robot/pose.theta", "sensors/temperature.celsius"} <= set(names)
     assert "rate(robot/log)" in names and "latency(demo/add)" in names
     assert not any(n.startswith("robot/log.") for n in names)  # plain text bodies
+
+
+def test_scales_get_their_own_axes_stacked_or_two_a_plot(tmp_path: Path) -> None:
+    from mailbus_workbench.model.plot_layout import (
+        AxesMode,
+        function_problem,
+        load_axes_mode,
+        panels,
+        save_axes_mode,
+    )
+    from mailbus_workbench.model.plot_paths import parse
+
+    keys = [parse(t) for t in ("robot/pose.x", "sensors/t.c", "robot/pose.y", "rate(a/b)")]
+    stacked = [[(0, "left"), (2, "left")], [(1, "left")], [(3, "left")]]
+    assert panels(keys, AxesMode.STACKED) == stacked
+    assert panels(keys, AxesMode.AXES) == [
+        [(0, "left"), (2, "left"), (1, "right")],
+        [(3, "left")],
+    ]
+    assert function_problem("te(robot/pose)") is not None
+    assert function_problem("rate(robot/pose)") is None and function_problem("a/b.x") is None
+    path = tmp_path / "plot.toml"
+    assert load_axes_mode(path) is AxesMode.STACKED
+    path.write_text("axes = 'sideways'\n")
+    assert load_axes_mode(path) is AxesMode.STACKED  # unreadable: the default, said nowhere
+    save_axes_mode(path, AxesMode.AXES)
+    assert load_axes_mode(path) is AxesMode.AXES

@@ -30,10 +30,15 @@ def test_screen(scene: str, snap_compare) -> None:  # type: ignore[no-untyped-de
 
 
 # An 80x24 terminal is first-class (narrow layout: short tab titles, the waterfall left
-# out); a large one must not leave the panes at their small sizes.
-@pytest.mark.parametrize("size", [(80, 24), (200, 50)], ids=["80x24", "200x50"])
-@pytest.mark.parametrize("scene", ["topics", "services"])
+# out); at 120x40 (a tmux pane) nothing wraps or is cut; a large one must not leave the
+# panes at their small sizes. Every screen at each.
+@pytest.mark.parametrize(
+    "size", [(80, 24), (120, 40), (200, 50)], ids=["80x24", "120x40", "200x50"]
+)
+@pytest.mark.parametrize("scene", SNAPSHOTS)
 def test_screen_at_size(scene: str, size: tuple[int, int], snap_compare) -> None:  # type: ignore[no-untyped-def]
+    if scene in SESSION_SCENES and not sessions_available():
+        pytest.skip("the sessions part (mailbus.sessions) is not installed")
     with scene_app(scene) as app:
         assert snap_compare(app, run_before=SCENES[scene], terminal_size=size)
 

@@ -150,7 +150,8 @@ class EngineHost:
 
             broker = start_demo_broker(self.context)
             self._own_brokers.append(broker)
-            self.brokers["demo"] = broker
+            # The name its announcements give it, so Broker and Participants agree.
+            self.brokers[broker.announced_as] = broker
 
     def _watch_connection(self, event: TraceEvent) -> None:
         # The polling thread reports receive failures with the wait before it retries.
@@ -202,5 +203,15 @@ class EngineHost:
             if client is None:
                 client = self._clients[service] = self.context.client(service)
         started = time.perf_counter()
-        response = client.call(body, timeout)
+        try:
+            response = client.call(body, timeout)
+        except MailbusError:
+            # A failed call (a misspelt name, no server) ends its client: it would
+            # otherwise stay announced, a phantom in Participants, for as long as the
+            # workbench runs. A later call opens a new one.
+            with self._lock:
+                if self._clients.get(service) is client:
+                    del self._clients[service]
+            client.close()
+            raise
         return CallResult(service, body, response, time.perf_counter() - started)

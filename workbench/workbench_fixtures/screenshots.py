@@ -122,9 +122,10 @@ async def plot_scene(pilot: Pilot[Any]) -> None:
     await pilot.pause()
     await pilot.press("P")
     view = pilot.app.query_one(PlotView)
-    for series in ("robot/pose.x", "robot/pose.y", "robot/pose.theta"):
+    for series in ("robot/pose.x", "robot/pose.y", "robot/pose.theta", "rate(robot/pose)"):
         view.add_series(series)
-    await pilot.press("plus", *["left"] * 10)  # a 10 s window, the cursor 2 s back
+    # Escape: the box keeps the keys after a series is added.
+    await pilot.press("escape", "plus", *["left"] * 10)  # a 10 s window, the cursor 2 s back
     await pilot.pause()
 
 

@@ -11,7 +11,7 @@ from mailbus.email_message import to_bytes
 from mailbus.errors import MailbusError
 from mailbus.trace import TraceEvent
 
-from mailbus_workbench.model.inspect import to_email
+from mailbus_workbench.model.inspect import sent_date, to_email
 from mailbus_workbench.model.recorded_raw import RECORDED_AS
 from mailbus_workbench.model.topics import MessageRecord
 
@@ -36,16 +36,19 @@ class Eml:
     def description(self) -> str:
         if self.recorded:
             return "the bytes its original was recorded with"
-        return "the bytes that arrived" if self.exact else "rebuilt: no bytes were kept"
+        if self.exact:
+            return "the bytes that arrived"
+        return "rebuilt from the message (no bytes were kept); Date is its send time"
 
 
 def eml_of(event: TraceEvent, date: str | None = None) -> Eml:
     """The `.eml` content of a received message: its raw bytes when the event carries
-    them, else the RFC 5322 source rebuilt from the message (`date` for its Date)."""
+    them, else the RFC 5322 source rebuilt from the message (`date` for its Date, by
+    default the send time)."""
     if event.raw is not None:
         return Eml(event.raw, exact=True, recorded=bool(event.extra.get(RECORDED_AS)))
     try:
-        return Eml(to_bytes(to_email(event), date=date), exact=False)
+        return Eml(to_bytes(to_email(event), date=date or sent_date(event)), exact=False)
     except MailbusError as exc:
         raise ExportError(f"cannot build the RFC 5322 source: {exc}") from None
 

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+from mailbus.trace import TraceEvent
 
-from mailbus_workbench.model.inspect import header_rows, pretty_body
+from mailbus_workbench.model.inspect import pretty_body
 from mailbus_workbench.model.services import Trace
 from mailbus_workbench.model.topics import MessageRecord
 
@@ -114,16 +115,32 @@ def frame(rows: list[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
+MESSAGE_JSON_HOLDS = (
+    "A JSON document: topic, number, time received (UTC), the email's headers as they"
+    " came (raw values), the body as text and, when it is JSON, parsed."
+)
+
+
+def raw_headers(event: TraceEvent) -> dict[str, str]:
+    """The email's headers with their values as they came (no UI formatting)."""
+    headers = {"Subject": event.name}
+    if event.message_id:
+        headers["Message-ID"] = event.message_id
+    if event.in_reply_to:
+        headers["In-Reply-To"] = event.in_reply_to
+    headers.update((str(k), str(v)) for k, v in event.headers.items())
+    return headers
+
+
 def message_json(record: MessageRecord) -> str:
-    """One message as a JSON document: its place, its headers and its body (parsed too
-    when it is JSON)."""
+    """One message as a JSON document (MESSAGE_JSON_HOLDS)."""
     event = record.event
     is_json, _ = pretty_body(record.body)
     document: dict[str, Any] = {
         "topic": event.name,
         "number": record.number,
         "time_utc": utc_text(record.time_s),
-        "headers": dict(header_rows(event)),
+        "headers": raw_headers(event),
         "body": record.body,
     }
     if is_json:

@@ -6,6 +6,7 @@ import contextlib
 import difflib
 import json
 from datetime import UTC, datetime
+from email.utils import format_datetime
 
 from mailbus import headers as H
 from mailbus.email_message import DEFAULT_SENDER, Email, to_bytes
@@ -105,6 +106,13 @@ def _references(event: TraceEvent) -> tuple[str, ...]:
     return (event.in_reply_to,) if event.in_reply_to else ()
 
 
+def sent_date(event: TraceEvent) -> str:
+    """The RFC 5322 Date of the message's send time: its source timestamp, else the
+    time of the event (an in-process message keeps no Date of its own)."""
+    ns = event.source_timestamp_ns or event.time_ns
+    return format_datetime(datetime.fromtimestamp(ns / 1e9, UTC), usegmt=True)
+
+
 def raw_source(event: TraceEvent, date: str | None = None) -> str:
     """The RFC 5322 source: the bytes the email arrived with when the event carries them
     (bytes that are not UTF-8 shown as \\xNN escapes), else as
@@ -112,7 +120,7 @@ def raw_source(event: TraceEvent, date: str | None = None) -> str:
     if event.raw is not None:
         return event.raw.decode("utf-8", "backslashreplace").replace("\r\n", "\n")
     try:
-        data = to_bytes(to_email(event), date=date)
+        data = to_bytes(to_email(event), date=date or sent_date(event))
     except MailbusError as exc:
         return f"(cannot build the RFC 5322 source: {exc})"
     return data.decode("utf-8", "replace").replace("\r\n", "\n")
@@ -132,10 +140,10 @@ def raw_note(event: TraceEvent) -> str:
     if isinstance(size, int):
         return (
             f"Rebuilt: the {size:,} bytes that arrived are over the workbench's raw limit; "
-            "this is the source rebuilt from the message, dated when shown"
+            "this is the source rebuilt from the message, dated with its send time"
         )
     return (
-        "Rebuilt from the message, dated when shown: no bytes were kept (the in-process "
+        "Rebuilt from the message, dated with its send time: no bytes were kept (the in-process "
         "transport sends none; older recordings and larger emails have none)"
     )
 

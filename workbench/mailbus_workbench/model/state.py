@@ -56,8 +56,10 @@ class WorkbenchModel:
         self.plots = SeriesStore()  # what the Plot view draws
         self.notices: deque[TraceEvent] = deque(maxlen=200)  # skipped emails, errors
         self.paused = False
-        self.missed_while_paused = 0
-        self.missed_by_topic: Counter[str] = Counter()  # the summary shows one topic's
+        # Paused, messages are still kept (the lists on screen stand still): counted so
+        # that the summary can say how many are new and how many the cap dropped.
+        self.new_while_paused = 0
+        self.new_by_topic: Counter[str] = Counter()  # the summary shows one topic's
         self.events_seen = 0
         self.pumps = 0
 
@@ -81,12 +83,13 @@ class WorkbenchModel:
                     if notice is not None:
                         self.notices.append(notice)
                 elif detail == EnvelopeKind.MESSAGE:
-                    # Paused: stats go on, the message lists stay as they are.
-                    topics.add(event, not paused)
+                    # Paused: kept as ever (within the history cap); the lists on screen
+                    # stand still and show them on resume.
+                    topics.add(event)
                     plots.on_message(event)  # the plot has a pause of its own
                     if paused:
-                        self.missed_while_paused += 1
-                        self.missed_by_topic[event.name] += 1
+                        self.new_while_paused += 1
+                        self.new_by_topic[event.name] += 1
                 elif detail in (EnvelopeKind.REQUEST, EnvelopeKind.RESPONSE):
                     services.add(event)
                     plots.on_call_event(event, services)
@@ -113,11 +116,19 @@ class WorkbenchModel:
         for event in events:
             self.feed.listener(event)
 
+    def dropped_while_paused(self, topic: str | None = None) -> int:
+        """Messages that came while paused and that the history cap already dropped
+        (more than history-cap of one topic), for `topic` or for every topic."""
+        cap = self.topics.history_cap
+        if topic is not None:
+            return max(0, self.new_by_topic.get(topic, 0) - cap)
+        return sum(max(0, n - cap) for n in self.new_by_topic.values())
+
     def set_paused(self, paused: bool) -> None:
         self.paused = paused
         if not paused:
-            self.missed_while_paused = 0
-            self.missed_by_topic.clear()
+            self.new_while_paused = 0
+            self.new_by_topic.clear()
 
     def clear(self) -> None:
         self.topics.clear()

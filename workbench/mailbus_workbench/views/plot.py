@@ -13,7 +13,14 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual_plotext import PlotextPlot
 
-from mailbus_workbench.model.plot_paths import PathError, parse
+from mailbus_workbench.model.plot_layout import (
+    function_problem,
+    load_axes_mode,
+    panels,
+    plot_settings_file,
+    save_axes_mode,
+)
+from mailbus_workbench.model.plot_paths import PathError, SeriesKind, parse
 from mailbus_workbench.model.series import MAX_SERIES, POINTS_PER_SERIES, Point, Series
 from mailbus_workbench.parts import WorkbenchParts
 from mailbus_workbench.views.base import View
@@ -90,7 +97,13 @@ A new series starts with what the workbench still holds (the kept messages and c
 Each series keeps its newest {POINTS_PER_SERIES} points; at most {MAX_SERIES} series.
 Messages without a number at the path are counted beside the series, not plotted.
 
-- **a** add a series (the box; it has the keys while nothing is plotted)
+Series of different scales never share a y axis: a topic's fields share one, each rate
+and latency unit has its own. **s** switches between a plot per scale, stacked, and two
+scales a plot (left and right axis); the choice is kept in `plot.toml` beside the
+templates file. A series that cannot be read is refused with the reason; one on a topic
+not seen yet is added with a hint (it fills when a message comes).
+
+- **a** add a series (the box keeps the keys after enter: type the next one)
 - **x** or **delete** remove the selected series
 - **p** pause / resume the plot (the series keep filling)
 - **+** / **-** zoom the time window in / out ({WINDOWS[0]:g} s to {WINDOWS[-1]:g} s)
@@ -103,6 +116,7 @@ Messages without a number at the path are counted beside the series, not plotted
         Binding("a", "add", "Add", id="plot.add"),
         Binding("x,delete", "remove", "Remove", id="plot.remove"),
         Binding("p", "pause", "Pause", id="plot.pause"),
+        Binding("s", "axes", "Stacked/axes", id="plot.axes"),
         Binding("plus,equals_sign", "zoom(-1)", "Zoom in", id="plot.zoom_in"),
         Binding("minus", "zoom(1)", "Zoom out", id="plot.zoom_out"),
         Binding("left", "cursor(1)", "Cursor back", show=False, id="plot.cursor_back"),
@@ -157,6 +171,8 @@ Messages without a number at the path are counted beside the series, not plotted
         self.error = ""
         self._listed: list[str] = []
         self._drawn: object = None  # what the chart shows (to skip a drawing of the same)
+        self._axes_file = plot_settings_file(parts.settings.templates_file)
+        self.axes_mode = load_axes_mode(self._axes_file)
 
     def compose(self) -> ComposeResult:
         model = self.parts.model
@@ -185,24 +201,42 @@ Messages without a number at the path are counted beside the series, not plotted
     def add_series(self, text: str) -> bool:
         """Plot `text`; a bad one is said under the box and nothing changes."""
         model = self.parts.model
+        problem = function_problem(text)
+        if problem is not None:
+            self._error(problem)
+            return False
         try:
             key = parse(text, model.topics.stats)
             model.plots.add(key, model.topics, model.services)
         except PathError as exc:
             self._error(str(exc))
             return False
-        self._error("")
+        if key.kind is not SeriesKind.LATENCY and key.name not in model.topics.stats:
+            self._error(
+                f"added; no message seen on {key.name} yet: it fills when one comes"
+                " (x removes it if the name is wrong)",
+                hint=True,
+            )
+        else:
+            self._error("")
         self.post_message(self.SeriesAdded(str(key)))
         self.redraw()
         series = self.query_one("#plot-series", OptionList)
         series.highlighted = series.option_count - 1
-        if self.query_one("#plot-add", Input).has_focus:
-            series.focus()  # the view's keys work again (the box took them while empty)
+        # The box keeps the focus: the next series is typed on, not taken by view keys.
         return True
 
-    def _error(self, text: str) -> None:
+    def _error(self, text: str, *, hint: bool = False) -> None:
         self.error = text
-        self.query_one("#plot-error", Static).update(text)
+        self.query_one("#plot-error", Static).update(Text(text, style="yellow") if hint else text)
+
+    def action_axes(self) -> None:
+        self.axes_mode = self.axes_mode.other()
+        try:
+            save_axes_mode(self._axes_file, self.axes_mode)
+        except OSError as exc:
+            self._error(f"cannot remember the axes choice in {self._axes_file}: {exc}")
+        self.redraw()
 
     @on(Input.Submitted, "#plot-add")
     def _submitted(self, event: Input.Submitted) -> None:
@@ -271,7 +305,8 @@ Messages without a number at the path are counted beside the series, not plotted
         self._show_readout(series, cursor_t)
         state = f"paused at {fmt.clock_time(end)}" if self.paused else "live"
         self.query_one("#plot-status", Static).update(
-            f"last {self.window_s:g} s · {state} · +/- zoom · ←/→ cursor"
+            f"last {self.window_s:g} s · {state} · {self.axes_mode.value} (s)"
+            " · +/- zoom · ←/→ cursor"
         )
         chart = self.query_one("#plot-chart", PlotextPlot)
         self.query_one("#plot-empty").display = not series
@@ -282,30 +317,45 @@ Messages without a number at the path are counted beside the series, not plotted
             self.cursor_back_s,
             [(s.name, len(s.points), s.points[-1] if s.points else None) for s in series],
             self.app.current_theme.dark,
+            self.axes_mode,
         )
         if drawing == self._drawn:
             return  # paused and nothing new: no repaint
         self._drawn = drawing
         most = max(2, DRAWN_PER_COLUMN * (chart.size.width or 80))
-        plt = chart.plt
-        plt.clear_figure()
-        for i, s in enumerate(series):
-            points = thin(s.between(start, end), most)
-            if points:
-                # No legend: the list beside names each colour, and a legend hides data.
-                plt.plot(
-                    [t - end for t, _ in points],
-                    [v for _, v in points],
-                    color=rgb(i),
-                    marker="braille",
+        figure = chart.plt
+        figure.clear_figure()
+        layout = panels([s.key for s in series], self.axes_mode) or [[]]
+        figure.subplots(len(layout), 1)
+        for row, panel in enumerate(layout, 1):
+            plt = figure.subplot(row, 1)
+            for i, side in panel:
+                points = thin(series[i].between(start, end), most)
+                if points:
+                    # No legend: the list beside names each colour; a legend hides data.
+                    plt.plot(
+                        [t - end for t, _ in points],
+                        [v for _, v in points],
+                        color=rgb(i),
+                        marker="braille",
+                        yside=side,
+                    )
+            for side in dict.fromkeys(side for _, side in panel):
+                units = dict.fromkeys(self._scale_label(series[i]) for i, s in panel if s == side)
+                plt.ylabel(", ".join(units), yside=side)  # type: ignore[call-arg]
+            plt.xlim(-self.window_s, 0)
+            if row == len(layout):
+                plt.xlabel("seconds before " + ("the pause" if self.paused else "now"))
+            if self.cursor_back_s is not None:
+                plt.vline(
+                    -self.cursor_back_s,
+                    CURSOR_DARK if self.app.current_theme.dark else CURSOR_LIGHT,
                 )
-        plt.xlim(-self.window_s, 0)
-        plt.xlabel("seconds before " + ("the pause" if self.paused else "now"))
-        if self.cursor_back_s is not None:
-            plt.vline(
-                -self.cursor_back_s, CURSOR_DARK if self.app.current_theme.dark else CURSOR_LIGHT
-            )
         chart.refresh()
+
+    @staticmethod
+    def _scale_label(series: Series) -> str:
+        return series.key.unit or series.key.name
 
     def _list(self, series: list[Series]) -> None:
         listed = self.query_one("#plot-series", OptionList)

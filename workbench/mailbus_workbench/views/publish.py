@@ -98,7 +98,6 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
                 id="publish-topic",
                 suggester=NameSuggester(lambda: self.parts.model.topics.stats),
             )
-            yield Select[str]([], prompt="template", id="publish-template")
         yield TextArea("", id="publish-body", soft_wrap=True)
         yield Static("", id="publish-check", markup=False)
         yield TextArea(
@@ -112,6 +111,9 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
             yield Label("rate/s")
             yield Input("10", id="publish-rate", type="number")
             yield Button("Start at rate (F6)", id="publish-start")
+        # Templates come after the send keys: Tab goes topic, body, send.
+        with Horizontal():
+            yield Select[str]([], prompt="template", id="publish-template")
             yield Input(placeholder="template name", id="publish-template-name")
             yield Button("Save template", id="publish-save")
         yield Static("", id="publish-status", markup=False)
@@ -171,13 +173,12 @@ templates file (`[workbench] templates`, default `~/.config/mailbus/templates.to
             check.update("")
 
     def on_key(self, event: events.Key) -> None:
-        """Text typed on the template list is meant for the body: it goes
-        there (a `:` in JSON would otherwise open the command palette and take the rest)."""
-        # Digits stay view keys; once in the body, the rest of the text follows.
+        """Text typed on the template list is meant for the body: it goes there (a `:`
+        in JSON would otherwise open the command palette, a digit switch views and take
+        the rest). No key typed into the form leaves it; Escape does, to the send key."""
         if (
             event.is_printable
             and event.character is not None
-            and not event.character.isdigit()
             and self.app.focused is self.query_one("#publish-template", Select)
         ):
             event.stop()

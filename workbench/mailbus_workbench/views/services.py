@@ -17,6 +17,7 @@ from mailbus_workbench.model.services import Trace, TraceStatus
 from mailbus_workbench.parts import WorkbenchParts
 from mailbus_workbench.share_screens import ExportScreen
 from mailbus_workbench.views.base import View
+from mailbus_workbench.widgets import format as fmt
 from mailbus_workbench.widgets.divider import Divider
 from mailbus_workbench.widgets.email_pair import EmailPair
 from mailbus_workbench.widgets.latency_histogram import LatencyHistogram
@@ -117,9 +118,8 @@ Select a call to see the request and the response side by side.
             self.service = stats.selected()
         self.query_one(LatencyHistogram).show(store.latencies, self.service)
         counts = store.counts(now)
-        line = Text("  ").join(
-            Text(f"{s.value} {counts[s]}", style=STATUS_STYLE[s]) for s in TraceStatus
-        )
+        items = [Text(f"{s.value} {counts[s]}", style=STATUS_STYLE[s]) for s in TraceStatus]
+        line = fmt.pack_items(items, self.query_one("#services-counts").size.width)
         if wanted.active:
             line.append(f"  · {len(listed)} listed", style="bold")
         if self.filter_error:

@@ -101,7 +101,7 @@ class TopicShare(Widget):
                 f"Export {record.event.name} #{record.number} as JSON",
                 export.suggest_path(name, record.time_s, ".json"),
                 write,
-                "A JSON document: topic, number, time, headers, body (and the body parsed).",
+                export.MESSAGE_JSON_HOLDS,
             )
         )
 

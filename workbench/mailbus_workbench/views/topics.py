@@ -38,7 +38,8 @@ Select a topic to stream its messages; select a message to inspect its body (pre
 JSON), its headers, its raw RFC 5322 source and its diff against the previous message.
 
 - **p** pause / resume the message lists (counts go on); while live the list shows
-  the newest 50 messages, paused it shows all the history cap keeps
+  the newest 50 messages, paused it shows all the history cap keeps; messages that
+  come while paused are kept too (within the cap) and listed on resume
 - **x** clear what is shown
 - **/** filter topics
 - **h** change the history cap (messages kept per topic)
@@ -131,8 +132,9 @@ Filter and Find terms: `Name=value`, `Name~part`, `Name!=value`, `Name>n`, `Name
             now,
             paused=model.paused,
             cap=model.topics.history_cap,
-            missed=model.missed_by_topic.get(self.topic, 0) if self.topic else 0,
-            missed_total=model.missed_while_paused,
+            new=model.new_by_topic.get(self.topic, 0) if self.topic else 0,
+            new_total=model.new_while_paused,
+            dropped=model.dropped_while_paused(self.topic) if self.topic else 0,
         )
         if not model.paused:
             messages = self.query_one(MessageList)
@@ -222,14 +224,22 @@ Filter and Find terms: `Name=value`, `Name~part`, `Name!=value`, `Name>n`, `Name
 
     def action_pause(self) -> None:
         model = self.parts.model
+        new, dropped = model.new_while_paused, model.dropped_while_paused()
         model.set_paused(not model.paused)
         if model.paused:  # browse the whole history while paused
             self.query_one(MessageList).show(self.topic, self._listed())
+        else:
+            self._list_shown = 0.0  # what came while paused is listed now, flood or not
         self.post_message(self.PauseChanged(model.paused))
         self._show_topic(model.clock())
-        self.notify(
-            "Paused: message lists frozen, counts go on" if model.paused else "Resumed", timeout=2
-        )
+        if model.paused:
+            said = "Paused: message lists frozen; new messages are kept and listed on resume"
+        else:
+            said = f"Resumed: {new} messages came while paused"
+            if dropped:
+                cap = model.topics.history_cap
+                said += f"; {dropped} of them dropped (more than the history cap {cap} a topic)"
+        self.notify(said, timeout=3)
 
     def action_clear(self) -> None:
         model = self.parts.model

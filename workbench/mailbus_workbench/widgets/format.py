@@ -97,3 +97,21 @@ def elide_middle(text: str, width: int) -> str:
     head = (width - 1 + 1) // 2
     tail = width - 1 - head
     return text[:head] + "…" + (text[-tail:] if tail else "")
+
+
+def pack_items(items: list[Text], width: int, gap: str = "  ") -> Text:
+    """`items` on lines of at most `width` cells, broken between items only (a count
+    never lands on the line below its label)."""
+    packed = Text()
+    used = 0
+    for item in items:
+        size = item.cell_len
+        if used and width and used + len(gap) + size > width:
+            packed.append("\n")
+            used = 0
+        elif used:
+            packed.append(gap)
+            used += len(gap)
+        packed.append_text(item)
+        used += size
+    return packed

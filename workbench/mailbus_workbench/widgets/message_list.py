@@ -38,15 +38,19 @@ class MessageList(CursorList):
         self._rows: list[MessageRecord] = []
         self._numbers: list[int] = []  # ascending, for finding a record again
         self._chosen: int | None = None  # number of the message under the cursor
+        # Find put the cursor on a message: it stays there, even on the last row (which
+        # otherwise follows new messages), until the user moves it.
+        self._pinned = False
 
     # -- content --------------------------------------------------------------------
     def show(self, topic: str | None, history: list[MessageRecord]) -> None:
         """Show `history` of `topic`. A list whose cursor is on its last row follows new
         messages; otherwise the cursor stays on the message it was on."""
-        following = not self._rows or self.cursor_row >= len(self._rows) - 1
+        pinned = self._pinned
+        following = not pinned and (not self._rows or self.cursor_row >= len(self._rows) - 1)
         chosen = self._chosen
         if topic != self.topic:  # numbers restart: whatever was chosen is gone
-            following, chosen = True, None
+            following, chosen, pinned = True, None, False
             self._chosen = None
         self.topic = topic
         self._rows = list(history)
@@ -59,6 +63,7 @@ class MessageList(CursorList):
         else:
             at = bisect_left(self._numbers, chosen)
             self.move_cursor(row=min(at, len(self._rows) - 1), announce=False)
+        self._pinned = pinned
         self.refresh()
 
     @property
@@ -88,6 +93,7 @@ class MessageList(CursorList):
         if at >= len(self._numbers) or self._numbers[at] != number:
             return False
         self.move_cursor(row=at)
+        self._pinned = True
         return True
 
     def selected(self) -> MessageRecord | None:
@@ -97,6 +103,7 @@ class MessageList(CursorList):
     def move_cursor(self, *, row: int, animate: bool = False, announce: bool = True) -> None:
         """Put the cursor on `row` (clamped), scroll it into view and, when it moved to
         another message, post MessageChosen."""
+        self._pinned = False
         if not self._rows:
             return
         row = max(0, min(row, len(self._rows) - 1))

@@ -33,15 +33,19 @@ class TopicSummary(Horizontal):
         *,
         paused: bool,
         cap: int,
-        missed: int,
-        missed_total: int,
+        new: int,
+        new_total: int,
+        dropped: int = 0,
     ) -> None:
-        """`missed`: messages of the shown topic not kept while paused; `missed_total`:
-        of every topic (said apart so the count matches the topic on screen)."""
+        """`new`: messages of the shown topic that came while paused (kept, listed on
+        resume); `new_total`: of every topic (said apart so the count matches the topic
+        on screen); `dropped`: the shown topic's that the history cap already dropped."""
         state = ""
         if paused:
-            state = f"[b reverse] PAUSED [/] {missed} not kept"
-            state += f" ({missed_total} on all topics)  " if missed_total != missed else "  "
+            state = f"[b reverse] PAUSED [/] {new} new, listed on resume"
+            state += f" ({new_total} on all topics)" if new_total != new else ""
+            state += f", {dropped} dropped by the history cap" if dropped else ""
+            state += "  "
         if stats is None:
             self._update(f"{state}No topic selected.  history cap {cap}", [])
             return
