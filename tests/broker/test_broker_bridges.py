@@ -201,7 +201,8 @@ def test_from_topic_survives_metadata_that_is_no_property(
     bbroker.add_link("in", "sink")
     bbroker.start_module("in")
     body, headers = message_to_email(BrokerMessage(b"bad", {"k": "v"}), encoding)
-    ctx.sender.send(poisoned_email(ctx, "poison", body, **headers))
+    # As it would arrive from a sender that does not validate: past send()'s check.
+    ctx.sender.deliver(poisoned_email(ctx, "poison", body, **headers))
     good_body, good_headers = message_to_email(BrokerMessage(b"good", {"k": "v"}), encoding)
     ctx.publisher("poison").publish(good_body, good_headers)
     assert wait_until(lambda: len(sink.messages) == 1)

@@ -67,9 +67,10 @@ def _run(clone: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_run_install_is_runtime_only(fresh_clone: Path) -> None:
-    # Proves the environment is the README's run install, not the test one.
+    # Proves the environment is the README's run install, not the test one: the dev
+    # group's hypothesis is absent (pytest is there: the workbench runs users' tests).
     probe = subprocess.run(
-        [str(fresh_clone / ".venv/bin/python"), "-c", "import pytest"],
+        [str(fresh_clone / ".venv/bin/python"), "-c", "import hypothesis"],
         capture_output=True,
         timeout=60,
     )

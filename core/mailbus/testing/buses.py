@@ -178,7 +178,7 @@ class PostOfficeDaemon:
     def __init__(self, directory: Path, timeout: float = 30.0) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.password = secrets.token_hex(12)
-        self.log_path = directory / "postoffice.log"
+        self.log_path = directory / "postoffice-daemon.log"
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
             [

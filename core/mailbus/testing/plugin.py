@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
+from mailbus.extras import needs_extra
+
+with needs_extra("mailbus.testing", "test"):
+    import pytest
 
 from mailbus.testing.buses import (
     TRANSPORT_NAMES,
