@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mailstack import MailStack, User
+from mailbus.stacks.mailstack import MailStack, User
 from query_cases import BODIES, FIELD_CASES, WHERE_CASES
 
 pytestmark = pytest.mark.mailstack
@@ -114,3 +114,53 @@ def test_a_wrong_password_is_a_connection_error_without_a_traceback(
     assert done.returncode == 3, done.stderr
     assert "check username and password" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_service_hz_and_participants_over_mail_with_the_demo_running(
+    smtp_stack: MailStack, user: User, tmp_path: Path
+) -> None:
+    """The demo as a process on the same account (announcing itself), and the service,
+    rate and participant commands against it as a user runs them."""
+    demo_config = write_config(tmp_path / "demo.toml", smtp_stack, user)
+    demo_config.write_text(
+        demo_config.read_text()
+        .replace("start-uid = 1\n", "")
+        .replace("polling-period-ms = 10", "polling-period-ms = 10\nannounce-period-s = 1.0")
+    )
+    config = write_config(tmp_path / "tool.toml", smtp_stack, user)
+    env = {**os.environ, "MAILBUS_PASSWORD": user.password}
+    env.pop("MAILBUS_CONFIG_FILE", None)
+    demo = subprocess.Popen(
+        [*MAILBUS, "--config", str(demo_config), "demo"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        call = mailbus_run(
+            config,
+            user.password,
+            "service",
+            "call",
+            "demo/add",
+            "[1, 2, 3]",
+            "--json",
+            "--timeout",
+            str(WAIT_S),
+        )
+        assert call.returncode == 0, call.stderr
+        [answer] = json_lines(call.stdout)
+        assert json.loads(str(answer["response"])) == {"sum": 6}
+        rate = mailbus_run(
+            config, user.password, "topic", "hz", "robot/pose", "--json", "--seconds", "4"
+        )
+        assert rate.returncode == 0, rate.stderr
+        assert all(float(str(r["rate_hz"])) > 0 for r in json_lines(rate.stdout))
+        people = mailbus_run(
+            config, user.password, "participant", "list", "--json", "--seconds", "4"
+        )
+        found = json_lines(people.stdout)
+        assert any(p["transport"] == "email" and p["entities"] for p in found), found
+    finally:
+        demo.terminate()
+        demo.wait(WAIT_S)
