@@ -7,8 +7,8 @@ from typing import Any
 
 from mailbus.shell.exit_codes import ExitCode
 from mailbus.shell.output import Output, note
-from mailbus.shell.presence_view import Presence, label
-from mailbus.shell.session import Traffic, deadline_after, open_system, run, usage_checked
+from mailbus.shell.presence_view import gather, label
+from mailbus.shell.session import run, usage_checked
 
 EXAMPLES = {
     "list": "mailbus participant list --seconds 5",
@@ -34,19 +34,9 @@ def register(parts: argparse._SubParsersAction[argparse.ArgumentParser], common:
         parser.set_defaults(action=name, handler=usage_checked(handler))
 
 
-def _gather(args: argparse.Namespace) -> Presence:
-    presence = Presence()
-    with open_system(args) as ctx:
-        traffic = Traffic(ctx)
-        deadline = deadline_after(args.seconds)
-        while (event := traffic.next(deadline)) is not None:
-            presence.take(event)
-    return presence
-
-
 def _list(args: argparse.Namespace) -> int:
     def work(out: Output, summary: dict[str, Any]) -> ExitCode:
-        presence = _gather(args)
+        presence = gather(args)
         summary["participants"] = len(presence.participants)
         for a in sorted(presence.participants.values(), key=lambda a: a.name):
             out.emit(
@@ -69,7 +59,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _info(args: argparse.Namespace) -> int:
     def work(out: Output, summary: dict[str, Any]) -> ExitCode:
-        a = _gather(args).find(args.participant)
+        a = gather(args).find(args.participant)
         if a is None:
             note(f"no participant {args.participant!r} announced itself in {args.seconds:g} s")
             return ExitCode.FAILED

@@ -3,8 +3,14 @@ the traffic a shell tool watches."""
 
 from __future__ import annotations
 
+import argparse
+from typing import Any
+
 from mailbus import presence
 from mailbus.presence import Announcement, PresenceError, PresenceState
+from mailbus.shell.exit_codes import ExitCode
+from mailbus.shell.output import Output
+from mailbus.shell.session import Traffic, deadline_after, open_system, run
 from mailbus.trace import TraceEvent
 
 
@@ -62,3 +68,40 @@ class Presence:
 
 def label(announcement: Announcement) -> str:
     return f"{announcement.name} ({announcement.host} pid {announcement.pid})"
+
+
+def gather(args: argparse.Namespace) -> Presence:
+    """The participants that announce themselves within `args.seconds`."""
+    found = Presence()
+    with open_system(args) as ctx:
+        traffic = Traffic(ctx)
+        deadline = deadline_after(args.seconds)
+        while (event := traffic.next(deadline)) is not None:
+            found.take(event)
+    return found
+
+
+def entity_info(args: argparse.Namespace, what: str, name: str, kinds: tuple[str, str]) -> int:
+    """`topic info` / `service info`: who holds each of the two `kinds` of entity named
+    `name` (publishers and subscriptions, or servers and clients)."""
+
+    def work(out: Output, summary: dict[str, Any]) -> ExitCode:
+        found = gather(args)
+        first, second = (found.holders(kind, name) for kind in kinds)
+        keys = {
+            "publisher": "publishers",
+            "subscription": "subscribers",
+            "server": "servers",
+            "client": "clients",
+        }
+        summary.update({keys[kinds[0]]: len(first), keys[kinds[1]]: len(second)})
+        out.emit(
+            f"{what.capitalize()}: {name}\n{kinds[0].capitalize()} count: {len(first)}\n"
+            + "".join(f"  {h}\n" for h in first)
+            + f"{kinds[1].capitalize()} count: {len(second)}"
+            + "".join(f"\n  {h}" for h in second),
+            {what: name, keys[kinds[0]]: first, keys[kinds[1]]: second},
+        )
+        return ExitCode.OK
+
+    return run(args, work)

@@ -14,7 +14,7 @@ from mailbus.errors import ServiceTimeoutError
 from mailbus.service_traces import ServiceTraces, Trace, TraceStatus
 from mailbus.shell.exit_codes import ExitCode
 from mailbus.shell.output import Output, note
-from mailbus.shell.presence_view import Presence
+from mailbus.shell.presence_view import Presence, entity_info
 from mailbus.shell.session import Traffic, deadline_after, open_system, run, usage_checked
 from mailbus.shell.topic import matcher
 
@@ -203,23 +203,4 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    def work(out: Output, summary: dict[str, Any]) -> ExitCode:
-        presence = Presence()
-        with open_system(args) as ctx:
-            traffic = Traffic(ctx)
-            deadline = deadline_after(args.seconds)
-            while (event := traffic.next(deadline)) is not None:
-                presence.take(event)
-        servers = presence.holders("server", args.service)
-        clients = presence.holders("client", args.service)
-        summary.update(servers=len(servers), clients=len(clients))
-        out.emit(
-            f"Service: {args.service}\nServer count: {len(servers)}\n"
-            + "".join(f"  {s}\n" for s in servers)
-            + f"Client count: {len(clients)}"
-            + "".join(f"\n  {c}" for c in clients),
-            {"service": args.service, "servers": servers, "clients": clients},
-        )
-        return ExitCode.OK
-
-    return run(args, work)
+    return entity_info(args, "service", args.service, ("server", "client"))

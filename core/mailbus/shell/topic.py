@@ -13,7 +13,7 @@ from mailbus import field_path, query
 from mailbus import headers as H
 from mailbus.shell.exit_codes import ExitCode
 from mailbus.shell.output import Output, note
-from mailbus.shell.presence_view import Presence
+from mailbus.shell.presence_view import Presence, entity_info
 from mailbus.shell.session import (
     INTERNAL_PREFIX,
     Traffic,
@@ -325,23 +325,4 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    def work(out: Output, summary: dict[str, Any]) -> ExitCode:
-        presence = Presence()
-        with open_system(args) as ctx:
-            traffic = Traffic(ctx)
-            deadline = deadline_after(args.seconds)
-            while (event := traffic.next(deadline)) is not None:
-                presence.take(event)
-        pubs = presence.holders("publisher", args.topic)
-        subs = presence.holders("subscription", args.topic)
-        summary.update(publishers=len(pubs), subscribers=len(subs))
-        out.emit(
-            f"Topic: {args.topic}\nPublisher count: {len(pubs)}\n"
-            + "".join(f"  {p}\n" for p in pubs)
-            + f"Subscription count: {len(subs)}"
-            + "".join(f"\n  {s}" for s in subs),
-            {"topic": args.topic, "publishers": pubs, "subscribers": subs},
-        )
-        return ExitCode.OK
-
-    return run(args, work)
+    return entity_info(args, "topic", args.topic, ("publisher", "subscription"))
