@@ -312,11 +312,9 @@ def test_header_injection_is_refused_before_anything_is_sent(subject: Subject) -
     assert [b.rstrip("\n") for b in subject.receive_bodies(1)] == ["after"]
 
 
-def test_an_email_is_validated_once_on_its_way_out(
-    subject: Subject, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """One place validates, for every transport: the same rules, paid for once by the
-    caller. (The outbox checks again what it reads back from disk, in its own thread.)"""
+def count_validations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The subjects of the emails validated from now on in the calling thread (every
+    module's reference to `validate` is wrapped)."""
     calls: list[str] = []
     caller = threading.get_ident()
     original = validate
@@ -329,6 +327,15 @@ def test_an_email_is_validated_once_on_its_way_out(
     for module in list(sys.modules.values()):
         if vars(module).get("validate") is original:
             monkeypatch.setattr(module, "validate", counting)
+    return calls
+
+
+def test_an_email_is_validated_once_on_its_way_out(
+    subject: Subject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One place validates, for every transport: the same rules, paid for once by the
+    caller. (The outbox checks again what it reads back from disk, in its own thread.)"""
+    calls = count_validations(monkeypatch)
     subject.transport.sender.send(subject.email("once"))
     assert [b.rstrip("\n") for b in subject.receive_bodies(1)] == ["once"]
     assert calls.count(subject.email("once").subject) == 1
@@ -341,18 +348,7 @@ def test_a_publish_with_headers_is_validated_once(
     outbox and the mail senders once more as they encoded)."""
     import mailbus
 
-    calls: list[str] = []
-    caller = threading.get_ident()
-    original = validate
-
-    def counting(email: Email) -> None:
-        if threading.get_ident() == caller:
-            calls.append(email.subject)
-        original(email)
-
-    for module in list(sys.modules.values()):
-        if vars(module).get("validate") is original:
-            monkeypatch.setattr(module, "validate", counting)
+    calls = count_validations(monkeypatch)
     inner = in_process_transport()
     sender = OutboxSender(inner.sender, tmp_path / "outbox")
     with mailbus.Context(transport=Transport(sender, inner.receiver, name="outbox")) as ctx:

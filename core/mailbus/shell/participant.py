@@ -8,7 +8,7 @@ from typing import Any
 from mailbus.shell.exit_codes import ExitCode
 from mailbus.shell.output import Output, note
 from mailbus.shell.presence_view import gather, label
-from mailbus.shell.session import run, usage_checked
+from mailbus.shell.session import run, subcommand, usage_checked
 
 EXAMPLES = {
     "list": "mailbus participant list --seconds 5",
@@ -21,17 +21,11 @@ def register(parts: argparse._SubParsersAction[argparse.ArgumentParser], common:
         ("list", "participants that announce themselves (announce-period-s)", _list),
         ("info", "one participant: entities, wait sets, host, transport", _info),
     ):
-        parser = parts.add_parser(
-            name,
-            help=text,
-            parents=[common],
-            epilog=f"example:\n  {EXAMPLES[name]}",
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
+        parser = subcommand(parts, common, name, text, EXAMPLES[name])
         if name == "info":
             parser.add_argument("participant", help="its GID (or the start of it) or its name")
         parser.add_argument("--seconds", type=float, default=3.0, help="how long to listen (3)")
-        parser.set_defaults(action=name, handler=usage_checked(handler))
+        parser.set_defaults(handler=usage_checked(handler))
 
 
 def _list(args: argparse.Namespace) -> int:

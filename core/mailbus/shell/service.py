@@ -15,7 +15,14 @@ from mailbus.service_traces import ServiceTraces, Trace, TraceStatus
 from mailbus.shell.exit_codes import ExitCode
 from mailbus.shell.output import Output, note
 from mailbus.shell.presence_view import Presence, entity_info
-from mailbus.shell.session import Traffic, deadline_after, open_system, run, usage_checked
+from mailbus.shell.session import (
+    Traffic,
+    deadline_after,
+    open_system,
+    run,
+    subcommand,
+    usage_checked,
+)
 from mailbus.shell.topic import matcher
 
 EXAMPLES = {
@@ -39,15 +46,7 @@ def error_of(body: str | None) -> str | None:
 
 def register(services: argparse._SubParsersAction[argparse.ArgumentParser], common: Any) -> None:
     def sub(name: str, help_text: str) -> argparse.ArgumentParser:
-        parser = services.add_parser(
-            name,
-            help=help_text,
-            parents=[common],
-            epilog=f"example:\n  {EXAMPLES[name]}",
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        parser.set_defaults(action=name)
-        return parser
+        return subcommand(services, common, name, help_text, EXAMPLES[name])
 
     listing = sub("list", "services known from announcements and traffic")
     listing.add_argument("--seconds", type=float, default=3.0, help="how long to listen (3)")

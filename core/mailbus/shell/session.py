@@ -126,6 +126,26 @@ def run(args: argparse.Namespace, work: Callable[[Output, dict[str, Any]], ExitC
     return int(code)
 
 
+def subcommand(
+    actions: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+    name: str,
+    help_text: str,
+    example: str,
+) -> argparse.ArgumentParser:
+    """One `mailbus topic|service|participant ACTION` with the common options and its
+    example at the end of its --help."""
+    parser = actions.add_parser(
+        name,
+        help=help_text,
+        parents=[common],
+        epilog=f"example:\n  {example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(action=name)
+    return parser
+
+
 def usage_checked(handler: Callable[[argparse.Namespace], int]) -> Callable[..., int]:
     """`handler` with its argument checks (a query, a path, a count) answered as USAGE."""
 

@@ -21,6 +21,7 @@ from mailbus.shell.session import (
     deadline_after,
     open_system,
     run,
+    subcommand,
     usage_checked,
 )
 from mailbus.shell.stats import Window
@@ -54,15 +55,7 @@ def matcher(pattern: str) -> Any:
 
 def register(topics: argparse._SubParsersAction[argparse.ArgumentParser], common: Any) -> None:
     def sub(name: str, help_text: str) -> argparse.ArgumentParser:
-        parser = topics.add_parser(
-            name,
-            help=help_text,
-            parents=[common],
-            epilog=f"example:\n  {EXAMPLES[name]}",
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        parser.set_defaults(action=name)
-        return parser
+        return subcommand(topics, common, name, help_text, EXAMPLES[name])
 
     listing = sub("list", "topics flowing now, from traffic and participant announcements")
     listing.add_argument("--counts", action="store_true", help="with messages seen per topic")
