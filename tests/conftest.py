@@ -1,4 +1,5 @@
-"""Shared by every test directory: puts tests/ on sys.path so that any test imports the
+"""Shared by every test directory: sets the property tests' timing-free Hypothesis
+profile, puts tests/ on sys.path so that any test imports the
 one bounded-wait helper, `from waiting import eventually` (and the Pilot twin `until`),
 starts the loopback mail stack once for the whole run, for whichever area needs it, and
 checks the `extra` of every trace event emitted in this process against its kind's
@@ -15,8 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 from mailbus.trace import TraceEvent, Tracer
 from mailbus.trace_catalog import all_kinds
+
+# Hypothesis's deadline and its too-slow health check are timing assertions: on a shared
+# two-core machine running three workers they fail tests that are right. Every
+# property test inherits this profile (settings made at import time start from it).
+settings.register_profile("mailbus", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("mailbus")
 
 TESTS = str(Path(__file__).resolve().parent)
 if TESTS not in sys.path:
