@@ -80,7 +80,9 @@ def cases(share: int) -> list[object]:
         if module not in SHARES[share]:
             continue
         for n, args in enumerate(runs):
-            marks = [pytest.mark.slow]
+            # The run's own bound (TIMEOUT_S) ends it with its output, before the
+            # suite's 300 s per test would end it with none.
+            marks = [pytest.mark.slow, pytest.mark.timeout(TIMEOUT_S + 30)]
             if module in NEEDS_MAIL:
                 marks.append(pytest.mark.mailstack)
             if module in NEEDS_SPARK or "--cluster" in args:

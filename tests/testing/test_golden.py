@@ -8,7 +8,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from mailbus.testing.golden import Normaliser, Output, compare, read_golden, write_golden
+from mailbus.testing.golden import (
+    Normaliser,
+    Output,
+    compare,
+    in_produced_order,
+    read_golden,
+    write_golden,
+)
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "thermo"
 
@@ -97,3 +104,13 @@ def test_an_unreadable_golden_file_says_how_to_write_it_anew(tmp_path: Path) -> 
         read_golden(path)
     write_golden(path, [out("a", n=1)], "s")
     assert read_golden(path) == [out("a", n=1)]
+
+
+def test_outputs_are_compared_in_the_order_the_system_produced_them() -> None:
+    # A mail server delivered the third alert before the second: by their publishers'
+    # timestamps they are still in the order produced, so the golden run stays green.
+    arrivals = ["first", "third", "second", "fourth"]
+    produced_ns = [100, 300, 200, 400]
+    assert in_produced_order(arrivals, produced_ns) == ["first", "second", "third", "fourth"]
+    # Same timestamp: arrival order decides.
+    assert in_produced_order(["a", "b", "c"], [5, 5, 1]) == ["c", "a", "b"]

@@ -7,8 +7,10 @@ Every other recorded message and request is an input, replayed with the session'
 timing scaled by `rate`. The golden outputs are the golden file's when it exists, else
 the recording's own; `--mailbus-update` (or `update=True`) writes this run's outputs to
 the file. Fields that change between runs are dropped (`ignore=`) or rewritten
-(`normalise=`) on both sides; numbers compare within `tolerance`; order is compared per
-topic (`order="topic"`), over all outputs (`"global"`) or not at all (`"none"`). A
+(`normalise=`) on both sides; numbers compare within `tolerance`; order (the order the
+system produced its outputs, by their publishers' timestamps, not the order a transport
+delivered them) is compared per topic (`order="topic"`), over all outputs (`"global"`)
+or not at all (`"none"`). A
 golden output not produced and an output not in the golden file both fail.
 """
 
@@ -22,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from mailbus.envelope import Message
 from mailbus.testing.buses import Bus
@@ -34,6 +36,7 @@ from mailbus.trace import Kind, TraceEvent
 ORDERS = ("topic", "global", "none")
 FORMAT = "mailbus.golden/1"
 DIFF_LINES = 40
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,28 +216,44 @@ def names_regex(names: Iterable[str]) -> str:
     return "^(?:" + "|".join(re.escape(n) for n in sorted(names)) + ")$"
 
 
+def in_produced_order(arrivals: Sequence[T], produced_ns: Sequence[int]) -> list[T]:
+    """`arrivals` sorted by when each was produced; arrival order breaks ties."""
+    order = sorted(range(len(arrivals)), key=lambda i: (produced_ns[i], i))
+    return [arrivals[i] for i in order]
+
+
 class Capture:
-    """What the system under test outputs on the bus, in arrival order."""
+    """What the system under test outputs on the bus. `produced()` gives it in the order
+    the system produced it (its publishers' timestamps), not the order the transport
+    delivered it: a mail server may deliver two emails sent 50 ms apart the other way
+    round, and that is not the system's output changing."""
 
     def __init__(self, bus: Bus, topics: Iterable[str], services: Iterable[str]) -> None:
-        self.items: list[tuple[str, str, str]] = []
+        self.items: list[tuple[str, str, str]] = []  # in arrival order
+        self._produced_ns: list[int] = []
         self._cond = threading.Condition()
         self._services = set(services)
         self._watches = [Watch(bus.context, t, self._message) for t in topics]
         self._remove = bus.context.tracer.add_listener(self._event) if self._services else None
 
-    def _add(self, name: str, what: str, body: str) -> None:
+    def _add(self, name: str, what: str, body: str, produced_ns: int) -> None:
         with self._cond:
             self.items.append((name, what, body))
+            self._produced_ns.append(produced_ns)
             self._cond.notify_all()
 
     def _message(self, message: Message) -> None:
-        self._add(message.topic, "message", message.body)
+        self._add(message.topic, "message", message.body, message.info.source_timestamp_ns)
 
     def _event(self, event: TraceEvent) -> None:
         wanted = event.kind == Kind.RECEIVED and event.detail == "response"
         if wanted and event.name in self._services:
-            self._add(event.name, "response", event.body or "")
+            # A response answers the replayed request: its arrival is its place.
+            self._add(event.name, "response", event.body or "", time.time_ns())
+
+    def produced(self) -> list[tuple[str, str, str]]:
+        with self._cond:
+            return in_produced_order(self.items, self._produced_ns)
 
     def wait_for(self, count: int, deadline: float) -> None:
         with self._cond:

@@ -103,7 +103,7 @@ class Golden:
             capture.wait_quiet(settle, deadline + settle)
         finally:
             capture.close()
-        actual = [norm(name, what, body) for name, what, body in capture.items]
+        actual = [norm(name, what, body) for name, what, body in capture.produced()]
         if self.update:
             write_golden(path, actual, session)
             self.updated.append(path)
