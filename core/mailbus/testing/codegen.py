@@ -83,9 +83,9 @@ def message_test(
     check_name(topic, "topic")
     fixtures = ["bus", "expect", *(["system"] if start else [])]
     fields = scalar_fields(body) if where is None else dict(where)
-    where = f", where={fields!r}" if fields else ""
+    where_arg = f", where={fields!r}" if fields else ""
     lines = _header(fixtures, function_name(topic), f"a message on {topic}")
-    lines += [f"    seen = expect.topic({topic!r}{where}, within={within!r})"]
+    lines += [f"    seen = expect.topic({topic!r}{where_arg}, within={within!r})"]
     lines += _starts(start)
     lines += ["    seen.wait()"]
     return _module(f"A saved test: a message on {topic}.", lines)
