@@ -82,3 +82,7 @@ def test_the_kits_options_after_the_path_are_taken_and_the_rest_goes_to_pytest(
     done = mailbus_test("test_where.py", "--transport", "postoffice", "-rA", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "PASSED test_where.py::test_where" in done.stdout  # -rA reached pytest
+    # After --, pytest's own options (argparse lists them among the paths).
+    dashed = mailbus_test("test_where.py", "--", "-rA", "--transport=x", cwd=tmp_path)
+    assert dashed.returncode == 4  # pytest refused --transport=x: it was passed on as given
+    assert "unrecognized arguments: --transport=x" in dashed.stderr

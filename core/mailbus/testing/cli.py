@@ -63,16 +63,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def lift_options(args: Any) -> None:
     """The kit's options given after the paths (`mailbus test tests --transport mail`):
     argparse hands everything after the first path to pytest; take ours back, up to a
-    `--`, and leave the rest (further paths included) for pytest."""
+    `--`, and leave the rest for pytest. After a `--` that follows the paths directly,
+    argparse lists pytest's options among the paths: they go to pytest too."""
+    paths = list(args.paths)
+    cut = next((i for i, p in enumerate(paths) if p.startswith("-")), len(paths))
+    args.paths, after_dashes = paths[:cut], paths[cut:]
     extra = list(args.pytest_args)
     cut = extra.index("--") if "--" in extra else len(extra)
-    head, tail = extra[:cut], extra[cut:]
+    head, tail = extra[:cut], extra[cut + 1 :]
     late = argparse.ArgumentParser(add_help=False)
     _kit_options(late, defaults=False)
     given, rest = late.parse_known_args(head)
     for name, value in vars(given).items():
         setattr(args, name, value)
-    args.pytest_args = rest + tail
+    args.pytest_args = rest + after_dashes + tail
 
 
 def pytest_arguments(args: Any) -> list[str]:
@@ -89,8 +93,6 @@ def pytest_arguments(args: Any) -> list[str]:
     if args.keyword:
         argv += ["-k", args.keyword]
     extra = list(args.pytest_args)
-    if extra[:1] == ["--"]:
-        extra = extra[1:]
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         argv += ["-p", "mailbus.testing.plugin"]
     return argv + extra
@@ -98,6 +100,9 @@ def pytest_arguments(args: Any) -> list[str]:
 
 def run_tests(args: Any) -> int:
     lift_options(args)
+    if not args.paths:
+        print("mailbus test: give a test file or folder before --", file=sys.stderr)
+        return 2
     # A path may name one test: `tests/test_x.py::test_y` (pytest's node id).
     missing = [p for p in args.paths if not Path(p.split("::")[0]).exists()]
     if missing:
