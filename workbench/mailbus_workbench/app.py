@@ -78,7 +78,13 @@ class WorkbenchApp(App[int]):
     # Below this width the layout narrows (an 80x24 terminal is first-class): shorter tab
     # titles so that every tab shows, narrower side panes, the waterfall left out.
     NARROW_BELOW = 100
-    SHORT_TITLES = {"waitsets": "Waits", "mailboxes": "Boxes", "participants": "Procs"}
+    SHORT_TITLES = {
+        "waitsets": "Waits",
+        "publish": "Pub",
+        "mailboxes": "Boxes",
+        "sessions": "Sess",
+        "participants": "Procs",
+    }
 
     VIEWS = VIEWS
 

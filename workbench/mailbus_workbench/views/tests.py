@@ -39,11 +39,16 @@ from mailbus_workbench.views.base import View
 
 STOP_GRACE_S = 5.0  # after SIGTERM, the run's processes get this long before SIGKILL
 OUTPUT_TAIL_LINES = 30
+NAME_CHARS = 48  # a longer test or check is cut in the table (whole beside it)
 MARKS = {"passed": ("✔", "green"), "failed": ("✘", "red"), "error": ("✘", "red")}
 
 
 def _mark(outcome: str) -> tuple[str, str]:
     return MARKS.get(outcome, ("○", "yellow"))
+
+
+def _cut(text: str, limit: int = NAME_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _ms(seconds: float) -> str:
@@ -128,7 +133,8 @@ a call in Services or Call, or **F4** on an open session in Sessions.
 
     def on_mount(self) -> None:
         table = self.query_one("#tests-table", DataTable)
-        table.add_columns("test / check", "time", "latency")
+        # The numbers first: a long name never pushes them out of sight.
+        table.add_columns("time", "latency", "test / check")
         self._say(self._idle_text())
 
     @property
@@ -298,18 +304,18 @@ a call in Services or Call, or **F4** on an open session in Sessions.
         for i, case in enumerate(report.cases):
             mark, style = _mark(case.outcome.value)
             table.add_row(
-                Text.assemble((f"{mark} ", style), (case.name, "bold")),
-                _ms(case.duration_s),
+                Text(_ms(case.duration_s), justify="right"),
                 "",
+                Text.assemble((f"{mark} ", style), (_cut(case.name), "bold")),
                 key=f"case:{i}",
             )
             for j, check in enumerate(case.checks):
                 mark, style = _mark("passed" if check.passed else "failed")
                 latency = _ms(check.latency_s) if check.latency_s is not None else ""
                 table.add_row(
-                    Text.assemble("   ", (f"{mark} ", style), check.what),
                     "",
-                    latency,
+                    Text(latency, justify="right"),
+                    Text.assemble("   ", (f"{mark} ", style), _cut(check.what, NAME_CHARS - 3)),
                     key=f"check:{i}:{j}",
                 )
         first_failed = next((i for i, c in enumerate(report.cases) if c.failed), None)
