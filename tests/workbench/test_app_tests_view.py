@@ -15,6 +15,7 @@ from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.views.services import ServicesView
+from mailbus_workbench.views.sessions import SessionsView
 from mailbus_workbench.views.tests import TestsView
 from mailbus_workbench.views.topics import TopicsView
 from mailbus_workbench.widgets.inspector import Inspector
@@ -204,3 +205,20 @@ async def test_a_collection_error_and_a_stopped_run_are_said(tmp_path: Path) -> 
         await until(pilot, lambda: view.result is not before, "the stop", 30)
         assert view.result is not None and view.result.stopped
         assert "Run stopped" in drawn(app, "#tests-status")
+
+
+async def test_an_open_session_is_saved_as_a_golden_test_with_f4(tmp_path: Path) -> None:
+    session = Path(__file__).resolve().parents[2] / "sample_sessions" / "demo"
+    folder = tmp_path / "tests"
+    app = make_app(tmp_path, folder, None)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("9")
+        await pilot.press("f4")  # nothing open yet: said, no dialog
+        assert len(app.screen_stack) == 1
+        view = app.query_one(SessionsView)
+        view.open_path(str(session))
+        await until(pilot, lambda: view.session is not None, "the session", 30)
+        saved = await save_with_keys(pilot, "f4")
+    assert saved == folder / "test_demo.py"
+    assert f"golden.check({str(session)!r}, order='topic')" in saved.read_text()
