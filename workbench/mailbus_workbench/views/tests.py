@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -29,6 +30,7 @@ from textual.widgets import DataTable, Input, Label, Static
 
 from mailbus_workbench.model.junit import CaseResult, JunitError, JunitReport, parse_junit
 from mailbus_workbench.model.tests_run import (
+    Target,
     exit_meaning,
     folder_problem,
     run_command,
@@ -141,18 +143,16 @@ a call in Services or Call, or **F4** on an open session in Sessions.
     def folder(self) -> Path:
         return self.parts.tests_folder or self.parts.settings.tests_folder
 
-    @property
-    def target_note(self) -> str:
+    def _target(self) -> Target:
         engine = self.parts.engine
-        target = target_for(
+        return target_for(
             engine.config_file if engine is not None else None,
             engine is not None and engine.demo is not None,
         )
-        return target.note
 
     def _idle_text(self) -> str:
         problem = folder_problem(self.folder)
-        return problem or f"r runs the tests in {self.folder}: {self.target_note}"
+        return problem or f"r runs the tests in {self.folder}: {self._target().note}"
 
     def _say(self, text: str) -> None:
         self.status_line = text
@@ -169,11 +169,14 @@ a call in Services or Call, or **F4** on an open session in Sessions.
         self._say(f"Running ({elapsed:.1f} s)… s stops it" + (f"  · {last}" if last else ""))
 
     def _last_output_line(self) -> str:
-        if self._output is None or not self._output.exists():
+        if self._output is None:
             return ""
-        with self._output.open("rb") as out:
-            out.seek(max(0, out.seek(0, os.SEEK_END) - 2000))
-            lines = out.read().decode("utf-8", "replace").splitlines()
+        try:
+            with self._output.open("rb") as out:
+                out.seek(max(0, out.seek(0, os.SEEK_END) - 2000))
+                lines = out.read().decode("utf-8", "replace").splitlines()
+        except OSError:  # not written yet, or removed as the run ends
+            return ""
         return next((line.strip() for line in reversed(lines) if line.strip()), "")
 
     # -- running ----------------------------------------------------------------------
@@ -197,11 +200,7 @@ a call in Services or Call, or **F4** on an open session in Sessions.
             self._say(problem)
             self._detail(Text(problem, style="bold red"))
             return
-        engine = self.parts.engine
-        target = target_for(
-            engine.config_file if engine is not None else None,
-            engine is not None and engine.demo is not None,
-        )
+        target = self._target()
         work_dir = Path(tempfile.mkdtemp(prefix="mailbus-tests-"))
         report, self._output = work_dir / "report.xml", work_dir / "output.txt"
         argv = run_command(target, report, node_ids or ())
@@ -218,6 +217,7 @@ a call in Services or Call, or **F4** on an open session in Sessions.
                     env={**os.environ, "PYTHONUNBUFFERED": "1"},
                 )
         except OSError as exc:
+            shutil.rmtree(work_dir, ignore_errors=True)
             self._say(f"Cannot start the run: {exc}")
             return
         self.running_since = time.monotonic()
@@ -246,6 +246,7 @@ a call in Services or Call, or **F4** on an open session in Sessions.
                 problem = str(exc)
         lines = output.read_bytes().decode("utf-8", "replace").splitlines()
         tail = "\n".join(lines[-OUTPUT_TAIL_LINES:])
+        shutil.rmtree(report.parent, ignore_errors=True)  # the run's own temporary folder
         self.post_message(
             self.Finished(RunResult(status, parsed, problem, tail, self._stop_asked is not None))
         )
