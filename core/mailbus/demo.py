@@ -2,6 +2,13 @@
 
 Topics at different rates (one with JSON bodies, one bursty), a service that answers
 (sometimes slowly) and a client calling it.
+
+This file is also a participant a test can start (`system.start(path_of_this_file,
+ready=[...])`, see docs/testing-your-system.md): on the in-process bus the kit calls
+`run(context, stop)` with the test's context; on another transport it runs the file as
+a process, which reads its options from MAILBUS_CONFIG_FILE and its name from
+MAILBUS_NAME as every Mailbus program does. As a participant the demo leaves out its own
+client of `demo/add`: the test is the caller, and its checks see only its own calls.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ import argparse
 import json
 import math
 import random
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -20,13 +28,22 @@ from mailbus.errors import ServiceTimeoutError
 from mailbus.service import ServiceServer
 
 SERVICE = "demo/add"
+TOPICS = ("sensors/temperature", "robot/pose", "robot/log", "system/heartbeat")
 
 
 class DemoSystem:
     """Runs the demo's publishers, server and client on threads of one context."""
 
-    def __init__(self, context: Context, *, speed: float = 1.0, seed: int | None = None) -> None:
+    def __init__(
+        self,
+        context: Context,
+        *,
+        speed: float = 1.0,
+        seed: int | None = None,
+        client: bool = True,
+    ) -> None:
         self.context = context
+        self.client = client  # False: no caller of demo/add (a test calls it)
         self.speed = speed
         self.calls = 0
         self.timeouts = 0
@@ -41,8 +58,9 @@ class DemoSystem:
             ("demo-log", self._log_bursts),
             ("demo-heartbeat", self._heartbeat),
             ("demo-server", self._serve),
-            ("demo-client", self._call),
         ]
+        if self.client:
+            loops.append(("demo-client", self._call))
         for name, target in loops:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
@@ -153,7 +171,32 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def run(context: Context, stop: threading.Event) -> None:
+    """The demo's publishers and its server on `context` until `stop` is set (the
+    participant a test starts; no client of its own)."""
+    demo = DemoSystem(context, client=False)
+    demo.start()
+    try:
+        stop.wait()
+    finally:
+        demo.stop()
+
+
+def main() -> None:
+    """This file run as a process: options from MAILBUS_CONFIG_FILE and MAILBUS_*,
+    stopped by SIGTERM or SIGINT."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    with Context() as context:
+        run(context, stop)
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("demo", help="run the demo system headless and print a summary")
     parser.add_argument("--seconds", type=float, default=None, help="stop after N seconds")
     parser.set_defaults(handler=_run)
+
+
+if __name__ == "__main__":
+    main()

@@ -9,8 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from mailbus import demo
 from mailbus.errors import InvalidNameError
-from mailbus.testing.codegen import call_test, function_name, message_test, session_test
+from mailbus.testing.codegen import (
+    call_test,
+    function_name,
+    message_test,
+    session_test,
+    steady_fields,
+)
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "thermo"
 CONVERTER = (str(EXAMPLE / "converter.py"), ["server:thermo/convert"])
@@ -75,3 +82,46 @@ def test_names_become_identifiers_and_bad_names_are_refused() -> None:
     assert function_name("") == "test_saved"
     with pytest.raises(InvalidNameError):
         message_test("bad\nname", "{}")
+
+
+def test_steady_fields_keep_what_did_not_change_between_messages() -> None:
+    seen = [
+        '{"sensor": "t1", "celsius": 21.2, "t": 0.1, "unit": "C"}',
+        '{"sensor": "t1", "celsius": 21.4, "t": 0.2, "unit": "C"}',
+        "not json",
+        '{"sensor": "t1", "celsius": 21.3, "t": 0.3, "unit": "C"}',
+    ]
+    assert steady_fields(seen[:2] + seen[3:]) == {"sensor": "t1", "unit": "C"}
+    # A body without the field (or not JSON) leaves nothing steady about it.
+    assert steady_fields(seen) == {}
+    assert steady_fields(seen[-1:]) == {"sensor": "t1", "celsius": 21.3, "t": 0.3, "unit": "C"}
+    assert steady_fields([]) == {}
+    source = message_test("sensors/temperature", seen[-1], where={"sensor": "t1"})
+    assert "expect.topic('sensors/temperature', where={'sensor': 't1'}, within=10.0)" in source
+    assert "expect.topic('robot/pose', within=10.0)" in message_test(
+        "robot/pose", '{"x": 1}', where={}
+    )
+
+
+DEMO = (str(Path(demo.__file__)), ["publisher:sensors/temperature", "server:demo/add"])
+
+
+@pytest.mark.parametrize("transport", ["inprocess", "postoffice"])
+def test_the_demo_is_a_participant_a_saved_test_starts(tmp_path: Path, transport: str) -> None:
+    """On the in-process bus the demo's run() joins the test's context; on PostOffice the
+    demo file runs as a process with the options the kit gives it."""
+    source = call_test("demo/add", "[1, 2, 3]", '{"sum": 6}', start=[DEMO])
+    source += "\n\n" + message_test("sensors/temperature", '{"sensor": "t1"}', start=[DEMO]).split(
+        '"""', 2
+    )[2].replace("def test_sensors_temperature", "def test_temperature")
+    path = tmp_path / "test_demo.py"
+    path.write_text(source)
+    done = subprocess.run(
+        [sys.executable, "-m", "mailbus", "test", str(path), "--transport", transport, "-q"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout

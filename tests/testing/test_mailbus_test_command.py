@@ -61,3 +61,28 @@ def test_a_missing_path_is_refused_clearly(tmp_path: Path) -> None:
     done = mailbus_test("no-such-tests", cwd=tmp_path)
     assert done.returncode == 2
     assert "mailbus test: no such file or folder: no-such-tests" in done.stderr
+
+
+def test_one_test_of_a_file_is_run_by_its_node_id(tmp_path: Path) -> None:
+    (tmp_path / "test_two.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n")
+    done = mailbus_test("test_two.py::test_b", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+    missing = mailbus_test("test_none.py::test_b", cwd=tmp_path)
+    assert missing.returncode == 2
+    assert "no such file or folder: test_none.py::test_b" in missing.stderr
+
+
+def test_the_kits_options_after_the_path_are_taken_and_the_rest_goes_to_pytest(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "test_where.py").write_text(
+        "def test_where(bus):\n    assert bus.transport == 'postoffice'\n"
+    )
+    done = mailbus_test("test_where.py", "--transport", "postoffice", "-rA", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASSED test_where.py::test_where" in done.stdout  # -rA reached pytest
+    # After --, pytest's own options (argparse lists them among the paths).
+    dashed = mailbus_test("test_where.py", "--", "-rA", "--transport=x", cwd=tmp_path)
+    assert dashed.returncode == 4  # pytest refused --transport=x: it was passed on as given
+    assert "unrecognized arguments: --transport=x" in dashed.stderr

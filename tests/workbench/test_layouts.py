@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from mailbus import cli
 from mailbus_workbench import textual_internals
-from mailbus_workbench.app import VIEWS, WorkbenchApp
+from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.find_screen import FindScreen
 from mailbus_workbench.layouts import LayoutPrompt, LayoutStore, config_key
 from mailbus_workbench.model.layout import Layout
+from mailbus_workbench.view_table import VIEWS
 from mailbus_workbench.views.plot import PlotView
 from textual.command import CommandPalette
 from textual.widgets import Input, OptionList, TabbedContent

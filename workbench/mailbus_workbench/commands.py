@@ -69,6 +69,23 @@ def workbench_commands(app: CommandHost) -> Iterable[SystemCommand]:
         "Forget the service calls shown",
         lambda: app.run_view_action("services", "clear"),
     )
+    for view_id, what in (
+        ("topics", "the inspected message (t in Topics)"),
+        ("services", "the selected call (t in Services)"),
+        ("call", "the selected call of the history (t in Call)"),
+        ("sessions", "the open session, as a golden test (F4 in Sessions)"),
+    ):
+        yield SystemCommand(
+            f"Save as test: {view_id}",
+            f"Write a pytest file of {what} into the Tests view's folder",
+            lambda v=view_id: app.run_view_action(v, "save_test"),
+        )
+    for action, title, help_text in (
+        ("run_all", "Run tests", "Run the tests of the Tests view's folder (r in Tests)"),
+        ("rerun_failed", "Rerun failed tests", "Run the failed tests again (f in Tests)"),
+        ("stop", "Stop the test run", "End the run and its processes (s in Tests)"),
+    ):
+        yield SystemCommand(title, help_text, lambda a=action: app.run_view_action("tests", a))
     yield SystemCommand(
         "Save SVG screenshot", "Write the current screen as an SVG file", app.action_save_svg
     )

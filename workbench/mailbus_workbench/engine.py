@@ -79,6 +79,7 @@ class EngineHost:
     ) -> None:
         # One of many browser viewers (`mailbus serve`): a PostOffice box of its own.
         self.viewer = viewer
+        self.config_file: str | None = None  # the options file attached to, if one
         if options is None and demo:
             # The demo announces itself, so that Participants has something to show.
             options = Options(announce_period_s=DEMO_ANNOUNCE_PERIOD_S)
@@ -107,7 +108,9 @@ class EngineHost:
         path = path or os.environ.get("MAILBUS_CONFIG_FILE") or None
         if path is None:
             return cls(demo=True)
-        return cls(load_options(str(path)), demo=False, viewer=viewer)
+        host = cls(load_options(str(path)), demo=False, viewer=viewer)
+        host.config_file = str(Path(path).absolute())
+        return host
 
     @property
     def description(self) -> str:

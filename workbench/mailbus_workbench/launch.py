@@ -7,10 +7,11 @@ import sys
 
 from mailbus.errors import ConfigError
 
-from mailbus_workbench.app import VIEWS, WorkbenchApp
+from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.layouts import LayoutStore
 from mailbus_workbench.model.settings import settings_from
+from mailbus_workbench.view_table import VIEWS
 
 
 def run_app(

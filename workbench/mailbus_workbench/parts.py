@@ -21,6 +21,7 @@ class WorkbenchParts:  # not frozen: a settings change reaches every view
     raw_date: str | None = None  # a fixed Date for rebuilt raw sources (snapshots)
     outbox_dir: Path | None = None
     given_brokers: dict[str, Broker] = field(default_factory=dict)
+    tests_folder: Path | None = None  # the Tests view's folder as edited; None: the settings'
 
     @property
     def brokers(self) -> dict[str, Broker]:

@@ -39,6 +39,19 @@ def scalar_fields(body: str) -> dict[str, Any]:
     return {str(k): v for k, v in doc.items() if isinstance(v, SCALARS)}
 
 
+def steady_fields(bodies: Sequence[str]) -> dict[str, Any]:
+    """The scalar fields of the last body that every body carries with the same value:
+    a field that changed between the messages seen (a reading, a counter, a time) would
+    make a saved test fail on the next run. With one body, all its scalar fields."""
+    if not bodies:
+        return {}
+    steady = scalar_fields(bodies[-1])
+    for body in bodies[:-1]:
+        fields = scalar_fields(body)
+        steady = {k: v for k, v in steady.items() if k in fields and fields[k] == v}
+    return steady
+
+
 def _header(fixtures: Iterable[str], name: str, what: str) -> list[str]:
     return [
         f"def {name}({', '.join(fixtures)}):",
@@ -57,14 +70,22 @@ def _module(doc: str, body: list[str]) -> str:
     return "\n".join([f'"""{doc}"""', "", "", *body, ""])
 
 
-def message_test(topic: str, body: str, *, start: Start = (), within: float = 10.0) -> str:
-    """A test that expects a message like this one on `topic` (its scalar fields)."""
+def message_test(
+    topic: str,
+    body: str,
+    *,
+    start: Start = (),
+    within: float = 10.0,
+    where: Mapping[str, Any] | None = None,
+) -> str:
+    """A test that expects a message like this one on `topic`: its scalar fields, or the
+    fields of `where` when given (`steady_fields` of the messages seen; {}: any message)."""
     check_name(topic, "topic")
     fixtures = ["bus", "expect", *(["system"] if start else [])]
-    fields = scalar_fields(body)
-    where = f", where={fields!r}" if fields else ""
+    fields = scalar_fields(body) if where is None else dict(where)
+    where_arg = f", where={fields!r}" if fields else ""
     lines = _header(fixtures, function_name(topic), f"a message on {topic}")
-    lines += [f"    seen = expect.topic({topic!r}{where}, within={within!r})"]
+    lines += [f"    seen = expect.topic({topic!r}{where_arg}, within={within!r})"]
     lines += _starts(start)
     lines += ["    seen.wait()"]
     return _module(f"A saved test: a message on {topic}.", lines)

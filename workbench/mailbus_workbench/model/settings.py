@@ -41,6 +41,7 @@ class Settings:
     templates_file: Path = field(default_factory=lambda: config_dir() / "templates.toml")
     postoffice_store: Path | None = None  # None: the daemon's default store file
     speed_tricks: bool = True  # mailbus_workbench.speed
+    tests_folder: Path = Path("tests")  # the Tests view's, relative to the working directory
 
 
 def settings_from(section: Mapping[str, Any] | None) -> Settings:
@@ -56,6 +57,7 @@ def settings_from(section: Mapping[str, Any] | None) -> Settings:
         "templates",
         "postoffice-store",
         "speed-tricks",
+        "tests-folder",
     }
     unknown = sorted(set(section) - known)
     if unknown:
@@ -94,6 +96,7 @@ def settings_from(section: Mapping[str, Any] | None) -> Settings:
         templates_file=path("templates", base.templates_file),
         postoffice_store=path("postoffice-store", None),  # type: ignore[arg-type]
         speed_tricks=speed,
+        tests_folder=path("tests-folder", base.tests_folder),
     )
 
 

@@ -44,11 +44,13 @@ Pick a service (Tab or → accepts the completion from the services seen), write
 request body and a time-out in seconds, and call (**F5**). The response, its latency and
 the outcome go to the history below (kept beside the templates, as
 `call-history.toml`, and back after a restart); after a call the focus is on the
-history: select a call there and press **r** to send the same request again.
+history: select a call there and press **r** to send the same request again, or **t**
+to save it as a test (the Tests view's folder, **T**).
 """
     BINDINGS = [
         Binding("f5", "call", "Call", id="call.send"),
         Binding("r", "resend", "Re-send", id="call.resend"),
+        Binding("t", "save_test", "Save as test", id="call.save_test"),
     ]
     DEFAULT_CSS = """
     CallerView Horizontal { height: auto; }
@@ -259,6 +261,21 @@ history: select a call there and press **r** to send the same request again.
             self.query_one("#call-body", TextArea).text = record.body
             self.query_one("#call-timeout", Input).value = f"{record.timeout_s:g}"
             self.call(record.service, record.body, record.timeout_s)
+
+    def action_save_test(self) -> None:
+        from mailbus_workbench.views import save_test
+
+        table = self.query_one("#call-history", DataTable)
+        record = None
+        if table.row_count:
+            record = self._record(
+                table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+            )
+        if record is None or not record.ok:
+            self.notify("Select an answered call to save as a test", severity="warning")
+            return
+        source = save_test.call_source(self.parts, record.service, record.body, record.response)
+        save_test.offer(self, self.parts, f"a call to {record.service}", record.service, source)
 
     def status_markup(self) -> str:
         return escape(f"{len(self.history)} calls")

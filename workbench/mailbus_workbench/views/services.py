@@ -55,6 +55,7 @@ Select a call to see the request and the response side by side.
         Binding("slash", "filter", "Filter", id="services.filter"),
         Binding("x", "clear", "Clear", id="services.clear"),
         Binding("s", "export_calls", "Save calls", show=False, id="services.export_calls"),
+        Binding("t", "save_test", "Save as test", show=False, id="services.save_test"),
         Binding(
             "left_square_bracket", "resize(-4)", "Narrower", show=False, id="services.narrower"
         ),
@@ -169,6 +170,17 @@ Select a call to see the request and the response side by side.
     def action_resize(self, delta: int) -> None:
         left = self.query_one("#services-left")
         left.styles.width = max(20, min((left.size.width or 78) + delta, self.size.width - 20))
+
+    def action_save_test(self) -> None:
+        from mailbus_workbench.views import save_test
+
+        trace = self.query_one(TraceList).selected()
+        if trace is None or trace.request is None or trace.response is None:
+            self.notify("Select an answered call to save as a test", severity="warning")
+            return
+        request, response = trace.request.body or "", trace.response.body or ""
+        source = save_test.call_source(self.parts, trace.service, request, response)
+        save_test.offer(self, self.parts, f"a call to {trace.service}", trace.service, source)
 
     def action_export_calls(self) -> None:
         store = self.parts.model.services

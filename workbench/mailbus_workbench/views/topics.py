@@ -51,6 +51,9 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
 - **c** copy the body, **C** copy a header (pick one), **R** copy the raw source
 - **j** export the message as JSON; **s** save the topic's kept messages (those the
   filter lets through) as CSV, JSON Lines or Parquet (the file name's suffix says which)
+- **t** save the inspected message as a test (the Tests view's folder, **T**): it
+  expects a message on the topic with the fields that stayed the same over the messages
+  seen
 - **ctrl+f** find messages in every topic
 
 Filter and Find terms: `Name=value`, `Name~part`, `Name!=value`, `Name>n`, `Name<n`,
@@ -66,6 +69,7 @@ Filter and Find terms: `Name=value`, `Name~part`, `Name!=value`, `Name>n`, `Name
         Binding("h", "history_cap", "History cap", id="topics.cap"),
         Binding("e", "export_eml", "Export .eml", show=False, id="topics.export_eml"),
         Binding("g", "plot_field", "Plot field", show=False, id="topics.plot"),
+        Binding("t", "save_test", "Save as test", show=False, id="topics.save_test"),
         Binding("left_square_bracket", "resize(-4)", "Narrower", show=False, id="topics.narrower"),
         Binding("right_square_bracket", "resize(4)", "Wider", show=False, id="topics.wider"),
         *SHARE_BINDINGS,
@@ -250,6 +254,18 @@ Filter and Find terms: `Name=value`, `Name~part`, `Name!=value`, `Name>n`, `Name
         self.query_one(TopicTree).sync(model.topics, force=True)
         self._show_topic(model.clock())
         self.post_message(self.Cleared())
+
+    def action_save_test(self) -> None:
+        from mailbus_workbench.views import save_test
+
+        record = self.query_one(Inspector).record
+        if record is None:
+            self.notify("Select a message to save as a test", severity="warning", timeout=3)
+            return
+        topic = record.event.name
+        bodies = [r.body for r in self.parts.model.topics.history(topic)]
+        source = save_test.message_source(self.parts, topic, record.body, bodies)
+        save_test.offer(self, self.parts, f"a message on {topic}", topic, source)
 
     def action_plot_field(self) -> None:
         self.query_one(Inspector).plot_field()

@@ -52,6 +52,9 @@ messages are listed below without playing it (the first 500).
 **F9** opens the analysis of the open session (topics, services, calls, orphans,
 sequences) on the engine you pick: polars, or Spark (slow to start, for big sessions).
 Opening, playing and analysing run in workers: the screen never freezes.
+
+**F4** saves the open session as a golden test (the Tests view's folder, **T**): its
+inputs replayed into the attached system, its outputs compared with the recording.
 """
     BINDINGS = [
         Binding("f5", "toggle_record", "Record", id="sessions.record"),
@@ -60,6 +63,7 @@ Opening, playing and analysing run in workers: the screen never freezes.
         Binding("f7", "play_pause", "Play/pause", id="sessions.play"),
         Binding("f8", "step", "Step", id="sessions.step"),
         Binding("f9", "analyze", "Analyze", id="sessions.analyze"),
+        Binding("f4", "save_test", "Save as test", show=False, id="sessions.save_test"),
     ]
     REFRESH_EVERY_S = 0.25
     DEFAULT_CSS = """
@@ -132,6 +136,16 @@ Opening, playing and analysing run in workers: the screen never freezes.
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # Without the sessions part the keys are shown disabled.
         return self.available or None
+
+    def action_save_test(self) -> None:
+        from mailbus_workbench.views import save_test
+
+        session = self.session
+        if session is None:
+            self.notify("Open a session (F6) to save it as a test", severity="warning")
+            return
+        source = save_test.session_source(self.parts, session.path)
+        save_test.offer(self, self.parts, f"the recording {session.name}", session.name, source)
 
     def action_toggle_record(self) -> None:
         self.recording.toggle()
