@@ -4,6 +4,7 @@ panes and what one pane says to another."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,8 +47,9 @@ screens show them apart from live traffic, each keeping its recorded time in the
 position): click or drag it, or focus it and press **←/→** (shift: bigger steps),
 **Home** and **End**; or type a second in the seek field (Enter). Rate (Enter) and the
 loop switch apply at once, to the replay under way. **ctrl+o** (or F6 with no path)
-picks a session from a directory tree or the recent sessions. An open session's
-messages are listed below without playing it (the first 500).
+picks a session from a directory tree or the recent sessions (a stopped recording is the
+first of them). An open session's messages are listed below without playing it (the
+first 500).
 
 **F9** opens the analysis of the open session (topics, services, calls, orphans,
 sequences) on the engine you pick: polars, or Spark (slow to start, for big sessions).
@@ -141,6 +143,9 @@ Opening, playing and analysing run in workers: the screen never freezes.
         if not event.recording and not event.error:  # stopped: offer it for playback
             self.query_one("#play-path", Input).value = event.directory
             self.last_manifest = event.manifest
+            # The picker lists it among the recent sessions, wherever it was recorded.
+            with contextlib.suppress(OSError):  # the list is a convenience
+                recent_sessions.remember(self.recent_file, event.directory)
 
     def action_open_session(self) -> None:
         path = self.query_one("#play-path", Input).value.strip()
