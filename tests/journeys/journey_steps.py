@@ -123,13 +123,32 @@ async def find_and_export(
     await until(pilot, lambda: list(exported.glob("*.eml")), "the .eml")
 
 
-async def record(app: WorkbenchApp, pilot: Pilot[object]) -> str:
-    """Sessions (9), F5 records to the directory offered, F5 stops once events are
-    written: the status says what was recorded, and the playback pane offers it. Returns
-    the session's directory, as drawn."""
-    await pilot.press("9")
-    await pilot.press("f5")
+async def start_recording(app: WorkbenchApp, pilot: Pilot[object]) -> None:
+    """Sessions (9), F5 records to the directory offered: the status says so."""
+    await pilot.press("9", "f5")
     await until(pilot, lambda: "recording to" in shown(app, "#rec-status"), "recording", WAIT_S)
+
+
+async def call_again(app: WorkbenchApp, pilot: Pilot[object]) -> None:
+    """Call (5), F5 sends the call typed before again: a new response is shown, under a
+    title of its own."""
+    await pilot.press("5")
+    box = app.query_one("#call-response-box")
+    before = str(box.border_title)
+    await pilot.press("f5")
+
+    def answered_again() -> bool:
+        title = str(box.border_title)
+        return title != before and title.startswith("response #") and '"sum"' in response(app)
+
+    await until(pilot, answered_again, "the call answered again", WAIT_S)
+
+
+async def stop_recording(app: WorkbenchApp, pilot: Pilot[object]) -> str:
+    """Sessions (9), F5 stops once events are written: the status says what was
+    recorded, and the playback pane offers it. Returns the session's directory, as
+    drawn."""
+    await pilot.press("9")
 
     def written() -> int:
         found = re.search(r"(\d+) written", shown(app, "#rec-status"))
@@ -184,9 +203,10 @@ async def replay(app: WorkbenchApp, pilot: Pilot[object], topic: str) -> None:
     assert all(REPLAY_MARK in cells(messages, row) for row in range(messages.row_count))
 
 
-async def analyse(app: WorkbenchApp, pilot: Pilot[object], topic: str) -> None:
+async def analyse(app: WorkbenchApp, pilot: Pilot[object], topic: str, service: str) -> None:
     """Sessions (9), F9 opens the analysis of the open session, F5 runs it on polars:
-    every table's rows are counted and the topics table lists the topic recorded."""
+    every table's rows are counted, the topics table lists the topic recorded and the
+    services tab (clicked) the service called."""
     await pilot.press("9", "f9")
     await until(pilot, lambda: isinstance(app.screen, AnalysisScreen), "the analysis")
     await pilot.press("f5")
@@ -196,5 +216,9 @@ async def analyse(app: WorkbenchApp, pilot: Pilot[object], topic: str) -> None:
     assert "failed" not in shown(app, "#analysis-status")
     table = app.screen.query_one("#analysis-table-topics", DataTable)
     assert any(topic in row for row in drawn_rows(table)), drawn_rows(table)[:5]
+    await pilot.click("#--content-tab-analysis-services")
+    table = app.screen.query_one("#analysis-table-services", DataTable)
+    await until(pilot, lambda: table.is_on_screen, "the services tab")
+    assert any(service in row for row in drawn(table).splitlines()), drawn(table)
     await pilot.press("escape")
     await until(pilot, lambda: not isinstance(app.screen, AnalysisScreen), "back")

@@ -12,6 +12,7 @@ import pytest
 from journey_steps import (
     SIZE,
     analyse,
+    call_again,
     call_service,
     drawn,
     find_and_export,
@@ -19,8 +20,9 @@ from journey_steps import (
     pick_topic,
     plot_field,
     publish,
-    record,
     replay,
+    start_recording,
+    stop_recording,
 )
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
@@ -53,9 +55,11 @@ async def test_a_new_user_walks_a_postoffice_system(
                 await find_and_export(app, pilot, "hello>0", '{"hello": 1}', tmp_path)
                 if not sessions_available():
                     return
-                await record(app, pilot)
+                await start_recording(app, pilot)
+                await call_again(app, pilot)  # a call recorded
+                await stop_recording(app, pilot)
                 await open_recording(app, pilot, "robot/pose")
                 await replay(app, pilot, "robot/pose")
-                await analyse(app, pilot, "robot/pose")
+                await analyse(app, pilot, "robot/pose", "demo/add")
         except AssertionError as failed:
             raise AssertionError(f"{failed}\n{system.output()}") from failed
