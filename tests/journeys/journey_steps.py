@@ -61,6 +61,12 @@ async def type_text(pilot: Pilot[object], text: str) -> None:
     await pilot.pause()
 
 
+async def started(app: WorkbenchApp, pilot: Pilot[object], system: str) -> None:
+    """The header says which system the workbench is attached to."""
+    header = app.screen.query_one("HeaderTitle")
+    await until(pilot, lambda: system in drawn(header), f"{system} in the header", WAIT_S)
+
+
 async def pick_topic(app: WorkbenchApp, pilot: Pilot[object], topic: str) -> None:
     """Topics (1), the filter (/), the topic typed, Enter: its summary is drawn."""
     await until(pilot, lambda: topic in app.model.topics.stats, f"{topic}'s traffic", WAIT_S)

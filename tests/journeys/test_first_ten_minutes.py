@@ -20,12 +20,15 @@ from journey_steps import (
     publish,
     replay,
     start_recording,
+    started,
     stop_recording,
 )
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.views.sessions import sessions_available
+
+pytestmark = pytest.mark.slow
 
 
 async def test_a_new_user_walks_the_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -34,6 +37,7 @@ async def test_a_new_user_walks_the_demo(tmp_path: Path, monkeypatch: pytest.Mon
     settings = Settings(keymap_file=tmp_path / "k.toml", templates_file=tmp_path / "t.toml")
     app = WorkbenchApp(engine=EngineHost(seed=3), settings=settings)
     async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot, "embedded demo")
         await pick_topic(app, pilot, "robot/pose")
         await plot_field(app, pilot, "robot/pose.x")
         await publish(app, pilot, "lab/hello", '{"hello": 1}')

@@ -14,7 +14,6 @@ from journey_steps import (
     analyse,
     call_again,
     call_service,
-    drawn,
     find_and_export,
     open_recording,
     pick_topic,
@@ -22,6 +21,7 @@ from journey_steps import (
     publish,
     replay,
     start_recording,
+    started,
     stop_recording,
 )
 from mailbus_workbench.app import WorkbenchApp
@@ -29,7 +29,8 @@ from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.views.sessions import sessions_available
 from postoffice_system import environment, postoffice_demo
-from waiting import until
+
+pytestmark = pytest.mark.slow
 
 
 async def test_a_new_user_walks_a_postoffice_system(
@@ -45,9 +46,7 @@ async def test_a_new_user_walks_a_postoffice_system(
         )
         try:
             async with app.run_test(size=SIZE) as pilot:
-                # The header says which system this is: the workbench's box on PostOffice.
-                header = app.screen.query_one("HeaderTitle")
-                await until(pilot, lambda: "postoffice as box lab.wb" in drawn(header), "header")
+                await started(app, pilot, "postoffice as box lab.wb")  # its own box
                 await pick_topic(app, pilot, "robot/pose")
                 await plot_field(app, pilot, "robot/pose.x")
                 await publish(app, pilot, "lab/hello", '{"hello": 1}')
