@@ -43,7 +43,8 @@ def cells(table: DataTable[object], row: int) -> str:
 
 
 def drawn(widget: Widget) -> str:
-    """A widget's lines as drawn on the screen."""
+    """The lines a widget draws itself (a table, a list, a label; a container draws only
+    its background: read its children)."""
     return "\n".join(widget.render_line(y).text for y in range(widget.size.height))
 
 

@@ -90,6 +90,7 @@ def start_daemon(store: Path, env: dict[str, str]) -> tuple[subprocess.Popen[byt
     match = re.search(rb"listening on 127\.0\.0\.1:(\d+)", line)
     if match is None:
         stop(daemon)
+        daemon.stdout.close()
         raise AssertionError(f"the daemon did not start within {START_S:g} s: {line!r}")
     return daemon, int(match.group(1))
 
