@@ -55,8 +55,8 @@ def drawn_rows(table: DataTable[object]) -> list[str]:
 async def type_text(pilot: Pilot[object], text: str) -> None:
     """`text` typed into the focused widget: the key events `Pilot.press` sends, one per
     character, in order, without its wait for an idle process after each one (a workbench
-    taking live traffic is never idle: that wait is its 1 s limit, twice a key). Returns
-    once the screen has handled them all."""
+    taking live traffic is never idle: that wait is its 1 s limit, twice a key). The app
+    takes them, in order, before any key pressed after; what they do is waited for."""
     for character in text:
         pilot.app.post_message(events.Key(_character_to_key(character), character))
     await pilot.pause()
