@@ -57,6 +57,7 @@ class RecordingPane(Vertical):
         super().__init__()
         self.parts = parts
         self.recorder: Recorder | None = None
+        self.stopping = False  # a stop is writing the last events and the manifest
 
     def compose(self) -> ComposeResult:
         with Horizontal():
@@ -77,7 +78,8 @@ class RecordingPane(Vertical):
                 self.show_status(Text("Name a directory for the session.", style="red"))
                 return
             self._start(directory)
-        else:
+        elif not self.stopping:
+            self.stopping = True
             self._stop(self.recorder)
 
     @work(thread=True, exclusive=True, group="recorder")
@@ -111,6 +113,7 @@ class RecordingPane(Vertical):
     @on(_Stopped)
     def _stopped(self, result: _Stopped) -> None:
         self.recorder = None
+        self.stopping = False
         self.query_one("#rec-toggle", Button).label = "Record (F5)"
         counts = result.manifest.get("counts", {})
         self.show_status(

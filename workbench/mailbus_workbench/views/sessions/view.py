@@ -4,6 +4,7 @@ panes and what one pane says to another."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,8 +38,9 @@ class SessionsView(View):
 and a manifest, see docs/sessions.md): **F5** starts and stops; the count of events
 written, queued and dropped is live.
 
-**Open** a session (**F6**) and play it back into the observed context: its emails are
-sent again with their recorded timing (new Message-IDs and GIDs) under `replay/` (the
+**Open** a session (**F6**; a recording just stopped is offered, even while it is still
+being written) and play it back into the observed context: its emails are sent again
+with their recorded timing (new Message-IDs and GIDs) under `replay/` (the
 **under replay/** switch; off: under the recorded names), so the Topics and Services
 screens show them apart from live traffic, each keeping its recorded time in the
 `Replay-Source-Timestamp` header. **F7** play / pause, **F8** one email while paused.
@@ -46,8 +48,9 @@ screens show them apart from live traffic, each keeping its recorded time in the
 position): click or drag it, or focus it and press **←/→** (shift: bigger steps),
 **Home** and **End**; or type a second in the seek field (Enter). Rate (Enter) and the
 loop switch apply at once, to the replay under way. **ctrl+o** (or F6 with no path)
-picks a session from a directory tree or the recent sessions. An open session's
-messages are listed below without playing it (the first 500).
+picks a session from a directory tree or the recent sessions (a stopped recording is the
+first of them). An open session's messages are listed below without playing it (the
+first 500).
 
 **F9** opens the analysis of the open session (topics, services, calls, orphans,
 sequences) on the engine you pick: polars, or Spark (slow to start, for big sessions).
@@ -84,6 +87,7 @@ inputs replayed into the attached system, its outputs compared with the recordin
         self.recording = RecordingPane(parts)
         self.playback = PlaybackPane(parts)
         self.last_manifest: dict[str, Any] = {}
+        self._open_when_stopped = False
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -152,11 +156,23 @@ inputs replayed into the attached system, its outputs compared with the recordin
 
     @on(RecordingPane.RecordingChanged)
     def _recording_changed(self, event: RecordingPane.RecordingChanged) -> None:
+        open_it, self._open_when_stopped = self._open_when_stopped, False
         if not event.recording and not event.error:  # stopped: offer it for playback
             self.query_one("#play-path", Input).value = event.directory
             self.last_manifest = event.manifest
+            # The picker lists it among the recent sessions, wherever it was recorded.
+            with contextlib.suppress(OSError):  # the list is a convenience
+                recent_sessions.remember(self.recent_file, event.directory)
+            if open_it:
+                self.open_path(event.directory)
 
     def action_open_session(self) -> None:
+        if self.recording.stopping:
+            # F6 right after F5: the recording being written is the session meant (its
+            # path is not offered yet: the picker, or the path typed before, would open).
+            self._open_when_stopped = True
+            self.playback.show_status(Text("opening the recording once written …", "dim"))
+            return
         path = self.query_one("#play-path", Input).value.strip()
         if not path:
             self.action_pick_session()
