@@ -9,10 +9,9 @@ from pathlib import Path
 
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.find_screen import FindScreen
+from mailbus_workbench.textual_internals import key_event
 from mailbus_workbench.views.analysis import AnalysisScreen
 from mailbus_workbench.widgets.message_list import MessageList
-from textual import events
-from textual.keys import _character_to_key
 from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
@@ -58,7 +57,7 @@ async def type_text(pilot: Pilot[object], text: str) -> None:
     taking live traffic is never idle: that wait is its 1 s limit, twice a key). The app
     takes them, in order, before any key pressed after; what they do is waited for."""
     for character in text:
-        pilot.app.post_message(events.Key(_character_to_key(character), character))
+        pilot.app.post_message(key_event(character))
     await pilot.pause()
 
 

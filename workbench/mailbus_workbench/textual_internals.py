@@ -87,3 +87,11 @@ def wrap_screen_steps(screen: Screen[Any], wrap: Callable[[str, Callable[..., An
     replacement), for a benchmark's timeline."""
     for name in ("_refresh_layout", "_compositor_refresh"):
         setattr(screen, name, wrap(name.strip("_"), getattr(screen, name)))
+
+
+def key_event(character: str) -> events.Key:
+    """The key event `Pilot.press` sends for one printable character (its key name from
+    Textual's private table: "/" is "slash")."""
+    from textual.keys import _character_to_key
+
+    return events.Key(_character_to_key(character), character)
