@@ -60,6 +60,8 @@ from textual import events
 from textual.binding import Binding
 from textual.widgets import Input, TextArea
 
+from bench.workbench_names import run_names
+
 TARGET_RATE = 10_000
 QUEUE_ENTRIES = 500  # in the outbox the Queues view lists (once a second while shown)
 FLOOD_TOPICS = ("bench/pose", "bench/imu", "bench/lidar", "bench/status")
@@ -444,6 +446,7 @@ async def run(
             f"history {cap} msgs x {topics} topics (max {app.model.topics.max_topics}) + "
             f"feed {app.model.feed.capacity} events + {app.model.services.max_traces} traces"
         )
+        out.update(await run_names(app, pending, rounds, quantile95, log))
     TopicsView.action_pause = view_action  # type: ignore[method-assign]
     return out
 
