@@ -13,7 +13,7 @@ from mailbus_workbench.model.session_control import is_replayed
 
 DEFAULT_HISTORY_CAP = 500
 MAX_HISTORY_CAP = 100_000
-DEFAULT_MAX_TOPICS = 5_000
+DEFAULT_MAX_TOPICS = 20_000
 RATE_WINDOW_S = 1.0  # one rate sample per second
 RATE_HISTORY = 60  # samples kept for the sparkline
 
