@@ -57,6 +57,9 @@ class TopicTree(Tree[str]):
         self._built_for: tuple[tuple[str, ...], tuple[str, ...]] | None = None
         # The names the filter let through, for (filter, the store's set of topics).
         self._names_key: tuple[str, int, int] | None = None
+        # Every topic's names and tree, kept for the store's set of topics they were made of.
+        self._whole: tuple[tuple[str, ...], tuple[TreeNode, ...]] | None = None
+        self._whole_key: tuple[str, int, int] | None = None
         self._names: tuple[str, ...] = ()
         self._name_set: frozenset[str] = frozenset()
         self._topic_nodes: dict[str, UINode[str]] = {}
@@ -79,7 +82,10 @@ class TopicTree(Tree[str]):
         if key == self._names_key:
             return self._names
         if not self.filter_text:
-            names = tuple(sorted(store.stats))
+            whole = self._whole
+            same = whole is not None and self._whole_key == key
+            names = whole[0] if whole is not None and same else tuple(sorted(store.stats))
+            self._whole_key = key
         else:
             last = self._names_key
             narrows = (
@@ -152,7 +158,7 @@ class TopicTree(Tree[str]):
             self._pinned_nodes[topic] = node
             self._path_nodes[_PINNED + topic] = node
             self._node_paths[node.id] = _PINNED + topic
-        tree = topic_tree(names)
+        tree = self._tree_of(names)
         self._opened = paths_to_open(tree, OPEN_LINES - len(pinned))
         # The selection stays in sight: its groups open.
         parts = selected.split("/") if selected is not None and selected[:1] != _PINNED else []
@@ -163,6 +169,17 @@ class TopicTree(Tree[str]):
             # the cursor lands on whatever sits on the old line number): lay them out now.
             self.get_node_at_line(0)
             self.move_cursor(self._path_nodes[selected])
+
+    def _tree_of(self, names: tuple[str, ...]) -> tuple[TreeNode, ...]:
+        """The topic tree of `names`; that of every topic is kept while the set of topics
+        stays (a filter taken back shows it again without regrouping 10,000 names)."""
+        everything = self._names_key is not None and not self._names_key[0]
+        if everything and self._whole is not None and self._whole[0] is names:
+            return self._whole[1]
+        tree = topic_tree(names)
+        if everything:
+            self._whole = (names, tree)
+        return tree
 
     def _add(self, parent: UINode[str], nodes: tuple[TreeNode, ...]) -> list[UINode[str]]:
         made = []
