@@ -23,7 +23,11 @@ Figures (last stdout line, JSON):
 - queue_entries: the entries of the outbox the Queues view lists while it is shown.
 Keys slower than 50 ms are logged on stderr with what the UI thread did meanwhile
 (refreshes, layouts, paints, collections, fold slices).
-- rss_mb_after_1m_msgs: resident memory once a million messages went through the app.
+- rss_mb_after_1m_msgs: resident memory once a million messages went through the app;
+- key_latency_p95_ms_10k_topics (and _p50, _max, key_ui_cpu_p95_ms_10k_topics): the
+  tree's keys, the filter typed and the switches to Services and Participants while
+  10,000 topics, 500 services and 200 participants flow (bench/workbench_names.py),
+  against the same keys with the few topics before (key_latency_p95_ms_few_topics).
 Baselines measured in the same run: the model alone folding the same events
 (baseline_model_msgs_per_s) and the idle repaint rate. The memory bound is stated in
 `memory_bound`: history_cap x topics x message size + the feed's capacity.
