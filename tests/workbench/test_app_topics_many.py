@@ -6,6 +6,7 @@ from __future__ import annotations
 from mailbus_workbench import textual_internals
 from mailbus_workbench.app import VIEWS, WorkbenchApp
 from mailbus_workbench.layouts import LayoutStore
+from mailbus_workbench.model.topics import TopicStats, TopicStore
 from mailbus_workbench.views.topics import TopicsView
 from mailbus_workbench.widgets.topic_tree import TopicTree
 from textual.widgets import Input
@@ -148,3 +149,31 @@ async def test_pinning_with_no_topic_selected_says_so() -> None:
         await pilot.press("asterisk")
         assert tree.pinned == ()
         assert any("Select a topic" in n.message for n in textual_internals.notifications(app))
+
+
+def test_every_topics_rate_windows_close_though_a_tick_visits_only_those_ended() -> None:
+    """The store closes windows from a heap of their ends: each topic must still get
+    the rates and history it gets when every topic is ticked at every tick."""
+    store = TopicStore()
+    alone = {}
+    names = [f"t{i:04d}" for i in range(2_000)]
+    for i, name in enumerate(names):
+        t = T0 + i * 0.0007  # windows that end all through the second
+        store.add(message_event(name, "1", t, i))
+        alone[name] = TopicStats(name)
+        alone[name].add(t, 1)
+    for later, name in enumerate(names[::7]):  # some topics keep talking
+        t = T0 + 1.3 + later * 0.001
+        store.add(message_event(name, "1", t, 10_000 + later))
+        alone[name].add(t, 1)
+    store.clear(names[0])  # a topic gone never comes back from the heap
+    del alone[names[0]]
+    for now in (T0 + 0.5, T0 + 1.2, T0 + 1.9, T0 + 2.6, T0 + 5.4):
+        store.tick(now)
+        for stats in alone.values():
+            stats.tick(now)
+    assert set(store.stats) == set(alone)
+    for name, stats in alone.items():
+        got = store.stats[name]
+        assert (got.rate, list(got.rate_history)) == (stats.rate, list(stats.rate_history))
+    assert any(s.rate_history and max(s.rate_history) > 0 for s in alone.values())
