@@ -23,7 +23,11 @@ Figures (last stdout line, JSON):
 - queue_entries: the entries of the outbox the Queues view lists while it is shown.
 Keys slower than 50 ms are logged on stderr with what the UI thread did meanwhile
 (refreshes, layouts, paints, collections, fold slices).
-- rss_mb_after_1m_msgs: resident memory once a million messages went through the app.
+- rss_mb_after_1m_msgs: resident memory once a million messages went through the app;
+- key_latency_p95_ms_10k_topics (and _p50, _max, key_ui_cpu_p95_ms_10k_topics): the
+  tree's keys, the filter typed and the switches to Services and Participants while
+  10,000 topics, 500 services and 200 participants flow (bench/workbench_names.py),
+  against the same keys with the few topics before (key_latency_p95_ms_few_topics).
 Baselines measured in the same run: the model alone folding the same events
 (baseline_model_msgs_per_s) and the idle repaint rate. The memory bound is stated in
 `memory_bound`: history_cap x topics x message size + the feed's capacity.
@@ -59,6 +63,8 @@ from mailbus_workbench.views.topics import TopicsView
 from textual import events
 from textual.binding import Binding
 from textual.widgets import Input, TextArea
+
+from bench.workbench_names import run_names
 
 TARGET_RATE = 10_000
 QUEUE_ENTRIES = 500  # in the outbox the Queues view lists (once a second while shown)
@@ -444,6 +450,7 @@ async def run(
             f"history {cap} msgs x {topics} topics (max {app.model.topics.max_topics}) + "
             f"feed {app.model.feed.capacity} events + {app.model.services.max_traces} traces"
         )
+        out.update(await run_names(app, pending, rounds, quantile95, log))
     TopicsView.action_pause = view_action  # type: ignore[method-assign]
     return out
 

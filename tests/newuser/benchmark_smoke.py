@@ -47,6 +47,8 @@ SMOKE: dict[str, list[list[str]]] = {
     "testing": [["--quick"]],
     "cli": [["--quick"]],
 }
+# Figures a smoke run must measure (a number, not null).
+MEASURED = {"workbench": ("key_latency_p95_ms", "key_latency_p95_ms_10k_topics")}
 NEEDS_MAIL = {"email_e2e", "email_routed", "email_scale", "email_process_share"}
 NEEDS_SPARK = {"sessions_many"}
 
@@ -106,3 +108,5 @@ def run_documented(module: str, args: list[str]) -> None:
     assert lines, done.stderr[-3000:]
     figures = json.loads(lines[-1])
     assert isinstance(figures, dict) and figures
+    for key in MEASURED.get(module, ()):
+        assert isinstance(figures.get(key), int | float), f"{key}: {figures.get(key)!r}"

@@ -39,6 +39,7 @@ from mailbus_workbench.model.layout import (
 from mailbus_workbench.model.settings import config_dir
 from mailbus_workbench.views.base import View
 from mailbus_workbench.views.plot import PlotView
+from mailbus_workbench.views.topics import TopicsView
 
 MAX_LAYOUT_BYTES = 256 * 1024
 _FILTER_BOX = {"topics": "#topic-filter", "services": "#services-filter"}
@@ -156,7 +157,6 @@ class LayoutKeeper:
         self.store = store
         self.name = name or ""  # `--layout NAME`: shown instead of the last one
         self.find_queries: tuple[str, ...] = ()  # newest first
-        self.pinned: tuple[str, ...] = ()
 
     def found(self, query: str) -> None:
         self.find_queries = remember_query(self.find_queries, query)
@@ -191,8 +191,8 @@ class LayoutKeeper:
 
     def capture(self, app: LayoutHost) -> Layout:
         """The layout on screen now."""
-        plot = app.view("plot")
-        assert isinstance(plot, PlotView)
+        plot, topics = app.view("plot"), app.view("topics")
+        assert isinstance(plot, PlotView) and isinstance(topics, TopicsView)
         filters = {
             view_id: app.view(view_id).query_one(_FILTER_BOX[view_id], Input).value
             for view_id in FILTERED_VIEWS
@@ -212,7 +212,7 @@ class LayoutKeeper:
             filters={k: v for k, v in filters.items() if v},
             find_queries=self.find_queries,
             widths=widths,
-            pinned=self.pinned,
+            pinned=topics.pinned,
         )
 
     def apply(self, app: LayoutHost, layout: Layout) -> None:
@@ -240,7 +240,9 @@ class LayoutKeeper:
         plot.redraw()
         self.find_queries = layout.find_queries
         app.find_query = layout.find_queries[0] if layout.find_queries else ""
-        self.pinned = layout.pinned
+        topics = app.view("topics")
+        assert isinstance(topics, TopicsView)
+        topics.set_pinned(layout.pinned)
         app.show_view(layout.view)
         if problems:
             app.notify(

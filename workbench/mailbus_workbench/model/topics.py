@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from mailbus.trace import TraceEvent
@@ -12,7 +13,7 @@ from mailbus_workbench.model.session_control import is_replayed
 
 DEFAULT_HISTORY_CAP = 500
 MAX_HISTORY_CAP = 100_000
-DEFAULT_MAX_TOPICS = 5_000
+DEFAULT_MAX_TOPICS = 20_000
 RATE_WINDOW_S = 1.0  # one rate sample per second
 RATE_HISTORY = 60  # samples kept for the sparkline
 
@@ -63,6 +64,11 @@ class TopicStats:
         self._window_count += 1
         self._window_bytes += size
 
+    @property
+    def window_ends(self) -> float:
+        """When the current rate window ends (a tick before then changes nothing)."""
+        return self._window_start + RATE_WINDOW_S
+
     def tick(self, now: float) -> None:
         """Close every rate window that has ended by `now` (silent windows count 0)."""
         if self.count == 0:
@@ -101,6 +107,10 @@ class TopicStore:
         self.total = 0
         self.untracked = 0
         self.version = 0  # bumps when the set of topics changes (for the tree)
+        # Topics by the end of their rate window: a tick visits only those whose window
+        # ended (10,000 topics are not walked at every pump, many times a second).
+        self._due: list[tuple[float, int, TopicStats]] = []
+        self._added = 0
 
     @property
     def history_cap(self) -> int:
@@ -125,7 +135,12 @@ class TopicStore:
             self._history[name] = deque(maxlen=self._history_cap)
             self.version += 1
         now = (event.reception_timestamp_ns or event.time_ns) / 1e9
-        stats.add(now, event.size)
+        if stats.count == 0:
+            stats.add(now, event.size)
+            self._added += 1
+            heapq.heappush(self._due, (stats.window_ends, self._added, stats))
+        else:
+            stats.add(now, event.size)
         if is_replayed(event.headers):
             stats.replayed += 1
         self.total += 1
@@ -133,8 +148,16 @@ class TopicStore:
             self._history[name].append(MessageRecord(stats.count, event))
 
     def tick(self, now: float) -> None:
-        for stats in self.stats.values():
-            stats.tick(now)
+        due = self._due
+        ended = []
+        while due and due[0][0] <= now:
+            _, _, stats = heapq.heappop(due)
+            if self.stats.get(stats.name) is stats:  # else cleared meanwhile
+                stats.tick(now)
+                ended.append(stats)
+        for stats in ended:
+            self._added += 1
+            heapq.heappush(due, (stats.window_ends, self._added, stats))
 
     def history(self, name: str) -> list[MessageRecord]:
         return list(self._history.get(name, ()))
@@ -155,6 +178,7 @@ class TopicStore:
         """Forget one topic's history and stats, or everything."""
         if name is None:
             self.stats.clear()
+            self._due.clear()
             self._history.clear()
             self.total = 0
             self.untracked = 0
@@ -176,41 +200,81 @@ def _check_cap(cap: int) -> int:
     return cap
 
 
-@dataclass(frozen=True, slots=True)
-class TreeNode:
-    """One node of the topic tree: a path prefix and, if a topic ends here, its name."""
+class _Branch:
+    """A prefix of the topic index: its children by label, the topic ending here (its
+    real name) and every topic at or below it."""
 
-    label: str
-    path: str
-    topic: str | None
-    children: tuple[TreeNode, ...]
+    __slots__ = ("children", "topic", "under")
+
+    def __init__(self) -> None:
+        self.children: dict[str, _Branch] = {}
+        self.topic: str | None = None
+        self.under: list[str] = []
+
+
+class TreeNode:
+    """One node of the topic tree: a path prefix and, if a topic ends here, its name.
+
+    Its children are made when first asked for: 10,000 topics shown as 60 lines need not
+    make 11,000 nodes at each change of the filter."""
+
+    __slots__ = ("_branch", "_children", "label", "path", "topic")
+
+    def __init__(self, label: str, path: str, branch: _Branch) -> None:
+        self.label = label
+        self.path = path
+        self.topic = branch.topic
+        self._branch = branch
+        self._children: tuple[TreeNode, ...] | None = None
+
+    @property
+    def children(self) -> tuple[TreeNode, ...]:
+        if self._children is None:
+            self._children = _nodes(self._branch, self.path)
+        return self._children
+
+    @property
+    def child_count(self) -> int:
+        return len(self._branch.children)
+
+    @property
+    def topics(self) -> Sequence[str]:
+        """Every topic at or below this node (not a copy: not to be changed)."""
+        return self._branch.under
+
+    @property
+    def topic_count(self) -> int:
+        return len(self._branch.under)
+
+    def __repr__(self) -> str:
+        return f"TreeNode({self.label!r}, {self.path!r}, {self.topic!r})"
+
+
+def _nodes(branch: _Branch, prefix: str) -> tuple[TreeNode, ...]:
+    return tuple(
+        TreeNode(label, f"{prefix}/{label}" if prefix else label, branch.children[label])
+        for label in sorted(branch.children)
+    )
 
 
 def topic_tree(names: Iterable[str]) -> tuple[TreeNode, ...]:
     """Group topic names by `/` into a tree, children sorted by label."""
-    root: dict[str, dict] = {}  # type: ignore[type-arg]
-    ends: dict[str, str] = {}  # normalised path -> the topic's real name
+    root = _Branch()
     for name in names:
-        node = root
-        parts = [p for p in name.split("/") if p] or [name]
-        for part in parts:
-            node = node.setdefault(part, {})
-        ends["/".join(parts)] = name
-
-    def build(level: dict, prefix: str) -> tuple[TreeNode, ...]:  # type: ignore[type-arg]
-        out = []
-        for label in sorted(level):
-            path = f"{prefix}/{label}" if prefix else label
-            out.append(TreeNode(label, path, ends.get(path), build(level[label], path)))
-        return tuple(out)
-
-    return build(root, "")
+        branch = root
+        for part in [p for p in name.split("/") if p] or [name]:
+            child = branch.children.get(part)
+            if child is None:
+                child = branch.children[part] = _Branch()
+            child.under.append(name)
+            branch = child
+        branch.topic = name
+    return _nodes(root, "")
 
 
 def topics_under(node: TreeNode) -> tuple[str, ...]:
     """Every topic at or below `node`."""
-    own = (node.topic,) if node.topic is not None else ()
-    return own + tuple(t for child in node.children for t in topics_under(child))
+    return tuple(node.topics)
 
 
 def paths_to_open(nodes: tuple[TreeNode, ...], lines: int) -> set[str]:
@@ -218,13 +282,13 @@ def paths_to_open(nodes: tuple[TreeNode, ...], lines: int) -> set[str]:
     each group opened if its children still fit (300 topics must not open as ~600 lines;
     a small tree opens whole)."""
     shown = len(nodes)
-    queue = [n for n in nodes if n.children]
+    queue = deque(n for n in nodes if n.child_count)
     opened: set[str] = set()
     while queue:
-        group = queue.pop(0)
-        if shown + len(group.children) > lines:
+        group = queue.popleft()
+        if shown + group.child_count > lines:
             continue
-        shown += len(group.children)
+        shown += group.child_count
         opened.add(group.path)
-        queue.extend(n for n in group.children if n.children)
+        queue.extend(n for n in group.children if n.child_count)
     return opened

@@ -12,6 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Input
 
+from mailbus_workbench.model.layout import MAX_PINNED
 from mailbus_workbench.model.topics import MessageRecord
 from mailbus_workbench.parts import WorkbenchParts
 from mailbus_workbench.views.base import View
@@ -41,6 +42,8 @@ JSON), its headers, its raw RFC 5322 source and its diff against the previous me
   the newest 50 messages, paused it shows all the history cap keeps; messages that
   come while paused are kept too (within the cap) and listed on resume
 - **x** clear what is shown
+- **`*`** pin / unpin the selected topic: pinned topics are listed first in the tree
+  (marked ★) while the filter lets them through, and the layout keeps them
 - **/** filter topics
 - **h** change the history cap (messages kept per topic)
 - **e** export the inspected message as an `.eml` file in the current directory: the
@@ -67,6 +70,7 @@ Filter and Find terms: `Name=value`, `Name~part`, `Name!=value`, `Name>n`, `Name
         Binding("x", "clear", "Clear", id="topics.clear"),
         Binding("slash", "filter", "Filter", id="topics.filter"),
         Binding("h", "history_cap", "History cap", id="topics.cap"),
+        Binding("asterisk", "pin", "Pin", show=False, id="topics.pin"),
         Binding("e", "export_eml", "Export .eml", show=False, id="topics.export_eml"),
         Binding("g", "plot_field", "Plot field", show=False, id="topics.plot"),
         Binding("t", "save_test", "Save as test", show=False, id="topics.save_test"),
@@ -266,6 +270,33 @@ Filter and Find terms: `Name=value`, `Name~part`, `Name!=value`, `Name>n`, `Name
         bodies = [r.body for r in self.parts.model.topics.history(topic)]
         source = save_test.message_source(self.parts, topic, record.body, bodies)
         save_test.offer(self, self.parts, f"a message on {topic}", topic, source)
+
+    @property
+    def pinned(self) -> tuple[str, ...]:
+        """The pinned topics, in the order they were pinned."""
+        return self.query_one(TopicTree).pinned
+
+    def set_pinned(self, topics: tuple[str, ...]) -> None:
+        tree = self.query_one(TopicTree)
+        tree.pinned = tuple(dict.fromkeys(topics))[:MAX_PINNED]
+        tree.sync(self.parts.model.topics)
+
+    def action_pin(self) -> None:
+        topic = self.topic
+        if topic is None:
+            self.notify("Select a topic to pin", severity="warning", timeout=3)
+            return
+        pinned = self.pinned
+        if topic in pinned:
+            self.set_pinned(tuple(t for t in pinned if t != topic))
+            self.notify(f"Unpinned {topic}", timeout=2, markup=False)
+        elif len(pinned) >= MAX_PINNED:
+            self.notify(f"At most {MAX_PINNED} pinned topics", severity="warning", timeout=3)
+            return
+        else:
+            self.set_pinned((*pinned, topic))
+            self.notify(f"Pinned {topic}: listed first", timeout=2, markup=False)
+        self.query_one(TopicTree).select_topic(topic)
 
     def action_plot_field(self) -> None:
         self.query_one(Inspector).plot_field()

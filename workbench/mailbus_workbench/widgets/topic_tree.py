@@ -1,4 +1,9 @@
-"""The topic tree: topics grouped by `/`, with count and rate, filtered fuzzily."""
+"""The topic tree: topics grouped by `/`, with count and rate, filtered fuzzily; pinned
+topics first.
+
+Made for tens of thousands of topics: a closed group's children become nodes only when
+it opens, labels are refreshed on the nodes that exist, and the filtered names are kept
+until the filter or the set of topics changes (a longer filter narrows the last names)."""
 
 from __future__ import annotations
 
@@ -14,13 +19,21 @@ from mailbus_workbench.model.topics import (
     TreeNode,
     paths_to_open,
     topic_tree,
-    topics_under,
 )
 from mailbus_workbench.widgets import format as fmt
 
 # A tree opens whole up to this many lines; a bigger one opens its groups level by level
 # while they fit, the rest collapsed with their totals on them.
 OPEN_LINES = 60
+PIN_MARK = "★ "
+_PINNED = "\x00"  # the key of a pinned row (no topic name holds a control character)
+
+Figures = tuple[int, float, int, int]  # count, rate, replayed, topics
+
+
+def _path(topic: str) -> str:
+    """Where `topic` sits in the tree (as model.topics.topic_tree files it)."""
+    return "/".join(p for p in topic.split("/") if p) or topic
 
 
 class TopicTree(Tree[str]):
@@ -38,88 +51,192 @@ class TopicTree(Tree[str]):
         self.show_root = False
         self.guide_depth = 2
         self.filter_text = ""
+        self.pinned: tuple[str, ...] = ()  # shown first, in this order
+        self._store: TopicStore | None = None
         self._shape: tuple[str, ...] | None = None
+        self._built_for: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+        # The names the filter let through, for (filter, the store's set of topics).
+        self._names_key: tuple[str, int, int] | None = None
+        # Every topic's names and tree, kept for the store's set of topics they were made of.
+        self._whole: tuple[tuple[str, ...], tuple[TreeNode, ...]] | None = None
+        self._whole_key: tuple[str, int, int] | None = None
+        self._names: tuple[str, ...] = ()
+        self._name_set: frozenset[str] = frozenset()
         self._topic_nodes: dict[str, UINode[str]] = {}
+        self._pinned_nodes: dict[str, UINode[str]] = {}
         self._labels: dict[str, str] = {}
-        # Every node (groups too) by its path, and back: the cursor survives a rebuild.
+        # Every node made (groups too) by its path, and back: the cursor survives a rebuild.
         self._path_nodes: dict[str, UINode[str]] = {}
         self._node_paths: dict[int, str] = {}
-        # Group nodes by path, with their label and the topics below them (for totals).
-        self._groups: dict[str, tuple[UINode[str], str, tuple[str, ...]]] = {}
+        # Group nodes by path, with their label and their part of the topic tree.
+        self._groups: dict[str, tuple[UINode[str], str, TreeNode]] = {}
+        self._unfilled: dict[int, TreeNode] = {}  # closed groups whose children wait
+        self._shown: dict[int, Figures] = {}  # the figures each node's label shows
+        self._opened: set[str] = set()
+        self._chosen: dict[str, bool] = {}
+        self._around: set[str] = set()
+
+    # -- what is listed ---------------------------------------------------------------------
+    def _filtered(self, store: TopicStore) -> tuple[str, ...]:
+        key = (self.filter_text, store.version, id(store))
+        if key == self._names_key:
+            return self._names
+        if not self.filter_text:
+            whole = self._whole
+            same = whole is not None and self._whole_key == key
+            names = whole[0] if whole is not None and same else tuple(sorted(store.stats))
+            self._whole_key = key
+        else:
+            last = self._names_key
+            narrows = (
+                last is not None
+                and last[0]
+                and key[1:] == last[1:]
+                and self.filter_text.startswith(last[0])
+            )
+            # Typing on only narrows: every match of the longer text matched the shorter.
+            names = tuple(fuzzy_filter(self.filter_text, self._names if narrows else store.stats))
+        self._names_key, self._names, self._name_set = key, names, frozenset(names)
+        return names
 
     def sync(self, store: TopicStore, *, force: bool = False) -> None:
-        """Rebuild when the set of (filtered) topics changed, then refresh the labels."""
-        names = (
-            tuple(fuzzy_filter(self.filter_text, store.stats))
-            if self.filter_text
-            else tuple(sorted(store.stats))
-        )
-        if force or names != self._shape:
-            self._rebuild(names)
-        for name, node in self._topic_nodes.items():
+        """Rebuild when the (filtered) topics or the pins changed, then refresh the labels."""
+        self._store = store
+        names = self._filtered(store)
+        pinned = tuple(p for p in self.pinned if p in self._name_set)
+        if force or (pinned, names) != self._built_for:
+            self._rebuild(pinned, names)
+        self._relabel(store, [*self._topic_nodes.items(), *self._pinned_nodes.items()])
+
+    def _relabel(self, store: TopicStore, nodes: list[tuple[str, UINode[str]]]) -> None:
+        shown = self._shown
+        pinned_ids = {node.id for node in self._pinned_nodes.values()}
+        for name, node in nodes:
             stats = store.stats.get(name)
             if stats is not None:
-                node.set_label(
-                    self._label(
-                        self._labels[name], stats.count, stats.rate, replayed=stats.replayed
-                    )
-                )
-        for node, label, topics in self._groups.values():
+                figures = (stats.count, stats.rate, stats.replayed, 0)
+                if shown.get(node.id) != figures:
+                    shown[node.id] = figures
+                    label = f"{PIN_MARK}{name}" if node.id in pinned_ids else self._labels[name]
+                    node.set_label(self._label(label, *figures))
+        stats_of = store.stats
+        for node, label, part in self._groups.values():
             if node.data is not None and node.data in self._topic_nodes:
                 continue  # a topic that is also a group shows its own figures
-            counted = [store.stats[t] for t in topics if t in store.stats]
-            node.set_label(
-                self._label(
-                    label,
-                    sum(s.count for s in counted),
-                    sum(s.rate for s in counted),
-                    topics=len(topics),
-                )
+            counted = [s for s in map(stats_of.get, part.topics) if s is not None]
+            figures = (
+                sum(s.count for s in counted),
+                sum(s.rate for s in counted),
+                0,
+                part.topic_count,
             )
+            if shown.get(node.id) != figures:
+                shown[node.id] = figures
+                node.set_label(self._label(label, *figures))
 
-    def _rebuild(self, names: tuple[str, ...]) -> None:
+    # -- building ---------------------------------------------------------------------------
+    def _rebuild(self, pinned: tuple[str, ...], names: tuple[str, ...]) -> None:
         cursor = self.cursor_node
         selected = self._node_paths.get(cursor.id) if cursor is not None else None
         # Groups the user opened or closed keep that state through a rebuild.
-        chosen = {path: node.is_expanded for path, (node, _, _) in self._groups.items()}
-        self._shape = names
+        self._chosen = {path: node.is_expanded for path, (node, _, _) in self._groups.items()}
+        self._built_for = (pinned, names)
+        listed = set(pinned)
+        self._shape = pinned + tuple(n for n in names if n not in listed) if pinned else names
         self._groups = {}
         self._topic_nodes = {}
+        self._pinned_nodes = {}
         self._labels = {}
         self._path_nodes = {}
         self._node_paths = {}
+        self._unfilled = {}
+        self._shown = {}
         self.clear()
 
-        tree = topic_tree(names)
-        opened = paths_to_open(tree, OPEN_LINES)
+        for topic in pinned:
+            node = self.root.add_leaf(fmt.plain(f"{PIN_MARK}{topic}"), data=topic)
+            self._pinned_nodes[topic] = node
+            self._path_nodes[_PINNED + topic] = node
+            self._node_paths[node.id] = _PINNED + topic
+        tree = self._tree_of(names)
+        self._opened = paths_to_open(tree, OPEN_LINES - len(pinned))
         # The selection stays in sight: its groups open.
-        parts = selected.split("/") if selected is not None else []
-        around = {"/".join(parts[:i]) for i in range(1, len(parts))}
-
-        def add(parent: UINode[str], nodes: tuple[TreeNode, ...]) -> None:
-            for n in nodes:
-                if n.children:
-                    expand = chosen.get(n.path, n.path in opened) or n.path in around
-                    child = parent.add(fmt.plain(n.label), data=n.topic, expand=expand)
-                    self._groups[n.path] = (child, n.label, topics_under(n))
-                    add(child, n.children)
-                else:
-                    child = parent.add_leaf(fmt.plain(n.label), data=n.topic)
-                self._path_nodes[n.path] = child
-                self._node_paths[child.id] = n.path
-                if n.topic is not None:
-                    self._topic_nodes[n.topic] = child
-                    self._labels[n.topic] = n.label
-
-        add(self.root, tree)
+        parts = selected.split("/") if selected is not None and selected[:1] != _PINNED else []
+        self._around = {"/".join(parts[:i]) for i in range(1, len(parts))}
+        self._add(self.root, tree)
         if selected is not None and selected in self._path_nodes:
             # A new node knows its line only once the tree has laid its lines out (else
             # the cursor lands on whatever sits on the old line number): lay them out now.
             self.get_node_at_line(0)
             self.move_cursor(self._path_nodes[selected])
 
+    def _tree_of(self, names: tuple[str, ...]) -> tuple[TreeNode, ...]:
+        """The topic tree of `names`; that of every topic is kept while the set of topics
+        stays (a filter taken back shows it again without regrouping 10,000 names)."""
+        everything = self._names_key is not None and not self._names_key[0]
+        if everything and self._whole is not None and self._whole[0] is names:
+            return self._whole[1]
+        tree = topic_tree(names)
+        if everything:
+            self._whole = (names, tree)
+        return tree
+
+    def _add(self, parent: UINode[str], nodes: tuple[TreeNode, ...]) -> list[UINode[str]]:
+        made = []
+        for n in nodes:
+            if n.child_count:
+                expand = self._chosen.get(n.path, n.path in self._opened) or n.path in self._around
+                child = parent.add(fmt.plain(n.label), data=n.topic, expand=expand)
+                self._groups[n.path] = (child, n.label, n)
+                if expand:
+                    made += self._add(child, n.children)
+                else:
+                    self._unfilled[child.id] = n
+            else:
+                child = parent.add_leaf(fmt.plain(n.label), data=n.topic)
+            made.append(child)
+            self._path_nodes[n.path] = child
+            self._node_paths[child.id] = n.path
+            if n.topic is not None:
+                self._topic_nodes[n.topic] = child
+                self._labels[n.topic] = n.label
+        return made
+
+    def _fill(self, node: UINode[str]) -> None:
+        """Make a closed group's children (with their figures) before it opens."""
+        part = self._unfilled.pop(node.id, None)
+        if part is None:
+            return
+        made = {child.id for child in self._add(node, part.children)}
+        if self._store is not None:
+            self._relabel(
+                self._store, [(t, n) for t, n in self._topic_nodes.items() if n.id in made]
+            )
+
+    # Every way a group opens makes its children first: space, enter (and a click on a
+    # row) through these actions, shift+space on siblings; a click on the toggle icon
+    # opens it directly, and NodeExpanded fills it then.
+    def action_toggle_node(self) -> None:
+        if self.cursor_node is not None:
+            self._fill(self.cursor_node)
+        super().action_toggle_node()
+
+    def action_select_cursor(self) -> None:
+        if self.cursor_node is not None:
+            self._fill(self.cursor_node)
+        super().action_select_cursor()
+
+    def action_toggle_expand_all(self) -> None:
+        if self.cursor_node is not None:
+            for sibling in self.cursor_node.siblings:
+                self._fill(sibling)
+        super().action_toggle_expand_all()
+
+    def on_tree_node_expanded(self, event: Tree.NodeExpanded[str]) -> None:
+        self._fill(event.node)
+
     @staticmethod
-    def _label(name: str, count: int, rate: float, *, topics: int = 0, replayed: int = 0) -> Text:
+    def _label(name: str, count: int, rate: float, replayed: int = 0, topics: int = 0) -> Text:
         label = Text(name)
         label.append(f"  {count}", style="bold")
         label.append(f"  {fmt.rate(rate)}", style="dim")
@@ -140,17 +257,27 @@ class TopicTree(Tree[str]):
 
     @property
     def shown_topics(self) -> tuple[str, ...]:
-        """The topics the tree lists now (the filter applied), in its order."""
+        """The topics the tree lists now (the filter applied), in its order: the pinned
+        ones first."""
         return self._shape or ()
 
+    @property
+    def pinned_shown(self) -> tuple[str, ...]:
+        """The pinned topics listed at the top now (those the filter lets through)."""
+        return tuple(self._pinned_nodes)
+
     def select_topic(self, topic: str) -> bool:
-        node = self._topic_nodes.get(topic)
+        node = self._pinned_nodes.get(topic)
+        if node is None and topic in self._name_set:
+            parts = _path(topic).split("/")
+            for i in range(1, len(parts)):  # a topic inside closed groups: open the way
+                group = self._groups.get("/".join(parts[:i]))
+                if group is not None:
+                    self._fill(group[0])
+                    group[0].expand()
+            node = self._topic_nodes.get(topic)
         if node is None:
             return False
-        parent = node.parent
-        while parent is not None:  # a topic inside closed groups: open the way to it
-            parent.expand()
-            parent = parent.parent
         self.get_node_at_line(0)  # lay the opened lines out before moving to one
         self.move_cursor(node)
         return True

@@ -1,0 +1,179 @@
+"""Pilot tests of the Topics view with thousands of topics (keys in, what the tree draws
+out) and of pinned topics (a key pins, they come first, a restart keeps them)."""
+
+from __future__ import annotations
+
+from mailbus_workbench import textual_internals
+from mailbus_workbench.app import VIEWS, WorkbenchApp
+from mailbus_workbench.layouts import LayoutStore
+from mailbus_workbench.model.topics import TopicStats, TopicStore
+from mailbus_workbench.views.topics import TopicsView
+from mailbus_workbench.widgets.topic_tree import TopicTree
+from textual.widgets import Input
+from wb_helpers import until
+from workbench_fixtures.clock import T0
+from workbench_fixtures.events import fixed_app, message_event
+
+SIZE = (120, 40)
+SENSORS = ("accel", "battery", "camera", "gyro", "imu", "lidar", "odom", "pose", "sonar", "temp")
+ZONES, UNITS = 5, 100  # 5,000 topics
+ODD_ONE = "zone3/unit042/quartz"  # the only topic with a `q`
+
+
+def many_topics() -> list[str]:
+    names = [
+        f"zone{z}/unit{u:03d}/{s}" for z in range(ZONES) for u in range(UNITS) for s in SENSORS
+    ]
+    return [*names, ODD_ONE]
+
+
+def drawn(tree: TopicTree) -> list[str]:
+    """The tree's lines as they are drawn on the screen now."""
+    return [tree.render_line(y).text.rstrip() for y in range(tree.size.height)]
+
+
+async def with_many(pilot: object, app: WorkbenchApp) -> TopicTree:
+    names = many_topics()
+    app.model.feed_events(
+        message_event(name, "1", T0 + 13.0 + i * 1e-5, 200_000 + i) for i, name in enumerate(names)
+    )
+    tree = app.query_one(TopicTree)
+
+    def listed() -> bool:
+        app.refresh_now()  # no timer here: each refresh folds a slice of what came
+        return len(tree.shown_topics) == len(names) + 4  # and the fixture's four
+
+    await until(pilot, listed, "every topic listed")  # type: ignore[arg-type]
+    tree.focus()
+    return tree
+
+
+async def test_thousands_of_topics_draw_as_groups_with_their_counts() -> None:
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        tree = await with_many(pilot, app)
+        lines = drawn(tree)
+        zone0 = next(line for line in lines if "zone0" in line)
+        # 1,000 topics of one message each: their totals on the group, and on each unit.
+        assert "zone0  1000  " in zone0 and zone0.endswith("1000 topics")
+        unit = next(line for line in lines if "unit000" in line)
+        assert "▶ unit000  10  " in unit and unit.endswith("10 topics")  # closed
+        assert len(lines) == tree.size.height and all(lines)  # the tree fills its pane
+
+
+async def test_typing_a_filter_narrows_thousands_of_topics_to_the_match() -> None:
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        tree = await with_many(pilot, app)
+        await pilot.press("slash", "t")
+        assert len(tree.shown_topics) > 5000  # every name has a `t`
+        await pilot.press("q")
+        assert tree.shown_topics == (ODD_ONE,)
+        lines = [line for line in drawn(tree) if line.strip()]
+        # One topic left: the tree opens whole down to it, with its count.
+        assert [line.strip(" ▼▶├└│─").split("  ")[0] for line in lines] == [
+            "zone3",
+            "unit042",
+            "quartz",
+        ]
+        assert "quartz  1  " in lines[-1]
+        view = app.query_one(TopicsView)
+        assert view.topic == ODD_ONE
+        await pilot.press("backspace", "backspace")
+        assert len(tree.shown_topics) == ZONES * UNITS * len(SENSORS) + 1 + 4
+
+
+async def test_keys_reach_the_last_of_thousands_of_topics() -> None:
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        tree = await with_many(pilot, app)
+        view = app.query_one(TopicsView)
+        # The last group, opened (its units made only now), then its last unit.
+        await pilot.press("end", "enter", "end", "enter", "end")
+        last = f"zone{ZONES - 1}/unit{UNITS - 1:03d}/{SENSORS[-1]}"
+        await until(pilot, lambda: view.topic == last, "the last topic shown")
+        assert tree.cursor_node is not None and tree.cursor_node.data == last
+        visible = [line for line in drawn(tree) if line.strip()]
+        assert visible[-1].strip(" ▼▶├└│─").split("  ")[0] == SENSORS[-1]
+        await pilot.press("home")
+        assert tree.cursor_line == 0 and drawn(tree)[0].startswith("▼ robot  ")
+
+
+def store() -> LayoutStore:
+    return LayoutStore.for_config(None, [view_id for view_id, _, _ in VIEWS])
+
+
+async def test_a_pinned_topic_comes_first_and_stays_pinned_after_a_restart() -> None:
+    app = fixed_app(layouts=store())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        tree = app.query_one(TopicTree)
+        tree.focus()
+        assert tree.select_topic("system/heartbeat")
+        view = app.query_one(TopicsView)
+        await until(pilot, lambda: view.topic == "system/heartbeat", "the topic shown")
+        assert not drawn(tree)[0].startswith("★")
+        await pilot.press("asterisk")
+        await until(pilot, lambda: drawn(tree)[0].startswith("★ system/heartbeat"), "the pin")
+        assert tree.shown_topics[0] == "system/heartbeat"
+        await pilot.press("q")
+
+    app = fixed_app(layouts=store())
+    async with app.run_test(size=SIZE) as pilot:
+        tree = app.query_one(TopicTree)
+        await until(pilot, lambda: drawn(tree)[0].startswith("★ system/heartbeat"), "the pin")
+        # A filter keeps the pinned topic only if it matches.
+        await pilot.press("slash", *"robot")
+        assert not any(line.startswith("★") for line in drawn(tree))
+        await pilot.press("backspace", "backspace", "backspace", "backspace", "backspace")
+        await pilot.press(*"heart")
+        assert drawn(tree)[0].startswith("★ system/heartbeat")
+        await pilot.press("enter")  # back in the tree, on the pinned row
+        assert app.focused is tree
+        tree.select_topic("system/heartbeat")
+        await pilot.press("asterisk")  # unpinned
+        await until(pilot, lambda: not drawn(tree)[0].startswith("★"), "the pin gone")
+        assert app.query_one("#topic-filter", Input).value == "heart"
+
+
+async def test_pinning_with_no_topic_selected_says_so() -> None:
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        tree = app.query_one(TopicTree)
+        await pilot.press("slash", *"zzzz", "enter")  # nothing matches: no topic shown
+        assert app.query_one(TopicsView).topic is None
+        await pilot.press("asterisk")
+        assert tree.pinned == ()
+        assert any("Select a topic" in n.message for n in textual_internals.notifications(app))
+
+
+def test_every_topics_rate_windows_close_though_a_tick_visits_only_those_ended() -> None:
+    """The store closes windows from a heap of their ends: each topic must still get
+    the rates and history it gets when every topic is ticked at every tick."""
+    store = TopicStore()
+    alone = {}
+    names = [f"t{i:04d}" for i in range(2_000)]
+    for i, name in enumerate(names):
+        t = T0 + i * 0.0007  # windows that end all through the second
+        store.add(message_event(name, "1", t, i))
+        alone[name] = TopicStats(name)
+        alone[name].add(t, 1)
+    for later, name in enumerate(names[::7]):  # some topics keep talking
+        t = T0 + 1.3 + later * 0.001
+        store.add(message_event(name, "1", t, 10_000 + later))
+        alone[name].add(t, 1)
+    store.clear(names[0])  # a topic gone never comes back from the heap
+    del alone[names[0]]
+    for now in (T0 + 0.5, T0 + 1.2, T0 + 1.9, T0 + 2.6, T0 + 5.4):
+        store.tick(now)
+        for stats in alone.values():
+            stats.tick(now)
+    assert set(store.stats) == set(alone)
+    for name, stats in alone.items():
+        got = store.stats[name]
+        assert (got.rate, list(got.rate_history)) == (stats.rate, list(stats.rate_history))
+    assert any(s.rate_history and max(s.rate_history) > 0 for s in alone.values())
