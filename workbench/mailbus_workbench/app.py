@@ -11,7 +11,7 @@ from typing import Final
 from mailbus.broker import Broker
 from mailbus.errors import ConfigError, MailbusError
 from textual import events, on, work
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.message import Message
@@ -43,6 +43,7 @@ from mailbus_workbench.views.publish import PublishView
 from mailbus_workbench.views.queues import QueuesView
 from mailbus_workbench.views.services import ServicesView
 from mailbus_workbench.views.sessions import SessionsView
+from mailbus_workbench.views.tab_press import TabPressFocus
 from mailbus_workbench.views.topics import TopicsView
 from mailbus_workbench.views.waitsets import WaitSetsView
 from mailbus_workbench.widgets.inspector import Inspector
@@ -86,7 +87,7 @@ VIEWS: tuple[tuple[str, str, type[View]], ...] = (
 )
 
 
-class WorkbenchApp(App[int]):
+class WorkbenchApp(TabPressFocus):
     TITLE = "Mailbus workbench"
     CSS = """
     #views { height: 1fr; }
