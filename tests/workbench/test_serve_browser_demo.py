@@ -1,6 +1,6 @@
 """`mailbus serve` on the demo, in headless Chromium as a person uses it: every page
-watches the one demo system the server runs, and typing right after a click goes where
-the click put it."""
+watches the one demo system the server runs, typing right after a click goes where the
+click put it, and the key bar fits a 1400x900 page."""
 
 from __future__ import annotations
 
@@ -27,6 +27,11 @@ def test_two_pages_on_the_served_demo_watch_one_system(tmp_path: Path) -> None:
         first.wait_for(r"sensors")
         second = Viewer(browser, url)
         second.wait_for(r"sensors")
+        # At 1400x900 the key bar lists every view's key, N and P too, and ends with
+        # Help, Quit and the palette (it was cut at "0 Log f1").
+        bar = second.wait_for(r"q Quit +\^p Commands *$").splitlines()[-1]
+        assert re.search(r" 9 (Sessions  )?0 (Log  )?N (Participants  )?P ", bar), bar
+        assert " f1 Help " in bar, bar
         first.click_text("Publish")
         first.wait_for(r"Save template")
         first.page.keyboard.type("greetings/fromfirst")
