@@ -59,6 +59,14 @@ class ServedDemo:
         # A new daemon: its password is this run's, whatever the environment had.
         os.environ[PASSWORD_ENV] = secrets.token_urlsafe(24)
         self._daemon = ServerThread(ServerConfig(store_path=root / "postoffice.db", port=0))
+        try:
+            self._start(root)
+        except BaseException:
+            self._daemon.stop()
+            self._dir.cleanup()
+            raise
+
+    def _start(self, root: Path) -> None:
         self._daemon.start()
         port = self._daemon.port
         system_config = root / "demo-system.toml"
