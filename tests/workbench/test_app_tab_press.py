@@ -41,3 +41,26 @@ async def test_letters_typed_at_once_after_a_click_on_the_plot_tab_reach_its_box
             assert app.focused is box
             box.value = ""
             await pilot.press("escape")
+
+
+async def test_a_press_on_the_shown_tab_then_on_another_ends_on_the_other() -> None:
+    """A press on the tab already shown and at once one on Plot (as a browser test
+    clicks): Textual's own click on the first, handled late, switched back to it."""
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        box = app.query_one("#plot-add", Input)
+        tree = app.query_one("#topic-tree")
+        for _ in range(3):
+            await pilot.click("#views Tab#--content-tab-topics")
+            await until(
+                pilot,
+                lambda: app.active_view_id == "topics" and app.focused is tree,
+                "the Topics view with its keys",
+            )
+            press_tab_and_type(app, "topics", "")
+            press_tab_and_type(app, "plot", "robot/pose.y")
+            await until(pilot, lambda: box.value == "robot/pose.y", "the typed series")
+            for _ in range(5):
+                await pilot.pause()
+            assert app.active_view_id == "plot" and app.focused is box
+            box.value = ""
