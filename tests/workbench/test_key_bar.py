@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
 from mailbus_workbench.widgets.key_bar import KeyBar
+from textual.widgets import Input, TextArea
 from wb_helpers import until
 from workbench_fixtures.events import fixed_app
 
@@ -20,7 +22,8 @@ async def test_keys_follow_the_focused_view() -> None:
         await until(pilot, lambda: "Pause" in descriptions(bar), "the Topics keys")
         assert "Services" in descriptions(bar) and "Quit" in descriptions(bar)
         line = str(bar.render())
-        assert " p Pause " in line and " 2 Services " in line
+        # Too narrow for every view's title beside the Topics keys: the view keys alone.
+        assert " p Pause " in line and " 1 2 3 4 5 6 7 8 9 0 N P views " in line
         await pilot.press("2")
         await until(pilot, lambda: "Pause" not in descriptions(bar), "the Services keys")
         assert "Topics" in descriptions(bar)
@@ -52,3 +55,42 @@ async def test_clicking_a_key_presses_it() -> None:
             await pilot.click(KeyBar, offset=(last_end + 2, 0))
             await pilot.pause()
             assert app.active_view_id == "services"
+
+
+@pytest.mark.parametrize("width", [80, 120, 175, 200])
+async def test_help_quit_and_the_palette_always_fit_and_the_view_keys_where_they_fit(
+    width: int,
+) -> None:
+    """Each view's bar at each width: Help, Quit (where q quits) and ^p always drawn,
+    at the end of the line (at 1400 px the bar once ended at "0 Log f1"); every key that
+    shows a view, the letters N and P too, on every view from 175 columns (a browser at
+    1400 px) and on Topics from 120 (a view with many keys of its own keeps them)."""
+    app = fixed_app()
+    async with app.run_test(size=(width, 40)) as pilot:
+        bar = app.query_one(KeyBar)
+        for key in "1234567890NP":
+            await pilot.press("escape", key)
+            await pilot.pause()
+            await until(pilot, lambda: bool(bar.items), "the keys")
+            line = str(bar.render())
+            assert len(line) <= width, line
+            assert line.rstrip().endswith("^p Commands"), line
+            assert " f1 Help " in line, line
+            drawn = {item.description for _, _, item in bar._spans}
+            assert {"Help", "Commands"} <= drawn, line
+            if isinstance(app.focused, Input | TextArea):
+                continue  # there letters and digits are typed: no view keys, no q
+            assert " q Quit " in line, line
+            if width >= 175 or (width >= 120 and key == "1"):
+                assert " N " in line and " P " in line, line
+
+
+async def test_a_click_on_a_view_key_drawn_without_its_title_shows_that_view() -> None:
+    app = fixed_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        bar = app.query_one(KeyBar)
+        await until(pilot, lambda: "Participants" in descriptions(bar), "the keys")
+        line = str(bar.render())
+        column = line.index(" N P views") + 1
+        await pilot.click(KeyBar, offset=(column, 0))
+        await until(pilot, lambda: app.active_view_id == "participants", "Participants")

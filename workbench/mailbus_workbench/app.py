@@ -11,7 +11,7 @@ from typing import Final
 from mailbus.broker import Broker
 from mailbus.errors import ConfigError, MailbusError
 from textual import events, on, work
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.message import Message
@@ -36,13 +36,14 @@ from mailbus_workbench.view_table import APP_BINDINGS, GLOBAL_HELP, VIEWS
 from mailbus_workbench.views.base import View
 from mailbus_workbench.views.plot import PlotView
 from mailbus_workbench.views.sessions import SessionsView
+from mailbus_workbench.views.tab_press import TabPressFocus
 from mailbus_workbench.views.topics import TopicsView
 from mailbus_workbench.widgets.inspector import Inspector
 from mailbus_workbench.widgets.key_bar import KeyBar
 from mailbus_workbench.widgets.status_line import status_text
 
 
-class WorkbenchApp(App[int]):
+class WorkbenchApp(TabPressFocus):
     TITLE = "Mailbus workbench"
     CSS = """
     #views { height: 1fr; }

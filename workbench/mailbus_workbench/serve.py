@@ -1,13 +1,16 @@
 """`mailbus serve`: the workbench in a browser through textual-serve.
 
-Each browser tab gets its own workbench process (`python -m mailbus_workbench`), so the
-embedded demo or the `--config` system is what that process attaches to. Each runs as a
-`--viewer`: on PostOffice, where a box serves one connection, with a box of its own
-(`mailbus_workbench.viewer_box`)."""
+Each browser tab gets its own workbench process (`python -m mailbus_workbench`) attached
+to the `--config` system, or without one to the demo that the server runs once for all
+its pages (`mailbus_workbench.served_demo`): every page watches the same system. Each
+runs as a `--viewer`: on PostOffice, where a box serves one connection, with a box of
+its own (`mailbus_workbench.viewer_box`)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -31,15 +34,22 @@ def _serve(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         print(f"mailbus serve: port must be from 1 to 65535, not {args.port}", file=sys.stderr)
         return 2
-    server = Server(
-        serve_command(args.config),
-        host=args.host,
-        port=args.port,
-        title="Mailbus workbench",
-        public_url=args.public_url,
-    )
-    print(f"serving the workbench on http://{args.host}:{args.port}", flush=True)
-    server.serve()
+    with contextlib.ExitStack() as stack:
+        config = args.config or os.environ.get("MAILBUS_CONFIG_FILE") or None
+        if config is None:
+            from mailbus_workbench.served_demo import ServedDemo
+
+            config = str(stack.enter_context(ServedDemo()).pages_config)
+            print("the demo system runs once; every page watches it", flush=True)
+        server = Server(
+            serve_command(config),
+            host=args.host,
+            port=args.port,
+            title="Mailbus workbench",
+            public_url=args.public_url,
+        )
+        print(f"serving the workbench on http://{args.host}:{args.port}", flush=True)
+        server.serve()
     return 0
 
 

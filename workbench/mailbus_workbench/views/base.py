@@ -4,6 +4,7 @@ is handed (the workbench parts)."""
 from __future__ import annotations
 
 from textual.containers import Container
+from textual.widget import Widget
 
 from mailbus_workbench.parts import WorkbenchParts
 
@@ -23,9 +24,13 @@ class View(Container):
 
     HOME_FOCUS = ""  # a widget that is no text field (escape from a field goes there)
 
+    def default_focus_widget(self) -> Widget | None:
+        """The widget that gets the keys when this view is shown (None: the view's own)."""
+        return self.query_one(self.DEFAULT_FOCUS) if self.DEFAULT_FOCUS else None
+
     def focus_default(self) -> None:
-        if self.DEFAULT_FOCUS:
-            self.query_one(self.DEFAULT_FOCUS).focus()
+        if (widget := self.default_focus_widget()) is not None:
+            widget.focus()
 
     def focus_home(self) -> None:
         selector = self.HOME_FOCUS or self.DEFAULT_FOCUS

@@ -31,14 +31,24 @@ def _depth(depth: int, capacity: int) -> Text:
     )
 
 
+def _problems(failed: int, dropped: int, refused: int, blocked: int) -> Text:
+    """Only the counts that are not zero, so the table fits 120 columns while all is
+    well and says plainly what went wrong when something did."""
+    counts = ((failed, "failed"), (dropped, "dropped"), (refused, "refused"), (blocked, "blocked"))
+    said = [f"{n} {what}" for n, what in counts if n]
+    return Text(" · ".join(said), style="red") if said else Text("none", style="dim")
+
+
 class BrokerView(View):
     DEFAULT_FOCUS = "#broker-modules"
     HELP = """\
 ## Broker
 Each module broker of this process (`mailbus.broker`; the embedded demo runs one with
 two bridges from demo topics into a tally module): per module its state, queue depth
-against capacity, back-pressure policy, messages published as a source, delivered,
-failed, dropped and refused, and publishers blocked right now; then the links
+against capacity, what it does when full (its back-pressure policy), messages it sent
+(published as a source) and that were delivered to it,
+and its problems: what failed, was dropped or refused, and publishers blocked right now
+(only the counts that are not zero; "none" when all are); then the links
 (`*` links every other module). Read once a second from `Broker.snapshot()`. Brokers of
 other processes that announce themselves follow (the process column names them): state
 and queue depth as of their last announcement, `-` for what they do not announce.
@@ -64,17 +74,14 @@ and queue depth as of their last announcement, `-` for what they do not announce
             "kind",
             "state",
             "queue",
-            "back-pressure",
-            "published",
+            "when full",
+            "sent",
             "delivered",
-            "failed",
-            "dropped",
-            "refused",
-            "blocked",
+            "problems",
         ):
             modules.add_column(label, key=label)
         links = self.query_one("#broker-links", DataTable)
-        for label in ("broker", "source", "sink", "back-pressure"):
+        for label in ("broker", "source", "sink", "when full"):
             links.add_column(label, key=label)
 
     def refresh_view(self, now: float) -> None:
@@ -103,10 +110,7 @@ and queue depth as of their last announcement, `-` for what they do not announce
                     fmt.plain(m.backpressure),
                     str(m.published),
                     str(m.delivered),
-                    str(m.failed),
-                    str(m.dropped),
-                    str(m.refused),
-                    str(m.blocked_publishers),
+                    _problems(m.failed, m.dropped, m.refused, m.blocked_publishers),
                 )
             for link in snap.links:
                 links.add_row(
@@ -120,7 +124,7 @@ and queue depth as of their last announcement, `-` for what they do not announce
                     *map(fmt.plain, (process, info.name, module.name, module.kind)),
                     Text(module.state, style=STATE_STYLE.get(module.state, "")),
                     _depth(module.queue_depth, module.capacity),
-                    *("-",) * 7,
+                    *("-",) * 4,
                 )
         self.query_one("#broker-summary", Static).update("  ·  ".join(lines) or NO_BROKER)
         if modules.row_count:

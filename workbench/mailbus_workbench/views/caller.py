@@ -9,7 +9,7 @@ from mailbus.errors import ConfigError, MailbusError, ServiceTimeoutError
 from mailbus.names import check_name
 from rich.markup import escape
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -45,7 +45,9 @@ request body and a time-out in seconds, and call (**F5**). The response, its lat
 the outcome go to the history below (kept beside the templates, as
 `call-history.toml`, and back after a restart); after a call the focus is on the
 history: select a call there and press **r** to send the same request again, or **t**
-to save it as a test (the Tests view's folder, **T**).
+to save it as a test (the Tests view's folder, **T**). Calls of earlier sessions are
+listed dimmed and shown only when selected, marked "an earlier session": a new session
+starts with no response, not with an old failure.
 """
     BINDINGS = [
         Binding("f5", "call", "Call", id="call.send"),
@@ -72,6 +74,8 @@ to save it as a test (the Tests view's folder, **T**).
     def __init__(self, parts: WorkbenchParts, *, id: str | None = None) -> None:
         super().__init__(parts, id=id)
         self.history: list[CallRecord] = []
+        self._earlier = 0  # records numbered up to this one come from earlier sessions
+        self._shown: CallRecord | None = None  # what the response panel shows, if any
         self._numbers = 0
         # False when the history file could not be read: it is not written over.
         self.keep_history = True
@@ -118,10 +122,21 @@ to save it as a test (the Tests view's folder, **T**).
             self.keep_history = False
             self._message(f"{exc} (the history is not saved until the file is fixed)")
             return
+        self._earlier = len(records)
         for record in records:
             table = self._add(record)
             table.move_cursor(row=table.row_count - 1, animate=False)
         self._numbers = len(records)
+        if records:
+            # Past calls are history, not this session's outcome: nothing is shown as
+            # the response (an old failure in red greeted a user who had done nothing).
+            self._message(
+                f"No call in this session yet. The history below holds {len(records)} "
+                "calls from earlier sessions: select one to see its response; r sends "
+                "it again.",
+                title="response",
+                style="dim",
+            )
 
     @on(Button.Pressed, "#call-send")
     def action_call(self) -> None:
@@ -159,7 +174,7 @@ to save it as a test (the Tests view's folder, **T**).
         if table.row_count:
             key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
             record = self._record(key)
-            if record is not None:
+            if record is not None and record is self._shown:
                 self._show(record)
 
     def _message(self, text: str, *, title: str = "call not sent", style: str = "red") -> None:
@@ -167,6 +182,7 @@ to save it as a test (the Tests view's folder, **T**).
         an earlier response)."""
         self.query_one("#call-response-box").border_title = title
         self.query_one("#call-response", Static).update(Text(text, style=style))
+        self._shown = None
 
     @work(thread=True, group="call")
     def _call(self, number: int, service: str, body: str, timeout: float) -> None:
@@ -211,7 +227,7 @@ to save it as a test (the Tests view's folder, **T**).
             str(record.number),
             fmt.plain(record.service),
             fmt.latency(record.latency_s),
-            Text("ok", style="green") if record.ok else Text("failed", style="red"),
+            Text("ok" if record.ok else "failed", style=self._outcome_style(record)),
             fmt.plain(fmt.preview(record.body, 60)),
             key=str(record.number),
         )
@@ -219,13 +235,21 @@ to save it as a test (the Tests view's folder, **T**).
             table.remove_row(next(iter(table.rows)))
         return table
 
+    def _earlier_session(self, record: CallRecord) -> bool:
+        return record.number <= self._earlier
+
+    def _outcome_style(self, record: CallRecord) -> str:
+        style = "green" if record.ok else "red"
+        return f"dim {style}" if self._earlier_session(record) else style
+
     def _show(self, record: CallRecord) -> None:
+        self._shown = record
         box = self.query_one("#call-response-box")
         box.border_title = (
             f"response #{record.number}  {fmt.latency(record.latency_s)}"
             if record.ok
             else f"call #{record.number} failed"
-        )
+        ) + ("  (an earlier session)" if self._earlier_session(record) else "")
         widget = self.query_one("#call-response", Static)
         if not record.ok:
             widget.update(Text(fmt.printable(record.response, lines=True), style="red"))
@@ -240,8 +264,20 @@ to save it as a test (the Tests view's folder, **T**).
     @on(DataTable.RowHighlighted, "#call-history")
     def _history_row(self, event: DataTable.RowHighlighted) -> None:
         record = self._record(event.row_key.value)
-        if record is not None:
-            self._show(record)
+        # A past call is shown when the user selects it, not when the loaded history
+        # puts the cursor on it.
+        if record is None or (self._earlier_session(record) and not event.data_table.has_focus):
+            return
+        self._show(record)
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        """The history focused with a past call under its cursor: the user looks at it."""
+        table = self.query_one("#call-history", DataTable)
+        if event.widget is table and self._shown is None and table.row_count:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+            record = self._record(key)
+            if record is not None:
+                self._show(record)
 
     def _record(self, key: str | None) -> CallRecord | None:
         for record in self.history:

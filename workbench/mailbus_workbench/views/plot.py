@@ -9,6 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual_plotext import PlotextPlot
@@ -246,12 +247,11 @@ not seen yet is added with a hint (it fills when a message comes).
     def action_add(self) -> None:
         self.query_one("#plot-add", Input).focus()
 
-    def focus_default(self) -> None:
+    def default_focus_widget(self) -> Widget | None:
         # Nothing plotted yet: the keys go to the box, so the first thing typed is a series.
         if len(self.parts.model.plots):
-            super().focus_default()
-        else:
-            self.action_add()
+            return super().default_focus_widget()
+        return self.query_one("#plot-add", Input)
 
     def action_remove(self) -> None:
         listed = self.query_one("#plot-series", OptionList)

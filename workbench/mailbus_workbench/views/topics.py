@@ -155,6 +155,7 @@ Filter and Find terms: `Name=value`, `Name~part`, `Name!=value`, `Name>n`, `Name
                 return
             self._list_shown = wall
             messages.show(self.topic, listed)
+            self._inspect_highlighted()  # in the same frame as the list's new cursor
 
     def _listed(self) -> list[MessageRecord]:
         """Live, the newest LIVE_ROWS messages (a flood would churn the table); paused,
@@ -209,7 +210,19 @@ Filter and Find terms: `Name=value`, `Name~part`, `Name!=value`, `Name>n`, `Name
 
     @on(MessageList.MessageChosen)
     def _message_chosen(self, event: MessageList.MessageChosen) -> None:
-        self.inspect(event.record)
+        # The message highlighted now, not when the event was posted (rows move on).
+        self._inspect_highlighted(again=True)
+
+    def _inspect_highlighted(self, *, again: bool = False) -> None:
+        """Inspect the highlighted message; `again`: even if it is the one shown."""
+        record = self.query_one(MessageList).selected()
+        shown = self.query_one(Inspector).record
+        if record is not None and (
+            again
+            or shown is None
+            or (shown.event.name, shown.number) != (record.event.name, record.number)
+        ):
+            self.inspect(record)
 
     def inspect(self, record: MessageRecord) -> None:
         record = self.parts.model.recorded_raw.resolve(record)  # a replay's recorded bytes

@@ -8,6 +8,7 @@ change of keys only repaints its single line."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from rich.style import Style
 from rich.text import Text
@@ -16,13 +17,29 @@ from textual.screen import Screen
 from textual.widget import Widget
 
 
+class Kind(Enum):
+    """Where an item stands on the bar, and what is left out first when it is short."""
+
+    VIEW = "view"  # the keys of what has the focus: left, kept while they fit
+    SWITCH = "switch"  # a key that shows a view: one group, titled or keys only
+    APP = "app"  # help and quit: always drawn
+    PALETTE = "palette"  # the command palette's key: always drawn, at the right end
+
+
 @dataclass(frozen=True, slots=True)
 class KeyItem:
     key: str  # what a click simulates
     display: str  # how the key is shown (e.g. "^p")
     description: str
     enabled: bool
-    palette: bool = False  # the command palette's key, drawn at the right end
+    kind: Kind = Kind.VIEW
+
+
+SWITCH_LABEL = "views"  # after the view keys when they are drawn without their titles
+
+
+def is_switch(action: str) -> bool:
+    return action.startswith("show(")
 
 
 class KeyBar(Widget):
@@ -67,62 +84,56 @@ class KeyBar(Widget):
             self.refresh()
 
     def collect(self, screen: Screen[object]) -> tuple[KeyItem, ...]:
-        """The shown bindings of `screen`, one per action (as Textual's Footer)."""
+        """The shown bindings of `screen`, one per action (as Textual's Footer), plus
+        every key that shows a view, shown or not in Textual's footer (the letters of
+        the views past the tenth have no digit, and a user needs to see them)."""
         app = self.app
         items: list[KeyItem] = []
         actions: set[str] = set()
         palette_key = app.COMMAND_PALETTE_BINDING if app.ENABLE_COMMAND_PALETTE else None
         palette: KeyItem | None = None
-        for key, (_node, binding, enabled, _tooltip) in screen.active_bindings.items():
+        for key, (node, binding, enabled, _tooltip) in screen.active_bindings.items():
+            display = app.get_key_display(binding)
             if key == palette_key:
-                palette = KeyItem(
-                    binding.key, app.get_key_display(binding), binding.description, enabled, True
-                )
+                palette = KeyItem(binding.key, display, binding.description, enabled, Kind.PALETTE)
                 continue
-            if not binding.show or binding.action in actions:
+            switch = is_switch(binding.action)
+            if not (binding.show or switch) or binding.action in actions:
                 continue
             actions.add(binding.action)
-            items.append(
-                KeyItem(binding.key, app.get_key_display(binding), binding.description, enabled)
-            )
+            kind = Kind.SWITCH if switch else Kind.APP if node is app else Kind.VIEW
+            items.append(KeyItem(binding.key, display, binding.description, enabled, kind))
         if palette is not None:
             items.append(palette)
         return tuple(items)
 
     def render(self) -> Text:
-        key_style = self.get_component_rich_style("key-bar--key")
-        description_style = self.get_component_rich_style("key-bar--description")
-        dim = Style(dim=True)
-        text = Text(no_wrap=True, overflow="crop", end="")
-        spans: list[tuple[int, int, KeyItem]] = []
-        right = [item for item in self.items if item.palette]
-        for item in self.items:
-            if item.palette:
-                continue
-            start = text.cell_len
-            self._append(text, item, key_style, description_style, dim)
-            spans.append((start, text.cell_len, item))
-        for item in right:
-            label = Text(end="")
-            self._append(label, item, key_style, description_style, dim)
-            gap = self.size.width - text.cell_len - label.cell_len
-            if gap < 1:
+        styles = (
+            self.get_component_rich_style("key-bar--key"),
+            self.get_component_rich_style("key-bar--description"),
+        )
+        by_kind = {kind: [i for i in self.items if i.kind is kind] for kind in Kind}
+        palette = Drawn(styles).keys(by_kind[Kind.PALETTE])
+        app = Drawn(styles).keys(by_kind[Kind.APP])
+        room = self.size.width - palette.width - app.width - 1
+        # The focused widget's keys first, while each fits whole; then the view keys,
+        # with their titles if there is room, else as keys only, else not at all.
+        line = Drawn(styles)
+        for item in by_kind[Kind.VIEW]:
+            if line.width + Drawn(styles).keys([item]).width > room:
                 break
-            text.append(" " * gap)
-            start = text.cell_len
-            text.append_text(label)
-            spans.append((start, text.cell_len, item))
-        self._spans = spans
-        return text
-
-    @staticmethod
-    def _append(
-        text: Text, item: KeyItem, key_style: Style, description_style: Style, dim: Style
-    ) -> None:
-        extra = Style() if item.enabled else dim
-        text.append(f" {item.display} ", key_style + extra)
-        if item.description:
-            text.append(f"{item.description} ", description_style + extra)
+            line.keys([item])
+        switches = by_kind[Kind.SWITCH]
+        for switch in (Drawn(styles).keys(switches), Drawn(styles).bare_keys(switches)):
+            if line.width + switch.width <= room:
+                line.append(switch)
+                break
+        line.append(app)
+        if palette.width:
+            line.gap(max(1, self.size.width - line.width - palette.width))
+            line.append(palette)
+        self._spans = line.spans
+        return line.text
 
     def item_at(self, x: int) -> KeyItem | None:
         for start, end, item in self._spans:
@@ -139,3 +150,50 @@ class KeyBar(Widget):
             self.app.simulate_key(item.key)
         else:
             self.app.bell()
+
+
+class Drawn:
+    """Part of the bar's line: its text and the columns each key item covers."""
+
+    def __init__(self, styles: tuple[Style, Style]) -> None:
+        self.key_style, self.description_style = styles
+        self.text = Text(no_wrap=True, overflow="crop", end="")
+        self.spans: list[tuple[int, int, KeyItem]] = []
+
+    @property
+    def width(self) -> int:
+        return self.text.cell_len
+
+    @staticmethod
+    def _style(style: Style, item: KeyItem) -> Style:
+        return style if item.enabled else style + Style(dim=True)
+
+    def keys(self, items: list[KeyItem]) -> Drawn:
+        """Each item as its key and its description, as Textual's footer draws them."""
+        for item in items:
+            start = self.width
+            self.text.append(f" {item.display} ", self._style(self.key_style, item))
+            if item.description:
+                self.text.append(f"{item.description} ", self._style(self.description_style, item))
+            self.spans.append((start, self.width, item))
+        return self
+
+    def bare_keys(self, items: list[KeyItem]) -> Drawn:
+        """The items' keys side by side, then one label for them all."""
+        if not items:
+            return self
+        for item in items:
+            start = self.width
+            self.text.append(f" {item.display}", self._style(self.key_style, item))
+            self.spans.append((start, self.width, item))
+        self.text.append(" ", self.key_style)
+        self.text.append(f"{SWITCH_LABEL} ", self.description_style)
+        return self
+
+    def gap(self, columns: int) -> None:
+        self.text.append(" " * columns)
+
+    def append(self, other: Drawn) -> None:
+        offset = self.width
+        self.text.append_text(other.text)
+        self.spans += [(start + offset, end + offset, item) for start, end, item in other.spans]
