@@ -103,13 +103,18 @@ def test_steady_fields_keep_what_did_not_change_between_messages() -> None:
     )
 
 
-DEMO = (str(Path(demo.__file__)), ["publisher:sensors/temperature", "server:demo/add"])
+DEMO_READY = ["publisher:sensors/temperature", "server:demo/add"]
 
 
+@pytest.mark.parametrize("command", [str(Path(demo.__file__)), "python -m mailbus.demo"])
 @pytest.mark.parametrize("transport", ["inprocess", "postoffice"])
-def test_the_demo_is_a_participant_a_saved_test_starts(tmp_path: Path, transport: str) -> None:
+def test_the_demo_is_a_participant_a_saved_test_starts(
+    tmp_path: Path, transport: str, command: str
+) -> None:
     """On the in-process bus the demo's run() joins the test's context; on PostOffice the
-    demo file runs as a process with the options the kit gives it."""
+    demo runs as a process with the options the kit gives it. As a file or as a module
+    (`python -m`, what the workbench saves: it holds wherever mailbus is installed)."""
+    DEMO = (command, DEMO_READY)
     source = call_test("demo/add", "[1, 2, 3]", '{"sum": 6}', start=[DEMO])
     source += "\n\n" + message_test("sensors/temperature", '{"sensor": "t1"}', start=[DEMO]).split(
         '"""', 2

@@ -214,3 +214,16 @@ def test_echo(bus, system):
 def test_toml_text_writes_what_tomllib_reads() -> None:
     mapping = {"a": 1, "name": 'x"y', "t": {"b": [1, "z"], "u": {"c": True}}, "s": {"k": 2.5}}
     assert tomllib.loads(toml_text(mapping)) == mapping
+
+
+def test_a_python_module_command_is_read_as_such_and_a_missing_one_named() -> None:
+    from mailbus.testing.system import ParticipantError, module_function, python_module
+
+    assert python_module(["python", "-m", "mailbus.demo"]) == "mailbus.demo"
+    assert python_module(["python", "-m", "mailbus.demo", "--seconds", "1"]) is None
+    assert python_module(["python3", "-m", "mailbus.demo"]) is None
+    assert python_module(["demo.py"]) is None
+    with pytest.raises(ParticipantError, match=r"no participant module nosuch\.module"):
+        module_function("nosuch.module")
+    with pytest.raises(ParticipantError, match=r"mailbus\.names has no run"):
+        module_function("mailbus.names")

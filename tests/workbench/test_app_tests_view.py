@@ -98,7 +98,7 @@ async def test_saved_tests_of_the_demo_pass_as_saved_and_in_the_tests_view(
         source = message_test.read_text()
         # Only the fields that stayed the same: the reading and the time change.
         assert "expect.topic('sensors/temperature', where={'sensor': 't1'}" in source
-        assert "system.start(" in source and "demo.py" in source
+        assert "system.start('python -m mailbus.demo', ready=" in source
         # The same name again is refused, and nothing is replaced.
         await pilot.press("t")
         await until(pilot, lambda: len(app.screen_stack) > 1, "the save dialog")

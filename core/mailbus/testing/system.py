@@ -4,7 +4,9 @@ after it.
 A participant is a command (a process, given the bus's options in a file named by
 MAILBUS_CONFIG_FILE, its name in MAILBUS_NAME and a short announcement period) or a
 callable `target(context, stop_event)` run on a thread with the test's own context (the
-only way onto the in-process bus). `start` returns once the participant announces the
+only way onto the in-process bus); a participant file (`x.py`) or module
+(`python -m x`) with a `run(context, stop)` is a process on the other transports and
+its `run` on a thread in-process. `start` returns once the participant announces the
 entities named in `ready` (`"publisher:sensors/temp"`, `"server:thermo/convert"`, or a
 bare name for any entity), read from the participant announcements (mailbus.presence),
 as ROS's ReadyToTest waits for its nodes. Each process's output goes to a file whose tail
@@ -73,6 +75,28 @@ def participant_function(path: Path) -> Target:
             "(a process cannot join it)"
         )
     return cast(Target, run)
+
+
+def module_function(module: str) -> Target:
+    """`run(context, stop)` of the participant module named `module` (`python -m`)."""
+    try:
+        loaded = importlib.import_module(module)
+    except ImportError as exc:
+        raise ParticipantError(f"no participant module {module} ({exc})") from None
+    run = getattr(loaded, "run", None)
+    if not callable(run):
+        raise ParticipantError(
+            f"{module} has no run(context, stop) function, which the in-process bus calls "
+            "(a process cannot join it)"
+        )
+    return cast(Target, run)
+
+
+def python_module(argv: Sequence[str]) -> str | None:
+    """The module of a `python -m module` command (nothing else after it), else None."""
+    if len(argv) == 3 and argv[0] == "python" and argv[1] == "-m":
+        return argv[2]
+    return None
 
 
 def _has(entities: set[tuple[str, str]], wanted: tuple[str, str]) -> bool:
@@ -153,12 +177,16 @@ class System:
         if self._watch is None:
             self._watch = Watch(self.bus.context, PARTICIPANTS_TOPIC, self._on_announcement)
         in_process = not self.bus.crosses_processes
+        module = python_module(shlex.split(target)) if isinstance(target, str) else None
         if in_process and isinstance(target, str | Path) and str(target).endswith(".py"):
             # A participant file on the in-process bus: its run(context, stop) on a
             # thread, since a process cannot join that bus.
             path = Path(cwd or ".") / str(target)
             target = participant_function(path)
             name = name or path.stem
+        elif in_process and module is not None:
+            target = module_function(module)
+            name = name or module.rsplit(".", 1)[-1]
         if callable(target):
             label = name or str(getattr(target, "__name__", "participant"))
             participant = Participant(label, list(ready))
@@ -172,7 +200,10 @@ class System:
                 raise ValueError("system.start: an empty command")
             if argv[0].endswith(".py"):
                 argv.insert(0, sys.executable)
-            label = name or Path(argv[1] if argv[0] == sys.executable else argv[0]).stem
+            elif argv[0] == "python":  # the test's own interpreter, as for a .py file
+                argv[0] = sys.executable
+            program = Path(argv[1] if argv[0] == sys.executable else argv[0]).stem
+            label = name or (module.rsplit(".", 1)[-1] if module else program)
             participant = Participant(label, list(ready))
             self.participants.append(participant)
             self._start_process(participant, argv, env or {}, cwd)

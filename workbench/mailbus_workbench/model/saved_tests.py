@@ -25,7 +25,9 @@ def demo_start(*, topic: str | None = None, service: str | None = None) -> Start
         ready = [f"server:{service}"]
     else:
         return ()
-    return [(str(Path(demo.__file__).resolve()), ready)]
+    # A module, not the file's path: the saved test keeps working wherever mailbus is
+    # installed (in-process, system.start runs the module's run() on a thread).
+    return [(f"python -m {demo.__name__}", ready)]
 
 
 def suggest_path(folder: Path, *names: str) -> Path:
