@@ -146,7 +146,8 @@ class RowTable(CursorList):
 
 
 def _width(cell: Cell) -> int:
-    return cell_len(cell.plain if isinstance(cell, Text) else cell)
+    """The cells `cell` takes as drawn (a control character: one, as its picture)."""
+    return cell_len(fmt.printable(cell.plain if isinstance(cell, Text) else cell))
 
 
 def _fit(text: str, width: int) -> str:
