@@ -8,6 +8,7 @@ from mailbus.broker import Broker, BrokerMessage
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.views.broker import BrokerView
+from mailbus_workbench.widgets.row_table import RowTable
 from textual.widgets import DataTable, Static
 from wb_helpers import until
 from workbench_fixtures.events import fixed_app
@@ -88,7 +89,7 @@ async def test_demo_runs_a_broker_fed_by_topics(tmp_path) -> None:  # type: igno
         assert app.model.participants.remote_wait_sets() == []
         await pilot.press("N")
         await until(pilot, lambda: app.active_view_id == "participants", "the participants")
-        table = app.query_one("#participants-table", DataTable)
+        table = app.query_one("#participants-table", RowTable)
         await until(pilot, lambda: table.row_count == 1, "the demo's row")
         assert str(table.get_row_at(0)[0]).endswith("(this)")
         # The first announcement goes at init, before the demo's broker starts; the

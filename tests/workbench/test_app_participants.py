@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from mailbus.trace import Kind
 from mailbus_workbench.views.participants import ParticipantsView
+from mailbus_workbench.widgets.row_table import RowTable
 from textual.widgets import DataTable
 from wb_helpers import until
 from workbench_fixtures.clock import T0, FrozenClock
@@ -22,7 +23,7 @@ async def test_participants_are_listed_with_details_wait_sets_and_modules() -> N
         await pilot.pause()
         await pilot.press("N")
         await until(pilot, lambda: app.active_view_id == "participants", "the view")
-        table = app.query_one("#participants-table", DataTable)
+        table = app.query_one("#participants-table", RowTable)
         assert [str(table.get_row_at(i)[0]) for i in range(table.row_count)] == [
             "gateway",
             "planner",
@@ -63,7 +64,7 @@ async def test_a_dead_participant_leaves_the_view_and_a_bad_one_goes_to_the_log(
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         await pilot.press("N")
-        table = app.query_one("#participants-table", DataTable)
+        table = app.query_one("#participants-table", RowTable)
         assert table.row_count == 3
         # Only the gateway goes on announcing; a foreign body arrives too.
         clock.advance(30)

@@ -107,12 +107,12 @@ async def wait_sets(pilot: Pilot[Any]) -> None:
 
 
 async def participants_scene(pilot: Pilot[Any]) -> None:
-    from textual.widgets import DataTable
+    from mailbus_workbench.widgets.row_table import RowTable
 
     await pilot.pause()
     await pilot.press("N")
     await pilot.pause()
-    pilot.app.query_one("#participants-table", DataTable).move_cursor(row=2, animate=False)
+    pilot.app.query_one("#participants-table", RowTable).move_cursor(row=2)
     await pilot.pause()
 
 

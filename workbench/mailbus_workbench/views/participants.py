@@ -11,25 +11,26 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from mailbus_workbench.model.participants import MISSED_PERIODS, Participant
 from mailbus_workbench.views.base import View
 from mailbus_workbench.widgets import format as fmt
+from mailbus_workbench.widgets.row_table import RowTable
 
 COLUMNS = (
-    ("participant", "name"),
-    ("host", "host"),
-    ("pid", "pid"),
-    ("transport", "transport"),
-    ("pub", "publishers"),
-    ("sub", "subscriptions"),
-    ("srv", "servers"),
-    ("cli", "clients"),
-    ("wait sets", "wait_sets"),
-    ("modules", "modules"),
-    ("outbox", "outbox"),
-    ("seen", "seen"),
+    "participant",
+    "host",
+    "pid",
+    "transport",
+    "pub",
+    "sub",
+    "srv",
+    "cli",
+    "wait sets",
+    "modules",
+    "outbox",
+    "seen",
 )
 
 NO_PARTICIPANTS = (
@@ -65,15 +66,9 @@ with `announce-period-s` in a process's options (off by default).
     detail_text = ""  # the detail pane as plain text
 
     def compose(self) -> ComposeResult:
-        yield DataTable(id="participants-table", cursor_type="row", zebra_stripes=True)
+        yield RowTable([(title, None) for title in COLUMNS], id="participants-table")
         with VerticalScroll(id="participant-detail-box"):
             yield Static(NO_PARTICIPANTS, id="participant-detail", markup=False)
-
-    def on_mount(self) -> None:
-        self._cells_shown: dict[str, tuple[str | Text, ...]] = {}  # by participant, as drawn
-        table = self.query_one("#participants-table", DataTable)
-        for label, key in COLUMNS:
-            table.add_column(label, key=key)
 
     def _cells(self, p: Participant, now: float) -> tuple[str | Text, ...]:
         a = p.announcement
@@ -98,34 +93,14 @@ with `announce-period-s` in a process's options (off by default).
         )
 
     def refresh_view(self, now: float) -> None:
-        table = self.query_one("#participants-table", DataTable)
-        rows = self.parts.model.participants.ordered()
-        keys = [p.gid for p in rows]
-        if keys != [k.value for k in table.rows]:
-            cursor = table.cursor_row
-            table.clear()
-            self._cells_shown = {}
-            for p in rows:
-                cells = self._cells(p, now)
-                self._cells_shown[p.gid] = cells
-                table.add_row(*cells, key=p.gid)
-            if rows:
-                table.move_cursor(row=min(cursor, len(rows) - 1), animate=False)
-        else:
-            # Only the cells that changed: 200 participants are 2,400 cells, most of them
-            # the same from one refresh to the next (each update repaints its cell).
-            for p in rows:
-                cells = self._cells(p, now)
-                before = self._cells_shown.get(p.gid, ())
-                for i, ((_, column), value) in enumerate(zip(COLUMNS, cells, strict=True)):
-                    if i >= len(before) or before[i] != value:
-                        table.update_cell(p.gid, column, value)
-                self._cells_shown[p.gid] = cells
-        self._detail(rows[table.cursor_row] if rows and table.cursor_row < len(rows) else None)
+        table = self.query_one("#participants-table", RowTable)
+        participants = self.parts.model.participants
+        table.show({p.gid: self._cells(p, now) for p in participants.ordered()})
+        self._detail(participants.participants.get(table.selected_key()))
 
-    @on(DataTable.RowHighlighted, "#participants-table")
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        self._detail(self.parts.model.participants.participants.get(str(event.row_key.value)))
+    @on(RowTable.Highlighted, "#participants-table")
+    def _highlighted(self, event: RowTable.Highlighted) -> None:
+        self._detail(self.parts.model.participants.participants.get(event.key))
 
     def _detail(self, p: Participant | None) -> None:
         detail = self.query_one("#participant-detail", Static)

@@ -114,7 +114,7 @@ Select a call to see the request and the response side by side.
         services = store.latencies.services()
         if wanted.active:
             services = [s for s in services if wanted.lists_service(s)]
-        stats.show(store.latencies, services)
+        stats.show_services(store.latencies, services)
         if self.service not in stats.services:
             self.service = stats.selected()
         self.query_one(LatencyHistogram).show(store.latencies, self.service)
