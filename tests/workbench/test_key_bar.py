@@ -23,7 +23,7 @@ async def test_keys_follow_the_focused_view() -> None:
         assert "Services" in descriptions(bar) and "Quit" in descriptions(bar)
         line = str(bar.render())
         # Too narrow for every view's title beside the Topics keys: the view keys alone.
-        assert " p Pause " in line and " 1 2 3 4 5 6 7 8 9 0 N P views " in line
+        assert " p Pause " in line and " 1 2 3 4 5 6 7 8 9 0 N P T views " in line
         await pilot.press("2")
         await until(pilot, lambda: "Pause" not in descriptions(bar), "the Services keys")
         assert "Topics" in descriptions(bar)
@@ -91,6 +91,6 @@ async def test_a_click_on_a_view_key_drawn_without_its_title_shows_that_view() -
         bar = app.query_one(KeyBar)
         await until(pilot, lambda: "Participants" in descriptions(bar), "the keys")
         line = str(bar.render())
-        column = line.index(" N P views") + 1
+        column = line.index(" N P T views") + 1
         await pilot.click(KeyBar, offset=(column, 0))
         await until(pilot, lambda: app.active_view_id == "participants", "Participants")
