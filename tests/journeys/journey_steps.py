@@ -11,6 +11,7 @@ from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.find_screen import FindScreen
 from mailbus_workbench.textual_internals import key_event
 from mailbus_workbench.views.analysis import AnalysisScreen
+from mailbus_workbench.views.sessions import sessions_available
 from mailbus_workbench.widgets.message_list import MessageList
 from textual.pilot import Pilot
 from textual.widget import Widget
@@ -228,3 +229,22 @@ async def analyse(app: WorkbenchApp, pilot: Pilot[object], topic: str, service: 
     assert any(service in row for row in drawn(table).splitlines()), drawn(table)
     await pilot.press("escape")
     await until(pilot, lambda: not isinstance(app.screen, AnalysisScreen), "back")
+
+
+async def first_ten_minutes(app: WorkbenchApp, pilot: Pilot[object], exports: Path) -> None:
+    """Every step after the start, in a new user's order: pick a topic, plot a field,
+    publish, call a service, find and export, then (with the sessions extra) record with
+    a call in it, stop, open the recording, replay it and analyse it."""
+    await pick_topic(app, pilot, "robot/pose")
+    await plot_field(app, pilot, "robot/pose.x")
+    await publish(app, pilot, "lab/hello", '{"hello": 1}')
+    await call_service(app, pilot, "demo/add")
+    await find_and_export(app, pilot, "hello>0", '{"hello": 1}', exports)
+    if not sessions_available():
+        return
+    await start_recording(app, pilot)
+    await call_again(app, pilot)  # a call recorded
+    await stop_recording(app, pilot)
+    await open_recording(app, pilot, "robot/pose")
+    await replay(app, pilot, "robot/pose")
+    await analyse(app, pilot, "robot/pose", "demo/add")

@@ -8,25 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from journey_steps import (
-    SIZE,
-    analyse,
-    call_again,
-    call_service,
-    find_and_export,
-    open_recording,
-    pick_topic,
-    plot_field,
-    publish,
-    replay,
-    start_recording,
-    started,
-    stop_recording,
-)
+from journey_steps import SIZE, first_ten_minutes, started
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.model.settings import Settings
-from mailbus_workbench.views.sessions import sessions_available
 
 pytestmark = pytest.mark.slow
 
@@ -38,16 +23,4 @@ async def test_a_new_user_walks_the_demo(tmp_path: Path, monkeypatch: pytest.Mon
     app = WorkbenchApp(engine=EngineHost(seed=3), settings=settings)
     async with app.run_test(size=SIZE) as pilot:
         await started(app, pilot, "embedded demo")
-        await pick_topic(app, pilot, "robot/pose")
-        await plot_field(app, pilot, "robot/pose.x")
-        await publish(app, pilot, "lab/hello", '{"hello": 1}')
-        await call_service(app, pilot, "demo/add")
-        await find_and_export(app, pilot, "hello>0", '{"hello": 1}', tmp_path)
-        if not sessions_available():
-            return
-        await start_recording(app, pilot)
-        await call_again(app, pilot)  # a call recorded
-        await stop_recording(app, pilot)
-        await open_recording(app, pilot, "robot/pose")
-        await replay(app, pilot, "robot/pose")
-        await analyse(app, pilot, "robot/pose", "demo/add")
+        await first_ten_minutes(app, pilot, tmp_path)

@@ -9,9 +9,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mailbus.postoffice.client import PostOfficeClient
@@ -203,3 +205,26 @@ def spawn_daemon(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess]]:
         for stream in (proc.proc.stdout, proc.proc.stderr):
             if stream is not None:
                 stream.close()
+
+
+def assert_close_wakes_a_receive(daemon: Daemon, transport: Any, box: str) -> None:
+    """A receive blocked on `box` in another thread ends, with one outcome (a result or
+    a TransportError), when `transport` is closed; the daemon lets the box go."""
+    from mailbus.errors import TransportError
+
+    outcome: list[object] = []
+
+    def receive() -> None:
+        try:
+            outcome.append(transport.receiver.receive(60))
+        except TransportError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=receive)
+    thread.start()
+    daemon.wait_for(lambda: daemon.office.boxes[box].holder is not None)
+    wait_until(lambda: bool(daemon.office.boxes[box].holder._waiting_mail))
+    transport.close()  # the sender closes first, so no wake-up letter can go
+    thread.join(10)
+    assert not thread.is_alive() and len(outcome) == 1
+    daemon.wait_for(lambda: daemon.office.boxes[box].holder is None)

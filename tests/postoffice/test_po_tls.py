@@ -7,21 +7,20 @@ from __future__ import annotations
 import contextlib
 import datetime
 import socket
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import mailbus
 import pytest
 import trustme
-from mailbus.errors import ConfigError, TransportError
+from mailbus.errors import ConfigError
 from mailbus.options import options_from_mapping
 from mailbus.postoffice.client import ConnectionLost, PostOfficeClient, PostOfficeError, Unsupported
 from mailbus.postoffice.transport import PostOfficeOptions, create_transport
 from mailbus.tls import client_context, is_loopback
 from mailbus.trace import Tracer
 
-from .conftest import Daemon, wait_until
+from .conftest import Daemon, assert_close_wakes_a_receive
 
 PASSWORD = "Zq9-letter-K3y-long"
 
@@ -204,19 +203,4 @@ def test_closing_a_tls_transport_unblocks_a_receive_in_another_thread(
     table |= {"tls": True, "ca-file": str(pki.ca_file)}
     opts = options_from_mapping({"transport": "postoffice", "postoffice": table})
     transport = create_transport(opts, Tracer())
-    outcome: list[object] = []
-
-    def receive() -> None:
-        try:
-            outcome.append(transport.receiver.receive(60))
-        except TransportError as exc:
-            outcome.append(exc)
-
-    thread = threading.Thread(target=receive)
-    thread.start()
-    daemon.wait_for(lambda: daemon.office.boxes["close.tls"].holder is not None)
-    wait_until(lambda: bool(daemon.office.boxes["close.tls"].holder._waiting_mail))  # type: ignore[union-attr]
-    transport.close()
-    thread.join(10)
-    assert not thread.is_alive() and len(outcome) == 1
-    daemon.wait_for(lambda: daemon.office.boxes["close.tls"].holder is None)
+    assert_close_wakes_a_receive(daemon, transport, "close.tls")

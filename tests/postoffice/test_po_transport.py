@@ -25,7 +25,7 @@ from mailbus.postoffice.transport import (
 )
 from mailbus.trace import TraceEvent
 
-from .conftest import REPO, Daemon, DaemonProcess, wait_until
+from .conftest import REPO, Daemon, DaemonProcess, assert_close_wakes_a_receive, wait_until
 
 
 def options(port: int, box: str, **extra: object) -> Options:
@@ -319,22 +319,7 @@ def test_closing_the_transport_unblocks_a_receive_in_another_thread(daemon: Daem
     from mailbus.trace import Tracer
 
     transport = create_transport(options(daemon.port, "close.me"), Tracer())
-    outcome: list[object] = []
-
-    def receive() -> None:
-        try:
-            outcome.append(transport.receiver.receive(60))
-        except TransportError as exc:
-            outcome.append(exc)
-
-    thread = threading.Thread(target=receive)
-    thread.start()
-    daemon.wait_for(lambda: daemon.office.boxes["close.me"].holder is not None)
-    wait_until(lambda: bool(daemon.office.boxes["close.me"].holder._waiting_mail))  # type: ignore[union-attr]
-    transport.close()  # the sender closes first, so no wake-up letter can go
-    thread.join(10)
-    assert not thread.is_alive() and len(outcome) == 1
-    daemon.wait_for(lambda: daemon.office.boxes["close.me"].holder is None)
+    assert_close_wakes_a_receive(daemon, transport, "close.me")
 
 
 # -- idle cost and wake-up -----------------------------------------------------------
