@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mailbus import demo
 from mailbus_workbench.model.junit import Check, JunitError, Outcome, parse_junit
 from mailbus_workbench.model.saved_tests import SaveError, demo_start, suggest_path, write_new
 from mailbus_workbench.model.tests_run import (
@@ -117,7 +116,7 @@ def test_a_saved_test_never_replaces_a_file(tmp_path: Path) -> None:
 
 def test_the_demo_is_started_only_for_what_it_offers() -> None:
     ((command, ready),) = demo_start(topic="sensors/temperature")
-    assert Path(command) == Path(demo.__file__).resolve()
+    assert command == "python -m mailbus.demo"  # wherever mailbus is installed
     assert ready == ["publisher:sensors/temperature"]
     assert demo_start(service="demo/add")[0][1] == ["server:demo/add"]
     assert demo_start(topic="elsewhere/x") == ()
