@@ -4,6 +4,7 @@ where the notebook also shows the whole workbench served in a cell (an IFrame)."
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -239,3 +240,19 @@ def test_mailbus_notebook_on_a_postoffice_system_serves_the_workbench_in_a_cell(
         if demo is not None:
             stop(demo)
         stop(daemon)
+        stop_served_pages(tmp_path / "lab.toml")
+
+
+def stop_served_pages(config_path: Path) -> None:
+    """The served workbench of a page (a process in a session of its own) outlives
+    JupyterLab: found by the options file it was given, it is ended here."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if str(config_path).encode() in argv and b"mailbus_workbench" in argv:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(proc.name), signal.SIGKILL)
