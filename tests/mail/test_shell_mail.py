@@ -147,6 +147,9 @@ def test_service_hz_and_participants_over_mail_with_the_demo_running(
             "--json",
             "--timeout",
             str(WAIT_S),
+            # The demo reads only mail that comes after it connects: call once it is there.
+            "--wait",
+            str(WAIT_S),
         )
         assert call.returncode == 0, call.stderr
         [answer] = json_lines(call.stdout)

@@ -210,6 +210,14 @@ def test_service_call_answers_times_out_and_reports_errors(demo: System) -> None
     silent = demo.run("lab.tool", "service", "call", "no/one", "{}", "--timeout", "1")
     assert silent.returncode == 1
     assert "no response from no/one within 1 s" in silent.stderr
+    # --wait: called once the server has announced itself; refused when none does.
+    waited = demo.run("lab.tool", "service", "call", "demo/add", "[4]", "--wait", "30", "--json")
+    assert waited.returncode == 0, waited.stderr
+    assert json.loads(str(json_lines(waited.stdout)[0]["response"])) == {"sum": 4}
+    unserved = demo.run("lab.tool", "service", "call", "no/one", "{}", "--wait", "1", "--json")
+    assert unserved.returncode == 1
+    assert json_lines(unserved.stdout) == [{"service": "no/one", "status": "no_server"}]
+    assert "no server of no/one announced itself within 1 s" in unserved.stderr
 
 
 def test_service_echo_pairs_requests_with_responses(demo: System) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mailbus import headers as H
+from mailbus.context import Context
 from mailbus.errors import ServiceTimeoutError
 from mailbus.service_traces import ServiceTraces, Trace, TraceStatus
 from mailbus.shell.exit_codes import ExitCode
@@ -56,6 +57,13 @@ def register(services: argparse._SubParsersAction[argparse.ArgumentParser], comm
     call.add_argument("service")
     call.add_argument("body")
     call.add_argument("--timeout", type=float, default=5.0, help="seconds to wait (5)")
+    call.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="first wait up to SECONDS for a server to announce the service (0: call at once)",
+    )
     call.set_defaults(handler=usage_checked(_call))
 
     echo = sub("echo", "each request with its response, latency and status")
@@ -74,6 +82,15 @@ def register(services: argparse._SubParsersAction[argparse.ArgumentParser], comm
 def _call(args: argparse.Namespace) -> int:
     def work(out: Output, summary: dict[str, Any]) -> ExitCode:
         with open_system(args) as ctx:
+            if args.wait > 0 and not _server_announced(ctx, args.service, args.wait):
+                summary["status"] = "no_server"
+                note(
+                    f"no server of {args.service} announced itself within {args.wait:g} s "
+                    "(servers announce only with announce-period-s set)"
+                )
+                if args.json:
+                    out.emit("", {"service": args.service, "status": "no_server"})
+                return ExitCode.FAILED
             client = ctx.client(args.service)
             started = time.monotonic()
             try:
@@ -104,6 +121,19 @@ def _call(args: argparse.Namespace) -> int:
         return ExitCode.OK
 
     return run(args, work)
+
+
+def _server_announced(ctx: Context, service: str, seconds: float) -> bool:
+    """Whether a participant announces a server of `service` within `seconds`. Its
+    announcement comes after its receiver is connected, so a request sent then is read
+    (a mail receiver that starts at UIDNEXT never sees what came before it)."""
+    presence = Presence()
+    traffic = Traffic(ctx)
+    deadline = deadline_after(seconds)
+    while (event := traffic.next(deadline)) is not None:
+        if presence.take(event) and presence.holders("server", service):
+            return True
+    return False
 
 
 class _Echoed(ServiceTraces):
