@@ -1,5 +1,6 @@
 """Golden tests from a recording: the example system's changed output is caught on every
-transport and accepted with --mailbus-update; normalisers, tolerance and order."""
+transport and accepted with --mailbus-update (in-process: what the update writes does not
+depend on the transport); normalisers, tolerance and order."""
 
 from __future__ import annotations
 
@@ -52,6 +53,8 @@ def test_a_changed_output_fails_until_it_is_accepted_with_update(
         ]
     )
 
+    if transport != "inprocess":
+        return  # accepting a run rewrites a file: the same on every transport
     pytester.runpytest_subprocess(*args, "--mailbus-update").assert_outcomes(passed=1)
     written = pytester.path / "golden" / "test_the_converter_alerts_as_recorded.json"
     assert [o.body["level"] for o in read_golden(written)] == ["HOT"] * 4
