@@ -64,7 +64,7 @@ from textual import events
 from textual.binding import Binding
 from textual.widgets import Input, TextArea
 
-from bench.workbench_names import run_names
+from bench.workbench_names import run_names, settle
 
 TARGET_RATE = 10_000
 QUEUE_ENTRIES = 500  # in the outbox the Queues view lists (once a second while shown)
@@ -355,6 +355,7 @@ async def run(
             while "painted" not in pending and time.perf_counter() < deadline:
                 if changed is None and state() != before_state:
                     changed = time.perf_counter()
+                settle(app, pending)
                 await asyncio.sleep(0.001)
             painted, cpu_after = pending.get("painted"), pending.get("cpu", 0.0)
             pending.clear()

@@ -20,6 +20,7 @@ from mailbus.presence import TOPIC as PARTICIPANTS_TOPIC
 from mailbus.presence import Announcement, EntityInfo, encode
 from mailbus.trace import Kind, TraceEvent
 from mailbus_workbench.app import WorkbenchApp
+from mailbus_workbench.textual_internals import FrameScreen
 from mailbus_workbench.widgets.topic_tree import TopicTree
 from textual import events
 from textual.widgets import Input
@@ -176,6 +177,24 @@ def probes(app: WorkbenchApp) -> list[Probe]:
     ]
 
 
+def settle(app: WorkbenchApp, pending: dict[str, Any]) -> None:
+    """Answer the press being timed once its state has changed and the screen has nothing
+    left to paint: what is on screen is then already its answer. (A filter letter that
+    leaves the tree as it was needs no frame; without this, it was timed to whatever
+    frame came next, up to the 100 ms refresh later.)"""
+    if "painted" in pending or not pending:
+        return
+    screen = app.screen
+    if not isinstance(screen, FrameScreen) or screen.changes_to_paint():
+        return
+    shown = pending["view"] is None or app.view(pending["view"]).region.area > 0
+    if shown and pending["state"]() != pending["before"]:
+        pending["painted"] = time.perf_counter()
+        pending["cpu"] = time.thread_time()
+        if pending.get("profiler"):
+            pending["profiler"].disable()
+
+
 async def time_keys(
     app: WorkbenchApp,
     pending: dict[str, Any],
@@ -206,6 +225,7 @@ async def time_keys(
             app.post_message(events.Key(key, key if len(key) == 1 else None))
             deadline = before + 5.0
             while "painted" not in pending and time.perf_counter() < deadline:
+                settle(app, pending)
                 await asyncio.sleep(0.001)
             painted, cpu_after = pending.get("painted"), pending.get("cpu", 0.0)
             pending.clear()

@@ -177,3 +177,58 @@ def test_every_topics_rate_windows_close_though_a_tick_visits_only_those_ended()
         got = store.stats[name]
         assert (got.rate, list(got.rate_history)) == (stats.rate, list(stats.rate_history))
     assert any(s.rate_history and max(s.rate_history) > 0 for s in alone.values())
+
+
+async def test_a_filter_letter_answers_with_its_count_and_lays_nothing_out() -> None:
+    """With 5,000 topics, each letter typed in the filter is answered on screen, the
+    count of matching topics on the box (as fzf counts), without laying the whole screen
+    out again: Textual did that at each letter and at each change of the tree's lines,
+    30-60 ms with a flow on screen. The tree still scrolls as its lines come and go."""
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        tree = await with_many(pilot, app)
+        total = len(app.model.topics.stats)
+        layouts: list[str] = []
+
+        def counted(name: str, step: object) -> object:
+            def run(*args: object, **kwargs: object) -> object:
+                if name == "refresh_layout":
+                    layouts.append(name)
+                return step(*args, **kwargs)  # type: ignore[operator]
+
+            return run
+
+        textual_internals.wrap_screen_steps(app.screen, counted)
+        await pilot.press("slash")
+        await pilot.pause()
+        layouts.clear()
+        box = app.query_one("#topic-filter", Input)
+        await pilot.press("q")  # only one topic has a q
+        await until(pilot, lambda: box.border_subtitle == f"1 of {total:,}", "the count")
+        assert "quartz" in "".join(drawn(tree))
+        # The tree's scrollbar went (5,000 topics became one): a layout is due for that.
+        # From here the tree's lines change, the scrollbar stays away, and nothing is
+        # laid out: the letters, the tree and the message list are redone in place.
+        await pilot.pause()
+        layouts.clear()
+        await pilot.press("x")
+        await until(pilot, lambda: box.border_subtitle == f"0 of {total:,}", "no match")
+        assert not any(drawn(tree))
+        await pilot.press("backspace")
+        await until(pilot, lambda: "quartz" in "".join(drawn(tree)), "quartz again")
+        assert box.border_subtitle == f"1 of {total:,}"
+        assert layouts == []
+        # Taken back: every topic again, the groups around the selection open (zone3's
+        # hundred units): the tree outgrows its pane, its scrollbar comes back, the
+        # selection stays in sight and End reaches the last line.
+        await pilot.press("backspace", "backspace")
+        await until(pilot, lambda: box.border_subtitle == "", "the count gone")
+        assert len(tree.shown_topics) == total
+        await until(pilot, lambda: tree.show_vertical_scrollbar, "the scrollbar back")
+        assert tree.max_scroll_y > 0
+        assert any("quartz" in line for line in drawn(tree))
+        await pilot.press("enter")
+        await pilot.press("end")
+        await until(pilot, lambda: tree.scroll_y == tree.max_scroll_y, "the end in sight")
+        assert "zone4" in [line for line in drawn(tree) if line][-1]

@@ -12,7 +12,7 @@ from mailbus_workbench.model import EventFeed, ServiceStore, TopicStore, TraceSt
 from mailbus_workbench.model.fuzzy import fuzzy_filter, fuzzy_score
 from mailbus_workbench.model.inspect import body_diff, header_rows, pretty_body, raw_source
 from mailbus_workbench.model.state import WorkbenchModel
-from mailbus_workbench.model.topics import RATE_HISTORY, topic_tree
+from mailbus_workbench.model.topics import RATE_HISTORY, TICK_BUDGET, topic_tree
 from mailbus_workbench.model.waitsets import WaitSetMonitor
 from workbench_fixtures.clock import T0, FrozenClock
 from workbench_fixtures.events import (
@@ -80,6 +80,34 @@ def test_topic_stats_count_bytes_and_rates() -> None:
     store.tick(T0 + 3.5)  # two silent windows
     assert list(stats.rate_history) == [10, 0, 0]
     assert stats.rate == 0
+
+
+def test_a_window_counts_what_came_within_it_however_late_the_tick() -> None:
+    """Messages fed in one batch (a replay, a backlog) after their window ended: each
+    window counts its own, not the next one's (it read 3/s for a 4/s topic)."""
+    store = TopicStore()
+    for i in range(12):  # 4 per second for 3 s, folded at once
+        store.add(message_event("a/b", "12345", T0 + i * 0.25, i))
+    store.tick(T0 + 3.0)
+    stats = store.stats["a/b"]
+    assert list(stats.rate_history) == [4, 4, 4] and stats.rate == 4
+
+
+def test_windows_ending_together_close_a_budget_at_a_time_and_exactly() -> None:
+    """10,000 topics first seen at once end their windows at once: one tick closes at
+    most TICK_BUDGET of them (closing all held a key 30 ms); the next ticks close the
+    rest, each with the rate of its own window."""
+    store = TopicStore()
+    names = [f"t/{n}" for n in range(5 * TICK_BUDGET // 2)]
+    for n, name in enumerate(names):
+        store.add(message_event(name, "1", T0, n))
+        store.add(message_event(name, "1", T0 + 0.5, n))
+    store.tick(T0 + 1.0)
+    closed = [name for name in names if store.stats[name].rate_history]
+    assert len(closed) == TICK_BUDGET
+    store.tick(T0 + 1.1)
+    store.tick(T0 + 1.2)
+    assert all(list(store.stats[name].rate_history) == [2] for name in names)
 
 
 def test_rate_history_is_bounded() -> None:

@@ -12,14 +12,19 @@ runs, so an upgrade that moves them fails here, in one place.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from textual import events
 from textual.app import App
+from textual.geometry import Size
 from textual.notifications import Notification
+from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Input
+from textual.widget import Widget
+from textual.widgets import Input, Tree
+
+TreeData = TypeVar("TreeData")
 
 
 class FrameScreen(Screen[object]):
@@ -30,6 +35,10 @@ class FrameScreen(Screen[object]):
     def paint_when_idle(self) -> bool:
         """Whether a change pending now is painted at once. False: Textual's pace."""
         return False
+
+    def changes_to_paint(self) -> bool:
+        """Whether a change is waiting for a frame (else the screen shows the latest)."""
+        return self._frame_pending()
 
     def _frame_pending(self) -> bool:
         return (
@@ -95,3 +104,43 @@ def key_event(character: str) -> events.Key:
     from textual.keys import _character_to_key
 
     return events.Key(_character_to_key(character), character)
+
+
+def resize_content(widget: Widget, virtual_size: Size) -> None:
+    """What Textual does when a scrollable widget's content grows or shrinks, without the
+    whole screen's layout and repaint: its scrollbars take the new size and the scroll
+    offset stays in range (a scrollbar that must appear or go still asks for a layout,
+    through its display). A widget sized by its content is laid out as Textual would."""
+    if widget.styles.auto_dimensions:
+        widget.refresh(layout=True)
+        return
+    widget._scroll_update(virtual_size)
+    widget.refresh()
+
+
+class FixedTree(Tree[TreeData]):
+    """A Tree whose place on the screen never depends on its nodes (its size comes from
+    its container). Textual lays out and repaints the whole screen at each node added,
+    label set or group opened (30-60 ms with a flow on screen); here only the tree and its
+    scrollbar are redone."""
+
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
+
+    def watch_virtual_size(self, size: Size) -> None:
+        resize_content(self, size)
+
+    def _invalidate(self) -> None:
+        self._clear_line_cache()
+        self._updates += 1
+        self.root._reset()
+        self.refresh()
+
+
+class FixedInput(Input):
+    """An Input of a fixed width: a typed letter changes what it scrolls over, never its
+    place, so it does not lay out the whole screen again (Textual does, at each letter)."""
+
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
+
+    def watch_virtual_size(self, size: Size) -> None:
+        resize_content(self, size)

@@ -242,7 +242,10 @@ async def sessions_scene(pilot: Pilot[Any], analyse: bool = False) -> None:
     table = app.query_one("#session-messages", DataTable)
     for _ in range(500):
         columns = table.ordered_columns
-        measured = sum(c.content_width for c in columns) > sum(len(c.label) for c in columns)
+        # Every wide column measured, not only one (under load the first rows' widths
+        # came in before the rest and the snapshot had "what" cut to its label's width).
+        wide = [c for c in columns if str(c.label) in ("what", "body")]
+        measured = bool(wide) and all(c.content_width > len(c.label) for c in wide)
         if view.listed and measured:
             break
         await pilot.pause(0.02)

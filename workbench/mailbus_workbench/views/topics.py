@@ -15,6 +15,7 @@ from textual.widgets import Input
 from mailbus_workbench.model.layout import MAX_PINNED
 from mailbus_workbench.model.topics import MessageRecord
 from mailbus_workbench.parts import WorkbenchParts
+from mailbus_workbench.textual_internals import FixedInput
 from mailbus_workbench.views.base import View
 from mailbus_workbench.views.topic_share import SHARE_BINDINGS, TopicShare
 from mailbus_workbench.widgets.divider import Divider
@@ -104,7 +105,7 @@ Filter and Find terms: `Name=value`, `Name~part`, `Name!=value`, `Name>n`, `Name
     def compose(self) -> ComposeResult:
         with Horizontal():
             with Vertical(id="topics-left"):
-                yield Input(placeholder="filter topics (fuzzy)  /", id="topic-filter")
+                yield FixedInput(placeholder="filter topics (fuzzy)  /", id="topic-filter")
                 yield TopicTree(id="topic-tree")
             yield Divider("topics-left", id="topics-divider")
             with Vertical(id="topics-right"):
@@ -116,6 +117,7 @@ Filter and Find terms: `Name=value`, `Name~part`, `Name!=value`, `Name>n`, `Name
         model = self.parts.model
         tree = self.query_one(TopicTree)
         tree.sync(model.topics)
+        self._show_matches()
         # A new user sees traffic at once; a topic the filter hides is not listed.
         self._follow_tree()
         self._show_topic(now)
@@ -235,9 +237,21 @@ Filter and Find terms: `Name=value`, `Name~part`, `Name!=value`, `Name>n`, `Name
         self.message_filter = query.parse(event.value)
         tree.filter_text = self.message_filter.topic_text
         tree.sync(self.parts.model.topics)
+        self._show_matches()
         self._follow_tree()
         if self.topic is not None:
             self.query_one(MessageList).show(self.topic, self._listed())
+
+    def _show_matches(self) -> None:
+        """How many topics the filter lets through, on the filter box (as fzf counts):
+        each key answers on screen, also when the tree stays the same."""
+        tree = self.query_one(TopicTree)
+        counted = ""
+        if tree.filter_text:
+            counted = f"{len(tree.shown_topics):,} of {len(self.parts.model.topics.stats):,}"
+        box = self.query_one("#topic-filter", Input)
+        if box.border_subtitle != counted:
+            box.border_subtitle = counted
 
     @on(Input.Submitted, "#topic-filter")
     def _filter_done(self) -> None:

@@ -9,7 +9,11 @@ from __future__ import annotations
 from rich.style import Style
 from textual import events
 from textual.binding import Binding
+from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.scroll_view import ScrollView
+
+from mailbus_workbench import textual_internals
 
 
 class CursorList(ScrollView, can_focus=True):
@@ -22,6 +26,15 @@ class CursorList(ScrollView, can_focus=True):
         Binding("end", "jump(-1)", "Last", show=False),
     ]
     COMPONENT_CLASSES = {"cursor-list--header", "cursor-list--cursor", "cursor-list--even-row"}
+
+    # Rows come and go at each refresh under a flow, and Textual lays the whole screen out
+    # again at each change of a widget's virtual size (20-60 ms): a list's place never
+    # depends on its rows, so only the list and its scrollbar are redone.
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
+
+    def watch_virtual_size(self, size: Size) -> None:
+        textual_internals.resize_content(self, size)
+
     DEFAULT_CSS = """
     CursorList {
         height: 1fr;

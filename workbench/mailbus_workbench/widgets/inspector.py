@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from rich.console import RenderableType
 from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
@@ -90,29 +91,30 @@ class Inspector(Vertical):
             self._fold(None)
             self.texts = {}
             for tab in ("body", "headers", "raw", "diff"):
-                self.query_one(f"#inspector-{tab}-text", Static).update("Select a message.")
+                self._put(tab, "Select a message.")
             return
         event = record.event
         is_json, body = pretty_body(record.body)
         self._fold(record.body if is_json and body.count("\n") >= FOLD_LINES else None)
-        self.query_one("#inspector-body-text", Static).update(
+        self._put(
+            "body",
             fmt.json_syntax(body, dark=self.app.current_theme.dark, word_wrap=True)
             if is_json
-            else Text(fmt.printable(body, lines=True))
+            else Text(fmt.printable(body, lines=True)),
         )
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold")
         table.add_column()
         for name, value in header_rows(event):
             table.add_row(Text(name), Text(fmt.printable(value)))  # no markup
-        self.query_one("#inspector-headers-text", Static).update(table)
+        self._put("headers", table)
         raw = raw_source(event, date)
         # The bytes may hold anything: printable pictures, never markup.
         note = raw_note(event)
         shown = Text()
         shown.append(note + "\n\n", style="dim italic")
         shown.append(fmt.printable(raw, lines=True))
-        self.query_one("#inspector-raw-text", Static).update(shown)
+        self._put("raw", shown)
         diff = body_diff(previous.body if previous else None, record.body)
         self.texts = {
             "body": body,
@@ -121,11 +123,27 @@ class Inspector(Vertical):
             "raw_note": note,
             "diff": diff,
         }
-        self.query_one("#inspector-diff-text", Static).update(
+        self._put(
+            "diff",
             Syntax(fmt.printable(diff, lines=True), "diff", background_color="default")
             if diff.startswith("---")
-            else Text(fmt.printable(diff, lines=True))
+            else Text(fmt.printable(diff, lines=True)),
         )
+
+    def _put(self, tab: str, content: RenderableType | str) -> None:
+        """Show `content` on a tab. Textual lays out the whole screen at each update of a
+        text (20-60 ms with a flow on screen, and the inspector follows the newest
+        message): only a text whose height changes on the shown tab needs it; a hidden
+        tab is laid out when it is shown."""
+        static = self.query_one(f"#inspector-{tab}-text", Static)
+        before = static.content_size
+        static.update(content, layout=False)
+        static.clear_cached_dimensions()  # measured again at the next layout
+        if self.query_one("#inspector-tabs", TabbedContent).active != f"inspector-{tab}":
+            return
+        height = static.get_content_height(before, self.app.size, before.width)
+        if not before.width or height != before.height:
+            static.refresh(layout=True)
 
     # -- plotting a field ---------------------------------------------------------------
     def plot_field(self) -> None:

@@ -20,6 +20,7 @@ from mailbus_workbench.model.topics import (
     paths_to_open,
     topic_tree,
 )
+from mailbus_workbench.textual_internals import FixedTree
 from mailbus_workbench.widgets import format as fmt
 
 # A tree opens whole up to this many lines; a bigger one opens its groups level by level
@@ -36,7 +37,7 @@ def _path(topic: str) -> str:
     return "/".join(p for p in topic.split("/") if p) or topic
 
 
-class TopicTree(Tree[str]):
+class TopicTree(FixedTree[str]):
     """Node data is the topic name (None for a pure prefix)."""
 
     class TopicSelected(Message):
