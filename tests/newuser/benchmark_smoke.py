@@ -38,7 +38,7 @@ SMOKE: dict[str, list[list[str]]] = {
         # The cluster command of docs/benchmarks.md, at the smoke size.
         ["--analysis-only", "--sizes", "100k", "--no-100m", "--cluster", "--no-spark"],
     ],
-    "workbench": [["--quick"]],
+    "workbench": [["--quick", "--rounds", "1"]],
     "notebook": [["--quick"]],
     "email_e2e": [["--quick"]],
     "email_routed": [["--quick"]],
