@@ -139,8 +139,12 @@ def test_start_uid_catches_up_on_backlog_in_batches(
             pub.publish(f"old {i}")
         assert len(take(sub, 25)) == 25  # all delivered into the inbox
     late = options_for(user, mail={"start-uid": 1, "batch": 7, "reconnect-max-s": 0.5})
-    with mailbus.Context(late) as ctx:
-        sub = ctx.subscription("backlog", depth=100)
+    # Subscribed before the context starts: the backlog comes at its first poll, which
+    # under load came before a subscription made after `with` (the first batch of 7 had
+    # no subscriber yet).
+    ctx = mailbus.Context(late)
+    sub = ctx.subscription("backlog", depth=100)
+    with ctx:
         got = take(sub, 25)
         assert sorted(got) == sorted(f"old {i}" for i in range(25))
         receiver: Any = ctx.transport.receiver

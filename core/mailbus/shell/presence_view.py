@@ -10,7 +10,7 @@ from mailbus import presence
 from mailbus.presence import Announcement, PresenceError, PresenceState
 from mailbus.shell.exit_codes import ExitCode
 from mailbus.shell.output import Output
-from mailbus.shell.session import Traffic, deadline_after, open_system, run
+from mailbus.shell.session import deadline_after, open_system, run, traffic_of
 from mailbus.trace import TraceEvent
 
 
@@ -73,8 +73,8 @@ def label(announcement: Announcement) -> str:
 def gather(args: argparse.Namespace) -> Presence:
     """The participants that announce themselves within `args.seconds`."""
     found = Presence()
-    with open_system(args) as ctx:
-        traffic = Traffic(ctx)
+    with open_system(args, listen=True) as ctx:
+        traffic = traffic_of(ctx)
         deadline = deadline_after(args.seconds)
         while (event := traffic.next(deadline)) is not None:
             found.take(event)

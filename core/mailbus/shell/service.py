@@ -17,11 +17,11 @@ from mailbus.shell.exit_codes import ExitCode
 from mailbus.shell.output import Output, note
 from mailbus.shell.presence_view import Presence, entity_info
 from mailbus.shell.session import (
-    Traffic,
     deadline_after,
     open_system,
     run,
     subcommand,
+    traffic_of,
     usage_checked,
 )
 from mailbus.shell.topic import matcher
@@ -81,7 +81,7 @@ def register(services: argparse._SubParsersAction[argparse.ArgumentParser], comm
 
 def _call(args: argparse.Namespace) -> int:
     def work(out: Output, summary: dict[str, Any]) -> ExitCode:
-        with open_system(args) as ctx:
+        with open_system(args, listen=args.wait > 0) as ctx:
             if args.wait > 0 and not _server_announced(ctx, args.service, args.wait):
                 summary["status"] = "no_server"
                 note(
@@ -128,7 +128,7 @@ def _server_announced(ctx: Context, service: str, seconds: float) -> bool:
     announcement comes after its receiver is connected, so a request sent then is read
     (a mail receiver that starts at UIDNEXT never sees what came before it)."""
     presence = Presence()
-    traffic = Traffic(ctx)
+    traffic = traffic_of(ctx)
     deadline = deadline_after(seconds)
     while (event := traffic.next(deadline)) is not None:
         if presence.take(event) and presence.holders("server", service):
@@ -194,8 +194,8 @@ def _echo(args: argparse.Namespace) -> int:
 
         traces = _Echoed(args.timeout, show)
         last_scan = time.monotonic()
-        with open_system(args) as ctx:
-            traffic = Traffic(ctx)
+        with open_system(args, listen=True) as ctx:
+            traffic = traffic_of(ctx)
             deadline = deadline_after(args.seconds)
             while args.count is None or summary["calls"] < args.count:
                 event = traffic.next(min(deadline or float("inf"), time.monotonic() + 0.5))
@@ -216,8 +216,8 @@ def _list(args: argparse.Namespace) -> int:
     def work(out: Output, summary: dict[str, Any]) -> ExitCode:
         presence = Presence()
         seen: set[str] = set()
-        with open_system(args) as ctx:
-            traffic = Traffic(ctx)
+        with open_system(args, listen=True) as ctx:
+            traffic = traffic_of(ctx)
             deadline = deadline_after(args.seconds)
             while (event := traffic.next(deadline)) is not None:
                 if not presence.take(event) and H.CLIENT_GID in event.headers:

@@ -11,6 +11,7 @@ import json
 import queue
 import sys
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -45,15 +46,22 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     )
 
 
+_TRAFFIC: weakref.WeakKeyDictionary[Context, Traffic] = weakref.WeakKeyDictionary()
+
+
 @contextlib.contextmanager
-def open_system(args: argparse.Namespace) -> Iterator[Context]:
-    """The context the command works through; with --demo, the demo runs in it."""
+def open_system(args: argparse.Namespace, *, listen: bool = False) -> Iterator[Context]:
+    """The context the command works through; with --demo, the demo runs in it. With
+    `listen`, its traffic is heard from before it starts (`traffic_of`)."""
     from mailbus.options import load_options, options_from_mapping
 
     if args.demo:
         from mailbus.demo import DemoSystem
 
-        with Context(options_from_mapping({"announce-period-s": 1.0})) as ctx:
+        ctx = Context(options_from_mapping({"announce-period-s": 1.0}))
+        if listen:
+            _TRAFFIC[ctx] = Traffic(ctx)
+        with ctx:
             demo = DemoSystem(ctx)
             demo.start()
             try:
@@ -61,8 +69,21 @@ def open_system(args: argparse.Namespace) -> Iterator[Context]:
             finally:
                 demo.stop()
         return
-    with Context(load_options(getattr(args, "config", None))) as ctx:
+    ctx = Context(load_options(getattr(args, "config", None)))
+    if listen:
+        _TRAFFIC[ctx] = Traffic(ctx)
+    with ctx:
         yield ctx
+
+
+def traffic_of(ctx: Context) -> Traffic:
+    """Every email `ctx` receives. For a context from `open_system`, from its start: a
+    mail context with `start-uid` reads its backlog at the first poll, which can come
+    before the command's first line after `open_system` (it did, under load)."""
+    traffic = _TRAFFIC.get(ctx)
+    if traffic is None:
+        traffic = _TRAFFIC[ctx] = Traffic(ctx)
+    return traffic
 
 
 class Traffic:

@@ -16,12 +16,12 @@ from mailbus.shell.output import Output, note
 from mailbus.shell.presence_view import Presence, entity_info
 from mailbus.shell.session import (
     INTERNAL_PREFIX,
-    Traffic,
     UsageError,
     deadline_after,
     open_system,
     run,
     subcommand,
+    traffic_of,
     usage_checked,
 )
 from mailbus.shell.stats import Window
@@ -110,8 +110,8 @@ def _echo(args: argparse.Namespace) -> int:
 
     def work(out: Output, summary: dict[str, Any]) -> ExitCode:
         summary["received"] = 0
-        with open_system(args) as ctx:
-            traffic = Traffic(ctx)
+        with open_system(args, listen=True) as ctx:
+            traffic = traffic_of(ctx)
             deadline = deadline_after(args.seconds)
             while count is None or summary["received"] < count:
                 event = traffic.next(deadline)
@@ -173,8 +173,8 @@ def _measure(args: argparse.Namespace, report: Any) -> int:
         window = Window(args.window)
         summary["received"] = 0
         last_report = time.monotonic()
-        with open_system(args) as ctx:
-            traffic = Traffic(ctx)
+        with open_system(args, listen=True) as ctx:
+            traffic = traffic_of(ctx)
             deadline = deadline_after(args.seconds)
             while True:
                 event = traffic.next(min(deadline or float("inf"), last_report + 1.0))
@@ -299,8 +299,8 @@ def _list(args: argparse.Namespace) -> int:
     def work(out: Output, summary: dict[str, Any]) -> ExitCode:
         counts: dict[str, int] = {}
         presence = Presence()
-        with open_system(args) as ctx:
-            traffic = Traffic(ctx)
+        with open_system(args, listen=True) as ctx:
+            traffic = traffic_of(ctx)
             deadline = deadline_after(args.seconds)
             while (event := traffic.next(deadline)) is not None:
                 if presence.take(event) or not is_message(event):
