@@ -112,8 +112,8 @@ def test_mailbus_notebook_opens_jupyterlab_on_a_live_monitor_of_the_demo(tmp_pat
                 longest_pause=POLL_S,
             )
             chart = page.locator(".mailbus-monitor svg.mailbus-chart").first
-            bounds = chart.bounding_box()
-            assert bounds is not None
+            # The chart is drawn again at each update: wait for one that is on the page.
+            bounds = eventually(chart.bounding_box, 10, "the chart drawn", longest_pause=POLL_S)
             page.mouse.move(bounds["x"] + bounds["width"] * 0.8, bounds["y"] + bounds["height"] / 3)
             hover = page.locator(".mailbus-monitor .mailbus-hover").first
             eventually(lambda: " = " in hover.inner_text(), 10, "a hovered value")

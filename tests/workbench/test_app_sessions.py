@@ -166,6 +166,13 @@ async def test_the_player_is_built_off_the_ui_thread(
         await until(pilot, lambda: posted.of(SessionsView.SessionOpened), "the open", timeout=60)
         await until(pilot, lambda: app.active_view_id == "sessions", "the Sessions view")
         view = app.query_one(SessionsView)
+        # F8 is the view's key: it reaches the view once the focus is in it (pressed
+        # before, under load, it went to the view shown at start and was lost).
+        await until(
+            pilot,
+            lambda: app.focused is not None and view in app.focused.ancestors_with_self,
+            "the focus in the Sessions view",
+        )
         await pilot.press("f8")  # step: builds a paused player, then sends one email
         await until(
             pilot, lambda: view.player is not None and view.player.sent == 1, "a step", timeout=60

@@ -244,7 +244,7 @@ async def sessions_scene(pilot: Pilot[Any], analyse: bool = False) -> None:
         columns = table.ordered_columns
         # Every wide column measured, not only one (under load the first rows' widths
         # came in before the rest and the snapshot had "what" cut to its label's width).
-        wide = [c for c in columns if str(c.label) in ("what", "body")]
+        wide = [c for c in columns if str(c.label) in ("what", "topic / service", "body")]
         measured = bool(wide) and all(c.content_width > len(c.label) for c in wide)
         if view.listed and measured:
             break
