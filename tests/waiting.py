@@ -16,9 +16,11 @@ __all__ = ["Signalled", "describe", "eventually", "until"]
 
 
 async def until(
-    pilot: Pilot[object], condition: Callable[[], object], what: str, timeout: float = 10.0
+    pilot: Pilot[object], condition: Callable[[], object], what: str, timeout: float = 30.0
 ) -> None:
-    """`eventually()` for a Textual app under Pilot: lets the app run between checks."""
+    """`eventually()` for a Textual app under Pilot: lets the app run between checks.
+    The bound is generous (a passing test returns at once): under the whole suite on two
+    cores an export or a worker took more than 10 s now and then."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:

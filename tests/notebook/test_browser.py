@@ -279,8 +279,8 @@ def test_the_live_notebook_draws_the_monitor_in_each_state(jupyterlab: str, tmp_
                 longest_pause=POLL_S,
             )
             chart = boxes.nth(0).locator("svg.mailbus-chart")
-            bounds = chart.bounding_box()
-            assert bounds is not None
+            # The chart is drawn again at each update: wait for one that is on the page.
+            bounds = eventually(chart.bounding_box, 10, "the chart drawn", longest_pause=POLL_S)
             page.mouse.move(bounds["x"] + bounds["width"] * 0.9, bounds["y"] + bounds["height"] / 2)
             hover = boxes.nth(0).locator(".mailbus-hover")
             eventually(
