@@ -118,16 +118,22 @@ def resize_content(widget: Widget, virtual_size: Size) -> None:
     widget.refresh()
 
 
-class FixedTree(Tree[TreeData]):
-    """A Tree whose place on the screen never depends on its nodes (its size comes from
-    its container). Textual lays out and repaints the whole screen at each node added,
-    label set or group opened (30-60 ms with a flow on screen); here only the tree and its
-    scrollbar are redone."""
+class FixedPlace:
+    """For a widget whose place on the screen never depends on its content (its size
+    comes from its container): Textual lays out and repaints the whole screen at each
+    change of a widget's virtual size (15-60 ms with a flow on screen); with this first
+    among its bases, only the widget and its scrollbar are redone (`resize_content`)."""
 
     virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
 
     def watch_virtual_size(self, size: Size) -> None:
+        assert isinstance(self, Widget)
         resize_content(self, size)
+
+
+class FixedTree(FixedPlace, Tree[TreeData]):
+    """A Tree of a fixed place: a node added, a label set or a group opened redoes only
+    the tree (Textual's `_invalidate` asks for the whole screen's layout)."""
 
     def _invalidate(self) -> None:
         self._clear_line_cache()
@@ -136,11 +142,6 @@ class FixedTree(Tree[TreeData]):
         self.refresh()
 
 
-class FixedInput(Input):
+class FixedInput(FixedPlace, Input):
     """An Input of a fixed width: a typed letter changes what it scrolls over, never its
-    place, so it does not lay out the whole screen again (Textual does, at each letter)."""
-
-    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
-
-    def watch_virtual_size(self, size: Size) -> None:
-        resize_content(self, size)
+    place (Textual lays the whole screen out again at each letter)."""

@@ -56,24 +56,24 @@ def open_system(args: argparse.Namespace, *, listen: bool = False) -> Iterator[C
     from mailbus.options import load_options, options_from_mapping
 
     if args.demo:
-        from mailbus.demo import DemoSystem
-
-        ctx = Context(options_from_mapping({"announce-period-s": 1.0}))
-        if listen:
-            _TRAFFIC[ctx] = Traffic(ctx)
-        with ctx:
-            demo = DemoSystem(ctx)
-            demo.start()
-            try:
-                yield ctx
-            finally:
-                demo.stop()
-        return
-    ctx = Context(load_options(getattr(args, "config", None)))
+        options = options_from_mapping({"announce-period-s": 1.0})
+    else:
+        options = load_options(getattr(args, "config", None))
+    ctx = Context(options)
     if listen:
         _TRAFFIC[ctx] = Traffic(ctx)
     with ctx:
-        yield ctx
+        if not args.demo:
+            yield ctx
+            return
+        from mailbus.demo import DemoSystem
+
+        demo = DemoSystem(ctx)
+        demo.start()
+        try:
+            yield ctx
+        finally:
+            demo.stop()
 
 
 def traffic_of(ctx: Context) -> Traffic:

@@ -9,14 +9,13 @@ from __future__ import annotations
 from rich.style import Style
 from textual import events
 from textual.binding import Binding
-from textual.geometry import Size
-from textual.reactive import Reactive
 from textual.scroll_view import ScrollView
 
-from mailbus_workbench import textual_internals
+from mailbus_workbench.textual_internals import FixedPlace
 
 
-class CursorList(ScrollView, can_focus=True):
+# Rows come and go at each refresh under a flow; a list's place never depends on them.
+class CursorList(FixedPlace, ScrollView, can_focus=True):
     BINDINGS = [
         Binding("up", "cursor(-1)", "Up", show=False),
         Binding("down", "cursor(1)", "Down", show=False),
@@ -26,14 +25,6 @@ class CursorList(ScrollView, can_focus=True):
         Binding("end", "jump(-1)", "Last", show=False),
     ]
     COMPONENT_CLASSES = {"cursor-list--header", "cursor-list--cursor", "cursor-list--even-row"}
-
-    # Rows come and go at each refresh under a flow, and Textual lays the whole screen out
-    # again at each change of a widget's virtual size (20-60 ms): a list's place never
-    # depends on its rows, so only the list and its scrollbar are redone.
-    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
-
-    def watch_virtual_size(self, size: Size) -> None:
-        textual_internals.resize_content(self, size)
 
     DEFAULT_CSS = """
     CursorList {
