@@ -3,6 +3,7 @@ rows are trimmed from the top of the list."""
 
 from __future__ import annotations
 
+from mailbus_workbench import textual_internals
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.widgets.email_pair import EmailPair
 from mailbus_workbench.widgets.trace_list import SHOWN, TraceList
@@ -81,3 +82,44 @@ async def test_a_trimmed_selection_moves_highlight_and_panes_together() -> None:
             "the next call",
         )
         assert "trimmed" not in str(pair.query_one("#pair-request").border_title)
+
+
+async def test_rows_trimmed_under_a_flow_of_calls_lay_nothing_out() -> None:
+    """A full list that follows the newest call trims old rows at each refresh: only the
+    list is redone (Textual's remove_row laid the whole screen out for each row, 20-60 ms
+    a refresh with calls flowing), and the newest call is drawn at the bottom."""
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("2")
+        traces = app.query_one(TraceList)
+        await until(pilot, lambda: app.focused is traces, "the Services view")
+        add_and_refresh(app, requests(1000, SHOWN))
+        await pilot.press("end")
+        await until(pilot, lambda: traces.cursor_row == SHOWN - 1, "the newest call")
+        await pilot.pause()
+        layouts: list[str] = []
+
+        def counted(name: str, step: object) -> object:
+            def run(*args: object, **kwargs: object) -> object:
+                if name == "refresh_layout":
+                    layouts.append(name)
+                return step(*args, **kwargs)  # type: ignore[operator]
+
+            return run
+
+        screen = app.screen
+        assert isinstance(screen, textual_internals.FrameScreen)
+        textual_internals.wrap_screen_steps(screen, counted)
+        for first in (5000, 6000, 7000):
+            add_and_refresh(app, requests(first, 25))  # 25 old rows leave the top
+
+            def newest_drawn(n: int = first + 24) -> bool:
+                lines = [traces.render_line(y).text for y in range(traces.size.height)]
+                return any(f" {n} " in line for line in lines)
+
+            await until(pilot, newest_drawn, f"call #{first + 24} in the list")
+            await pilot.pause()  # the list's refresh reaches the screen
+            await until(pilot, lambda: not screen.changes_to_paint(), "the frame painted")
+        assert traces.row_count == SHOWN
+        assert layouts == []

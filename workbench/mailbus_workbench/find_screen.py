@@ -21,6 +21,7 @@ from mailbus_workbench.model.state import WorkbenchModel
 from mailbus_workbench.model.topics import MessageRecord
 from mailbus_workbench.screens import HelpScreen
 from mailbus_workbench.share_screens import ExportScreen
+from mailbus_workbench.textual_internals import MeasuredTable
 from mailbus_workbench.widgets import format as fmt
 
 PLACEHOLDER = 'celsius>25   Subject~robot   /ERROR|WARN/   "some text"'
@@ -102,7 +103,9 @@ class FindScreen(ModalScreen[MessageRecord | None]):
                 id="find-status",
                 markup=False,
             )
-            yield DataTable[str | Text](id="find-results", cursor_type="row", zebra_stripes=True)
+            yield MeasuredTable[str | Text](
+                id="find-results", cursor_type="row", zebra_stripes=True
+            )
             yield Static(HINT, id="find-hint", markup=False)
 
     def on_mount(self) -> None:

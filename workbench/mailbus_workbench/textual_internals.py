@@ -12,19 +12,21 @@ runs, so an upgrade that moves them fails here, in one place.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from textual import events
 from textual.app import App
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.notifications import Notification
 from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import Widget
-from textual.widgets import Input, Tree
+from textual.widgets import DataTable, Input, Tree
+from textual.widgets.data_table import CellKey, RowKey
 
 TreeData = TypeVar("TreeData")
+CellType = TypeVar("CellType")
 
 
 class FrameScreen(Screen[object]):
@@ -140,6 +142,42 @@ class FixedTree(FixedPlace, Tree[TreeData]):
         self._updates += 1
         self.root._reset()
         self.refresh()
+
+
+class MeasuredTable(DataTable[CellType]):
+    """A DataTable whose rows are drawn again at their columns' new widths: Textual
+    measures new cells when idle, after the rows were first drawn, and keeps drawn rows
+    by an update count that the measure does not move; the rows stayed cut to the
+    widths of the first frame until something else (a resize) moved it."""
+
+    def _update_column_widths(self, updated_cells: set[CellKey]) -> None:
+        widths = [column.content_width for column in self.ordered_columns]
+        super()._update_column_widths(updated_cells)
+        if widths != [column.content_width for column in self.ordered_columns]:
+            self._update_count += 1
+            self.refresh()
+
+
+class FixedTable(FixedPlace, MeasuredTable[CellType]):
+    """A DataTable of a fixed place: a row removed redoes only the table (Textual's
+    `remove_row` asks for the whole screen's layout, and a list trimmed at each refresh
+    under a flow of calls asked for one at every row)."""
+
+    _removing = False
+
+    def remove_row(self, row_key: RowKey | str) -> None:
+        self._removing = True
+        try:
+            super().remove_row(row_key)
+        finally:
+            self._removing = False
+
+    def refresh(
+        self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False
+    ) -> Self:
+        if self._removing and not self.styles.auto_dimensions:
+            layout = False  # its rows moved up; its place did not change
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
 
 class FixedInput(FixedPlace, Input):

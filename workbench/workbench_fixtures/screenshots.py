@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mailbus_workbench.textual_internals import FrameScreen
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, TextArea
 
@@ -290,6 +291,13 @@ def still(scene: Scene) -> Scene:
         for widget in pilot.app.screen.query("Input, TextArea"):
             widget.cursor_blink = False  # type: ignore[attr-defined]
         await pilot.pause()
+        # A table measures its rows when idle and asks for a layout then: the picture is
+        # taken once nothing is left to paint (bounded, 10 s), not from the last frame.
+        screen = pilot.app.screen
+        for _ in range(500):
+            if not isinstance(screen, FrameScreen) or not screen.changes_to_paint():
+                break
+            await pilot.pause(0.02)
 
     return run
 

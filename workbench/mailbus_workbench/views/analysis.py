@@ -27,6 +27,7 @@ from textual.widgets import (
     TabPane,
 )
 
+from mailbus_workbench.textual_internals import MeasuredTable
 from mailbus_workbench.widgets import format as fmt
 from mailbus_workbench.widgets.key_bar import KeyBar
 
@@ -111,7 +112,7 @@ class AnalysisScreen(Screen[None]):
         with TabbedContent(id="analysis-tables"):
             for name in TABLES:
                 with TabPane(name, id=f"analysis-{name}"):
-                    yield DataTable(id=f"analysis-table-{name}", zebra_stripes=True)
+                    yield MeasuredTable(id=f"analysis-table-{name}", zebra_stripes=True)
         yield KeyBar()
 
     @on(Button.Pressed, "#analysis-run")

@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
+from mailbus_workbench.textual_internals import MeasuredTable
 from mailbus_workbench.views.base import View
 from mailbus_workbench.widgets import format as fmt
 
@@ -62,8 +63,8 @@ and queue depth as of their last announcement, `-` for what they do not announce
 
     def compose(self) -> ComposeResult:
         yield Static("", id="broker-summary", markup=False)
-        yield DataTable(id="broker-modules", cursor_type="row", zebra_stripes=True)
-        yield DataTable(id="broker-links", cursor_type="row")
+        yield MeasuredTable(id="broker-modules", cursor_type="row", zebra_stripes=True)
+        yield MeasuredTable(id="broker-links", cursor_type="row")
 
     def on_mount(self) -> None:
         modules = self.query_one("#broker-modules", DataTable)

@@ -25,6 +25,7 @@ from mailbus_workbench.model.call_history import (
 )
 from mailbus_workbench.model.inspect import pretty_body
 from mailbus_workbench.parts import WorkbenchParts
+from mailbus_workbench.textual_internals import MeasuredTable
 from mailbus_workbench.views.base import View
 from mailbus_workbench.widgets import format as fmt
 from mailbus_workbench.widgets.suggest import NameSuggester
@@ -98,7 +99,7 @@ starts with no response, not with an old failure.
         with VerticalScroll(id="call-response-box") as box:
             box.border_title = "response"
             yield Static("No call yet.", id="call-response", markup=False)
-        yield DataTable(id="call-history", cursor_type="row", zebra_stripes=True)
+        yield MeasuredTable(id="call-history", cursor_type="row", zebra_stripes=True)
 
     def _service_names(self) -> list[str]:
         return self.parts.model.services.services()

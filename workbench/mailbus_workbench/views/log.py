@@ -12,6 +12,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from mailbus_workbench.parts import WorkbenchParts
+from mailbus_workbench.textual_internals import MeasuredTable
 from mailbus_workbench.views.base import View
 from mailbus_workbench.widgets import format as fmt
 
@@ -38,7 +39,7 @@ carried. `x` clears the log.
         self.detail_text = ""
 
     def compose(self) -> ComposeResult:
-        yield DataTable(id="log-table", cursor_type="row", zebra_stripes=True)
+        yield MeasuredTable(id="log-table", cursor_type="row", zebra_stripes=True)
         with VerticalScroll(id="log-detail-box"):
             yield Static("Nothing went wrong yet.", id="log-detail", markup=False)
 

@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Static
 
 from mailbus_workbench.parts import WorkbenchParts
 from mailbus_workbench.screens import Confirm
+from mailbus_workbench.textual_internals import MeasuredTable
 from mailbus_workbench.views.base import View
 from mailbus_workbench.widgets import format as fmt
 
@@ -103,9 +104,9 @@ checked out is not removed: stop it first, or empty the box).
 
     def compose(self) -> ComposeResult:
         yield Static("", id="mailbox-summary", markup=False)
-        yield DataTable(id="mailbox-table", cursor_type="row", zebra_stripes=True)
+        yield MeasuredTable(id="mailbox-table", cursor_type="row", zebra_stripes=True)
         yield Static("letters: select a mailbox", id="letter-title", markup=False)
-        yield DataTable(id="letter-table", cursor_type="row", zebra_stripes=True)
+        yield MeasuredTable(id="letter-table", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
         table = self.query_one("#mailbox-table", DataTable)

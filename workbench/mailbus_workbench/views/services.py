@@ -22,6 +22,7 @@ from mailbus_workbench.widgets.divider import Divider
 from mailbus_workbench.widgets.email_pair import EmailPair
 from mailbus_workbench.widgets.latency_histogram import LatencyHistogram
 from mailbus_workbench.widgets.service_stats import ServiceStats
+from mailbus_workbench.widgets.text_update import update_text
 from mailbus_workbench.widgets.trace_list import STATUS_STYLE, TraceList
 from mailbus_workbench.widgets.waterfall import Waterfall
 
@@ -125,7 +126,7 @@ Select a call to see the request and the response side by side.
             line.append(f"  · {len(listed)} listed", style="bold")
         if self.filter_error:
             line.append(f"\nfilter: {self.filter_error}", style="bold red")
-        self.query_one("#services-counts", Static).update(line)
+        update_text(self.query_one("#services-counts", Static), line)
 
     @on(TraceList.TraceChosen)
     def _chosen(self, event: TraceList.TraceChosen) -> None:

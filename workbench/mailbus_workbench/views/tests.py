@@ -37,6 +37,7 @@ from mailbus_workbench.model.tests_run import (
     target_for,
 )
 from mailbus_workbench.parts import WorkbenchParts
+from mailbus_workbench.textual_internals import MeasuredTable
 from mailbus_workbench.views.base import View
 
 STOP_GRACE_S = 5.0  # after SIGTERM, the run's processes get this long before SIGKILL
@@ -129,7 +130,7 @@ a call in Services or Call, or **F4** on an open session in Sessions.
             yield Input(str(self.folder), id="tests-folder")
         yield Static("", id="tests-status", markup=False)
         with Horizontal(id="tests-body"):
-            yield DataTable(id="tests-table", cursor_type="row", zebra_stripes=True)
+            yield MeasuredTable(id="tests-table", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="tests-detail-box"):
                 yield Static("", id="tests-detail", markup=False)
 

@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
 from mailbus_workbench.model.waitsets import WaitSetRow
+from mailbus_workbench.textual_internals import MeasuredTable
 from mailbus_workbench.views.base import View
 from mailbus_workbench.widgets import format as fmt
 
@@ -63,7 +64,7 @@ under it: green a completed wait, yellow waiting, red a time-out, grey idle.
     """
 
     def compose(self) -> ComposeResult:
-        yield DataTable(id="waitset-table", cursor_type="row", zebra_stripes=True)
+        yield MeasuredTable(id="waitset-table", cursor_type="row", zebra_stripes=True)
         yield Static("Select a wait set.", id="waitset-detail", markup=False)
 
     def on_mount(self) -> None:

@@ -11,6 +11,7 @@ from textual.widgets import Static
 from mailbus_workbench.model.inspect import raw_note, raw_source
 from mailbus_workbench.model.services import Trace
 from mailbus_workbench.widgets import format as fmt
+from mailbus_workbench.widgets.text_update import update_text
 
 
 class EmailPair(Horizontal):
@@ -43,19 +44,19 @@ class EmailPair(Horizontal):
         left = self.query_one("#pair-request-text", Static)
         right = self.query_one("#pair-response-text", Static)
         if trace is None:
-            left.update("Select a call.")
-            right.update("")
+            update_text(left, "Select a call.")
+            update_text(right, "")
             return
         if trace.request is not None:
             self.texts["request"] = raw_source(trace.request, date)
-            left.update(_with_note(trace.request, self.texts["request"]))
+            update_text(left, _with_note(trace.request, self.texts["request"]))
         else:
-            left.update(Text("(request not seen: orphaned response)", style="magenta"))
+            update_text(left, Text("(request not seen: orphaned response)", style="magenta"))
         if trace.response is not None:
             self.texts["response"] = raw_source(trace.response, date)
-            right.update(_with_note(trace.response, self.texts["response"]))
+            update_text(right, _with_note(trace.response, self.texts["response"]))
         else:
-            right.update(Text("(no response yet)", style="yellow"))
+            update_text(right, Text("(no response yet)", style="yellow"))
         self.query_one("#pair-response", VerticalScroll).border_title = (
             f"response  {fmt.latency(trace.latency_s)}"
             + ("  (duplicate)" if trace.duplicate else "")

@@ -25,6 +25,7 @@ from mailbus_workbench.model.plot_paths import Step, decode, format_path, numeri
 from mailbus_workbench.model.topics import MessageRecord
 from mailbus_workbench.widgets import format as fmt
 from mailbus_workbench.widgets.field_prompt import FieldPrompt
+from mailbus_workbench.widgets.text_update import update_text
 
 # JSON bodies longer than this many pretty lines are shown as a foldable tree (top level
 # open, enter or a click opens a branch) instead of one long listing.
@@ -131,19 +132,9 @@ class Inspector(Vertical):
         )
 
     def _put(self, tab: str, content: RenderableType | str) -> None:
-        """Show `content` on a tab. Textual lays out the whole screen at each update of a
-        text (20-60 ms with a flow on screen, and the inspector follows the newest
-        message): only a text whose height changes on the shown tab needs it; a hidden
-        tab is laid out when it is shown."""
-        static = self.query_one(f"#inspector-{tab}-text", Static)
-        before = static.content_size
-        static.update(content, layout=False)
-        static.clear_cached_dimensions()  # measured again at the next layout
-        if self.query_one("#inspector-tabs", TabbedContent).active != f"inspector-{tab}":
-            return
-        height = static.get_content_height(before, self.app.size, before.width)
-        if not before.width or height != before.height:
-            static.refresh(layout=True)
+        """Show `content` on a tab (laid out only if its height changes on the tab shown)."""
+        shown = self.query_one("#inspector-tabs", TabbedContent).active == f"inspector-{tab}"
+        update_text(self.query_one(f"#inspector-{tab}-text", Static), content, shown=shown)
 
     # -- plotting a field ---------------------------------------------------------------
     def plot_field(self) -> None:

@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode as UINode
 
-from mailbus_workbench.model.fuzzy import fuzzy_filter
+from mailbus_workbench.model.fuzzy import FuzzyIndex
 from mailbus_workbench.model.session_control import REPLAY_MARK
 from mailbus_workbench.model.topics import (
     TopicStore,
@@ -30,6 +30,9 @@ PIN_MARK = "★ "
 _PINNED = "\x00"  # the key of a pinned row (no topic name holds a control character)
 
 Figures = tuple[int, float, int, int]  # count, rate, replayed, topics
+# A filter's names, as a set, and their tree once made (a list, to be filled once).
+_Listing = tuple[tuple[str, ...], frozenset[str], list[tuple[TreeNode, ...]]]
+KEPT_FILTERS = 16
 
 
 def _path(topic: str) -> str:
@@ -45,7 +48,19 @@ class TopicTree(FixedTree[str]):
             super().__init__()
             self.topic = topic
 
-    DEFAULT_CSS = "TopicTree { height: 1fr; }"
+    # The vertical scrollbar is always there, its empty track the tree's colour: one
+    # coming or going as a filter changes the tree laid the whole screen out (20-30 ms
+    # under a flow). No horizontal one, for the same reason: the pane is widened instead.
+    DEFAULT_CSS = """
+    TopicTree {
+        height: 1fr;
+        overflow-y: scroll;
+        overflow-x: hidden;
+        scrollbar-background: $surface;
+        scrollbar-background-hover: $surface;
+        scrollbar-background-active: $surface;
+    }
+    """
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("topics", id=id)
@@ -58,9 +73,11 @@ class TopicTree(FixedTree[str]):
         self._built_for: tuple[tuple[str, ...], tuple[str, ...]] | None = None
         # The names the filter let through, for (filter, the store's set of topics).
         self._names_key: tuple[str, int, int] | None = None
-        # Every topic's names and tree, kept for the store's set of topics they were made of.
-        self._whole: tuple[tuple[str, ...], tuple[TreeNode, ...]] | None = None
-        self._whole_key: tuple[str, int, int] | None = None
+        # For the set of topics `_kept_for`: every topic ready to filter, and the listings
+        # of the last filters typed (backspace shows one again at once).
+        self._kept_for: tuple[int, int] | None = None
+        self._index: FuzzyIndex | None = None
+        self._kept: dict[str, _Listing] = {}
         self._names: tuple[str, ...] = ()
         self._name_set: frozenset[str] = frozenset()
         self._topic_nodes: dict[str, UINode[str]] = {}
@@ -79,26 +96,42 @@ class TopicTree(FixedTree[str]):
 
     # -- what is listed ---------------------------------------------------------------------
     def _filtered(self, store: TopicStore) -> tuple[str, ...]:
-        key = (self.filter_text, store.version, id(store))
+        text = self.filter_text
+        key = (text, store.version, id(store))
         if key == self._names_key:
             return self._names
-        if not self.filter_text:
-            whole = self._whole
-            same = whole is not None and self._whole_key == key
-            names = whole[0] if whole is not None and same else tuple(sorted(store.stats))
-            self._whole_key = key
+        kept = self._kept
+        if self._kept_for != key[1:]:
+            # The set of topics changed: what was kept for the old one no longer holds.
+            self._kept_for, self._index = key[1:], None
+            kept.clear()
+        listing = kept.pop(text, None)  # put back last: the least recent goes first
+        if listing is None:
+            listing = self._listing(store, text)
+            if len(kept) >= KEPT_FILTERS:
+                del kept[next(iter(kept))]
+        kept[text] = listing
+        self._names_key, (self._names, self._name_set, _) = key, listing
+        return self._names
+
+    def _listing(self, store: TopicStore, text: str) -> _Listing:
+        # Typing on only narrows: every match of a longer text matched its start, so the
+        # longest start kept is filtered again when it is much shorter than every topic.
+        start = next(
+            (
+                self._kept[text[:i]][0]
+                for i in range(len(text) - 1, 0, -1)
+                if text[:i] in self._kept
+            ),
+            None,
+        )
+        if start is not None and len(start) * 4 < len(store.stats):
+            names = tuple(FuzzyIndex(start).filter(text))
         else:
-            last = self._names_key
-            narrows = (
-                last is not None
-                and last[0]
-                and key[1:] == last[1:]
-                and self.filter_text.startswith(last[0])
-            )
-            # Typing on only narrows: every match of the longer text matched the shorter.
-            names = tuple(fuzzy_filter(self.filter_text, self._names if narrows else store.stats))
-        self._names_key, self._names, self._name_set = key, names, frozenset(names)
-        return names
+            if self._index is None:
+                self._index = FuzzyIndex(sorted(store.stats))
+            names = tuple(self._index.filter(text)) if text else self._index.names
+        return names, frozenset(names), []
 
     def sync(self, store: TopicStore, *, force: bool = False) -> None:
         """Rebuild when the (filtered) topics or the pins changed, then refresh the labels."""
@@ -120,20 +153,31 @@ class TopicTree(FixedTree[str]):
                     shown[node.id] = figures
                     label = f"{PIN_MARK}{name}" if node.id in pinned_ids else self._labels[name]
                     node.set_label(self._label(label, *figures))
-        stats_of = store.stats
         for node, label, part in self._groups.values():
             if node.data is not None and node.data in self._topic_nodes:
                 continue  # a topic that is also a group shows its own figures
-            counted = [s for s in map(stats_of.get, part.topics) if s is not None]
-            figures = (
-                sum(s.count for s in counted),
-                sum(s.rate for s in counted),
-                0,
-                part.topic_count,
-            )
+            figures = self._group_figures(store, part)
             if shown.get(node.id) != figures:
                 shown[node.id] = figures
                 node.set_label(self._label(label, *figures))
+
+    @staticmethod
+    def _group_figures(store: TopicStore, part: TreeNode) -> Figures:
+        counted = [s for s in map(store.stats.get, part.topics) if s is not None]
+        return sum(s.count for s in counted), sum(s.rate for s in counted), 0, part.topic_count
+
+    def _born_label(self, n: TreeNode) -> tuple[Text, Figures | None]:
+        """A new node's label with its figures, as `_relabel` would set them (a label set
+        after the node is made costs Textual a callback per node: 200 at a filter letter)."""
+        store = self._store
+        stats = store.stats.get(n.topic) if store is not None and n.topic is not None else None
+        if stats is not None:
+            figures: Figures = (stats.count, stats.rate, stats.replayed, 0)
+        elif store is not None and n.child_count and n.topic is None:
+            figures = self._group_figures(store, n)
+        else:
+            return fmt.plain(n.label), None
+        return self._label(n.label, *figures), figures
 
     # -- building ---------------------------------------------------------------------------
     def _rebuild(self, pinned: tuple[str, ...], names: tuple[str, ...]) -> None:
@@ -172,29 +216,31 @@ class TopicTree(FixedTree[str]):
             self.move_cursor(self._path_nodes[selected])
 
     def _tree_of(self, names: tuple[str, ...]) -> tuple[TreeNode, ...]:
-        """The topic tree of `names`; that of every topic is kept while the set of topics
-        stays (a filter taken back shows it again without regrouping 10,000 names)."""
-        everything = self._names_key is not None and not self._names_key[0]
-        if everything and self._whole is not None and self._whole[0] is names:
-            return self._whole[1]
-        tree = topic_tree(names)
-        if everything:
-            self._whole = (names, tree)
-        return tree
+        """The topic tree of `names`, kept with them: a filter taken back, or typed again,
+        shows its tree without regrouping (10,000 names take 20 ms to group)."""
+        listing = self._kept.get(self.filter_text)
+        if listing is None or listing[0] is not names:
+            return topic_tree(names)
+        if not listing[2]:
+            listing[2].append(topic_tree(names))
+        return listing[2][0]
 
     def _add(self, parent: UINode[str], nodes: tuple[TreeNode, ...]) -> list[UINode[str]]:
         made = []
         for n in nodes:
+            label, figures = self._born_label(n)
             if n.child_count:
                 expand = self._chosen.get(n.path, n.path in self._opened) or n.path in self._around
-                child = parent.add(fmt.plain(n.label), data=n.topic, expand=expand)
+                child = parent.add(label, data=n.topic, expand=expand)
                 self._groups[n.path] = (child, n.label, n)
                 if expand:
                     made += self._add(child, n.children)
                 else:
                     self._unfilled[child.id] = n
             else:
-                child = parent.add_leaf(fmt.plain(n.label), data=n.topic)
+                child = parent.add_leaf(label, data=n.topic)
+            if figures is not None:
+                self._shown[child.id] = figures
             made.append(child)
             self._path_nodes[n.path] = child
             self._node_paths[child.id] = n.path
@@ -208,11 +254,7 @@ class TopicTree(FixedTree[str]):
         part = self._unfilled.pop(node.id, None)
         if part is None:
             return
-        made = {child.id for child in self._add(node, part.children)}
-        if self._store is not None:
-            self._relabel(
-                self._store, [(t, n) for t, n in self._topic_nodes.items() if n.id in made]
-            )
+        self._add(node, part.children)
 
     # Every way a group opens makes its children first: space, enter (and a click on a
     # row) through these actions, shift+space on siblings; a click on the toggle icon

@@ -7,6 +7,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from mailbus_workbench.model.services import ServiceStore, Trace, TraceStatus
+from mailbus_workbench.textual_internals import FixedTable
 from mailbus_workbench.widgets import format as fmt
 
 SERVICE_W = 14  # longer names are elided in the middle
@@ -21,7 +22,7 @@ STATUS_STYLE = {
 }
 
 
-class TraceList(DataTable[str | Text]):
+class TraceList(FixedTable[str | Text]):
     class TraceChosen(Message):
         """`trace` is highlighted; `replaces` is the call that was highlighted before
         it left the list (trimmed from the top), if that is why."""

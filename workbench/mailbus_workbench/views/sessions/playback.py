@@ -28,6 +28,7 @@ from mailbus_workbench.model.session_control import (
 from mailbus_workbench.model.session_messages import SessionMessages, first_messages
 from mailbus_workbench.model.timeline import Timeline
 from mailbus_workbench.parts import WorkbenchParts
+from mailbus_workbench.textual_internals import MeasuredTable
 from mailbus_workbench.widgets import format as fmt
 from mailbus_workbench.widgets.timeline import TimelineBar
 
@@ -116,7 +117,7 @@ class PlaybackPane(Vertical):
         yield ProgressBar(total=1, id="play-progress", show_eta=False)
         yield Static("No session open.", id="play-status", classes="status", markup=False)
         yield TimelineBar(id="play-timeline")
-        yield DataTable(id="session-messages", cursor_type="row", zebra_stripes=True)
+        yield MeasuredTable(id="session-messages", cursor_type="row", zebra_stripes=True)
 
     # -- opening --------------------------------------------------------------------------
     @property
