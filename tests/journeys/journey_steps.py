@@ -62,6 +62,19 @@ async def type_text(pilot: Pilot[object], text: str) -> None:
     await pilot.pause()
 
 
+async def to_view(app: WorkbenchApp, pilot: Pilot[object], key: str, view_id: str) -> None:
+    """Show a view with its key, then wait for the focus to be in it: the view's own
+    keys (F5, F9) reach it only then (pressed at once, under load, they went to the view
+    left and were lost)."""
+    await pilot.press(key)
+    view = app.view(view_id)
+    await until(
+        pilot,
+        lambda: app.focused is not None and view in app.focused.ancestors_with_self,
+        f"the focus in the {view_id} view",
+    )
+
+
 async def started(app: WorkbenchApp, pilot: Pilot[object], system: str) -> None:
     """The header says which system the workbench is attached to."""
     header = app.screen.query_one("HeaderTitle")
@@ -71,7 +84,8 @@ async def started(app: WorkbenchApp, pilot: Pilot[object], system: str) -> None:
 async def pick_topic(app: WorkbenchApp, pilot: Pilot[object], topic: str) -> None:
     """Topics (1), the filter (/), the topic typed, Enter: its summary is drawn."""
     await until(pilot, lambda: topic in app.model.topics.stats, f"{topic}'s traffic", WAIT_S)
-    await pilot.press("1", "slash")
+    await to_view(app, pilot, "1", "topics")
+    await pilot.press("slash")
     await type_text(pilot, topic)
     await pilot.press("enter")
     await until(pilot, lambda: topic in shown(app, "#summary-text"), f"{topic} picked")
@@ -79,7 +93,7 @@ async def pick_topic(app: WorkbenchApp, pilot: Pilot[object], topic: str) -> Non
 
 async def plot_field(app: WorkbenchApp, pilot: Pilot[object], series: str) -> None:
     """Plot (P), a series typed and added: its line says how many points it has."""
-    await pilot.press("P")
+    await to_view(app, pilot, "P", "plot")
     await type_text(pilot, series)
     await pilot.press("enter")
 
@@ -93,7 +107,8 @@ async def plot_field(app: WorkbenchApp, pilot: Pilot[object], series: str) -> No
 
 async def publish(app: WorkbenchApp, pilot: Pilot[object], topic: str, body: str) -> None:
     """Publish (4): topic, Tab, body, F5: the form says where it went."""
-    await pilot.press("escape", "4")
+    await pilot.press("escape")
+    await to_view(app, pilot, "4", "publish")
     await type_text(pilot, topic)
     await pilot.press("tab")
     await type_text(pilot, body)
@@ -103,7 +118,8 @@ async def publish(app: WorkbenchApp, pilot: Pilot[object], topic: str, body: str
 
 async def call_service(app: WorkbenchApp, pilot: Pilot[object], service: str) -> None:
     """Call (5): the service named, F5 with the body offered: the answer is drawn."""
-    await pilot.press("escape", "5")
+    await pilot.press("escape")
+    await to_view(app, pilot, "5", "call")
     await pilot.click("#call-service")
     await type_text(pilot, service)
     await pilot.press("f5")  # the body offered for demo/add: [1, 2, 3]
@@ -132,14 +148,15 @@ async def find_and_export(
 
 async def start_recording(app: WorkbenchApp, pilot: Pilot[object]) -> None:
     """Sessions (9), F5 records to the directory offered: the status says so."""
-    await pilot.press("9", "f5")
+    await to_view(app, pilot, "9", "sessions")
+    await pilot.press("f5")
     await until(pilot, lambda: "recording to" in shown(app, "#rec-status"), "recording", WAIT_S)
 
 
 async def call_again(app: WorkbenchApp, pilot: Pilot[object]) -> None:
     """Call (5), F5 sends the call typed before again: a new response is shown, under a
     title of its own."""
-    await pilot.press("5")
+    await to_view(app, pilot, "5", "call")
     box = app.query_one("#call-response-box")
     before = str(box.border_title)
     await pilot.press("f5")
@@ -155,7 +172,7 @@ async def stop_recording(app: WorkbenchApp, pilot: Pilot[object]) -> str:
     """Sessions (9), F5 stops once events are written: the status says what was
     recorded, and the playback pane offers it. Returns the session's directory, as
     drawn."""
-    await pilot.press("9")
+    await to_view(app, pilot, "9", "sessions")
 
     def written() -> int:
         found = re.search(r"(\d+) written", shown(app, "#rec-status"))
@@ -199,7 +216,8 @@ async def replay(app: WorkbenchApp, pilot: Pilot[object], topic: str) -> None:
     await until(pilot, lambda: sent() > 0, "emails replayed", WAIT_S)
     replayed = f"{REPLAY_PREFIX}{topic}"
     await until(pilot, lambda: replayed in app.model.topics.stats, "the replayed topic", WAIT_S)
-    await pilot.press("1", "slash")
+    await to_view(app, pilot, "1", "topics")
+    await pilot.press("slash")
     await type_text(pilot, "replay")
     await pilot.press("enter")
     await until(
@@ -214,7 +232,8 @@ async def analyse(app: WorkbenchApp, pilot: Pilot[object], topic: str, service: 
     """Sessions (9), F9 opens the analysis of the open session, F5 runs it on polars:
     every table's rows are counted, the topics table lists the topic recorded and the
     services tab (clicked) the service called."""
-    await pilot.press("9", "f9")
+    await to_view(app, pilot, "9", "sessions")
+    await pilot.press("f9")
     await until(pilot, lambda: isinstance(app.screen, AnalysisScreen), "the analysis")
     await pilot.press("f5")
     await until(
