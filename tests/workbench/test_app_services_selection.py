@@ -8,7 +8,7 @@ from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.widgets.email_pair import EmailPair
 from mailbus_workbench.widgets.trace_list import SHOWN, TraceList
 from textual.pilot import Pilot
-from wb_helpers import until
+from wb_helpers import layouts_of, until
 from workbench_fixtures.clock import T0
 from workbench_fixtures.events import fixed_app, request_event
 
@@ -98,19 +98,9 @@ async def test_rows_trimmed_under_a_flow_of_calls_lay_nothing_out() -> None:
         await pilot.press("end")
         await until(pilot, lambda: traces.cursor_row == SHOWN - 1, "the newest call")
         await pilot.pause()
-        layouts: list[str] = []
-
-        def counted(name: str, step: object) -> object:
-            def run(*args: object, **kwargs: object) -> object:
-                if name == "refresh_layout":
-                    layouts.append(name)
-                return step(*args, **kwargs)  # type: ignore[operator]
-
-            return run
-
         screen = app.screen
         assert isinstance(screen, textual_internals.FrameScreen)
-        textual_internals.wrap_screen_steps(screen, counted)
+        layouts = layouts_of(screen)
         for first in (5000, 6000, 7000):
             add_and_refresh(app, requests(first, 25))  # 25 old rows leave the top
 

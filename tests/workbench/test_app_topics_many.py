@@ -15,7 +15,7 @@ from mailbus_workbench.views.topics import TopicsView
 from mailbus_workbench.widgets import topic_tree as topic_tree_module
 from mailbus_workbench.widgets.topic_tree import TopicTree
 from textual.widgets import Input
-from wb_helpers import until
+from wb_helpers import layouts_of, until
 from workbench_fixtures.clock import T0
 from workbench_fixtures.events import fixed_app, message_event
 
@@ -194,17 +194,7 @@ async def test_a_filter_letter_answers_with_its_count_and_lays_nothing_out() -> 
         await pilot.pause()
         tree = await with_many(pilot, app)
         total = len(app.model.topics.stats)
-        layouts: list[str] = []
-
-        def counted(name: str, step: object) -> object:
-            def run(*args: object, **kwargs: object) -> object:
-                if name == "refresh_layout":
-                    layouts.append(name)
-                return step(*args, **kwargs)  # type: ignore[operator]
-
-            return run
-
-        textual_internals.wrap_screen_steps(app.screen, counted)
+        layouts = layouts_of(app.screen)
         await pilot.press("slash")
         await pilot.pause()
         layouts.clear()

@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from mailbus_workbench import textual_internals
 from textual.message import Message
+from textual.screen import Screen
 from waiting import until
 
-__all__ = ["Posted", "until"]  # until: the Pilot twin of waiting.eventually
+__all__ = ["Posted", "layouts_of", "until"]  # until: the Pilot twin of waiting.eventually
+
+
+def layouts_of(screen: Screen[Any]) -> list[str]:
+    """A list that gets an entry at each whole-screen layout of `screen` from now on
+    (clear it to count from a later point)."""
+    layouts: list[str] = []
+
+    def counted(name: str, step: Any) -> Any:
+        def run(*args: object, **kwargs: object) -> object:
+            if name == "refresh_layout":
+                layouts.append(name)
+            return step(*args, **kwargs)
+
+        return run
+
+    textual_internals.wrap_screen_steps(screen, counted)
+    return layouts
 
 
 class Posted:
