@@ -3,15 +3,21 @@ are served by the LMTP relay, and the transport works through it the same way.""
 
 from __future__ import annotations
 
+import smtplib
+import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import mailbus
 import pytest
+import trustme
 from conftest import make_options
 from mailbus.mail.errors import MailLoginError
 from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
 from mailbus.mail.tls import TlsSettings
+from mailbus.stacks.lmtp_relay import LmtpRelay
+from mailbus.stacks.loopback import HOST, free_port
 from mailbus.stacks.mailstack import REJECTED, MailStack
 from test_integration import Events, take
 from test_sender import check_one_refused_recipient_does_not_block_the_others, email_to
@@ -102,3 +108,51 @@ def test_routed_mode_through_the_relay(relay_stack: MailStack) -> None:
         ctx.publisher("t").publish("filed")
         assert take(sub, 1) == ["filed"]
         assert receiver.folders == ["mailbus-t-t"]
+
+
+def test_ports_are_chosen_outside_the_range_clients_are_given() -> None:
+    # An ephemeral port can become an outgoing connection's local port before the
+    # server binds it; CI lost a relay that way.
+    low, high = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    ports = {free_port() for _ in range(50)}
+    assert all(not low <= port <= high for port in ports)
+    assert len(ports) > 40  # chosen at random: parallel workers rarely meet
+
+
+def test_a_relay_whose_port_was_taken_starts_on_others_and_fails_nothing() -> None:
+    with socket.socket() as squatter:
+        squatter.bind((HOST, 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        stack = MailStack(postfix=False)
+        stack.smtp_port = taken
+        with stack:
+            assert stack.smtp_port != taken
+            with smtplib.SMTP(HOST, stack.smtp_port, timeout=10) as client:
+                assert client.ehlo()[0] == 250
+
+
+def test_a_relay_that_cannot_bind_says_so_and_stops_at_once(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    cert = ca.issue_cert(HOST)
+    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "c.pem"))
+    cert.private_key_pem.write_to_path(str(tmp_path / "k.pem"))
+    with socket.socket() as squatter:
+        squatter.bind((HOST, 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        relay = LmtpRelay(
+            HOST,
+            free_port(),
+            taken,  # the second server fails: the first must not stay open
+            tmp_path / "c.pem",
+            tmp_path / "k.pem",
+            tmp_path / "lmtp",
+            lambda _user, _password: False,
+            REJECTED,
+        )
+        with pytest.raises(OSError, match="address already in use"):
+            relay.start()
+        relay.stop()  # returned at once: no loop left to wait on
+        with socket.socket() as again:
+            again.bind((HOST, relay.ports[0]))  # the first server was closed

@@ -67,27 +67,44 @@ class LmtpRelay:
                 loop.run_until_complete(self._listen())
             except BaseException as exc:
                 failure.append(exc)
+                loop.run_until_complete(self._close_servers())
+                loop.close()
                 ready.set()
                 return
             ready.set()
             loop.run_forever()
             loop.close()
 
-        self._thread = threading.Thread(target=run, name="lmtp-relay", daemon=True)
-        self._thread.start()
+        thread = threading.Thread(target=run, name="lmtp-relay", daemon=True)
+        self._thread = thread
+        thread.start()
         if not ready.wait(10) or failure:
+            thread.join(10)
+            self._loop = None
+            self._thread = None
+            if failure and isinstance(failure[0], OSError):
+                raise failure[0]  # a port taken: the caller may choose others
             raise RuntimeError(f"LMTP relay did not start: {failure}")
 
     async def _listen(self) -> None:
         smtp_port, smtps_port = self.ports
-        self._servers = [
+        self._servers = []
+        self._servers.append(
             await asyncio.start_server(
                 lambda r, w: self._session(r, w, tls=False), self.host, smtp_port
-            ),
+            )
+        )
+        self._servers.append(
             await asyncio.start_server(
                 lambda r, w: self._session(r, w, tls=True), self.host, smtps_port, ssl=self.tls
-            ),
-        ]
+            )
+        )
+
+    async def _close_servers(self) -> None:
+        for server in self._servers:
+            server.close()
+            await server.wait_closed()
+        self._servers = []
 
     def stop(self) -> None:
         loop, thread = self._loop, self._thread

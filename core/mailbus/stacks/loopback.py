@@ -2,16 +2,31 @@
 
 from __future__ import annotations
 
+import random
 import socket
 from pathlib import Path
 
 HOST = "127.0.0.1"
 
+# Below Linux's ephemeral range (32768-60999): a port the kernel handed out for
+# `bind(0)` goes back to the pool it gives every outgoing connection, so a busy
+# machine can take it as a client's local port before the server binds it (CI
+# lost a relay that way). Ports from this range are never handed out implicitly.
+PORT_RANGE = range(20_000, 32_000)
+_choose = random.SystemRandom()
+
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
+    """A port on loopback that nothing is bound to now, outside the ephemeral range."""
+    for _ in range(200):
+        port = _choose.choice(PORT_RANGE)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((HOST, port))
+            except OSError:
+                continue
+            return port
+    raise OSError(f"no free port on {HOST} in {PORT_RANGE.start}-{PORT_RANGE.stop - 1}")
 
 
 def log_tail(path: Path, lines: int = 30) -> str:

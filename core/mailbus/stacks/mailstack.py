@@ -186,8 +186,11 @@ class MailStack:
         if self.has_postfix:
             self.start_postfix()
             return
-        if self._relay is None:
-            self._relay = LmtpRelay(
+        if self._relay is not None:
+            self._relay.start()  # a restart keeps the ports clients were given
+            return
+        for attempt in range(3):
+            relay = LmtpRelay(
                 HOST,
                 self.smtp_port,
                 self.smtps_port,
@@ -198,7 +201,16 @@ class MailStack:
                 REJECTED,
                 DEFERRED,
             )
-        self._relay.start()
+            try:
+                relay.start()
+            except OSError:
+                if attempt == 2:
+                    raise
+                # Taken between choosing and binding: nobody knows these ports yet.
+                self.smtp_port, self.smtps_port = free_port(), free_port()
+                continue
+            self._relay = relay
+            return
 
     def stop_smtp(self) -> None:
         if self.has_postfix:
