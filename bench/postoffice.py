@@ -40,7 +40,6 @@ import os
 import re
 import selectors
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -49,6 +48,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from mailbus.stacks.loopback import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 PAYLOAD = 100
@@ -65,12 +66,6 @@ def percentile(values: list[float], q: float) -> float:
     low = int(index)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (index - low)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # -- the servers ------------------------------------------------------------------------

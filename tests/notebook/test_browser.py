@@ -9,7 +9,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from mailbus.stacks.loopback import free_port
 from playwright.sync_api import Page, sync_playwright
 from waiting import eventually
 
@@ -37,12 +37,6 @@ FLAGS = [
 NO_VALUE = "\u2013"  # the widget's en dash: no value (yet, or any more)
 
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def http_ok(url: str) -> bool:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from mailbus.email_message import Email, to_bytes
 from mailbus.errors import TransportError
+from mailbus.stacks.loopback import free_port
 from mailbus.transport import EmailSender
 
 # Child processes import this module without pytest's conftest: tests/ (the shared
@@ -32,12 +33,6 @@ _MESSAGE_ID = re.compile(rb"^Message-ID:\s*(<[^>\s]+>)", re.IGNORECASE | re.MULT
 # Every test body ends with this line, so that a dump of a transfer cut short is not
 # counted as a delivery.
 TRAILER = "END-OF-TEST-MAIL"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class SmtpSink:

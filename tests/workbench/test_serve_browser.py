@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mailbus.stacks.loopback import free_port
 from playwright.sync_api import Browser, Page, Route, sync_playwright
 from waiting import eventually
 
@@ -60,12 +60,6 @@ def _chromium_installed() -> None:
     # broken set-up, not a reason to skip.
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: run scripts/install-system-packages")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def http_ok(url: str) -> bool:

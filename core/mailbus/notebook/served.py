@@ -13,7 +13,6 @@ import contextlib
 import http.client
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,15 +21,10 @@ from html import escape
 from pathlib import Path
 
 from mailbus.errors import ConfigError
+from mailbus.stacks.loopback import free_port
 
 START_TIMEOUT_S = 30.0
 POLL_S = 0.1
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def _answers(host: str, port: int) -> bool:
@@ -59,7 +53,7 @@ class ServedWorkbench:
         if self.config is not None:
             _check_reachable(self.config)
         self.host = host
-        self.port = port or _free_port(host)
+        self.port = port or free_port(host)
         self.height = height
         self.url = f"http://{host}:{self.port}"
         command = [sys.executable, "-m", "mailbus_workbench"]

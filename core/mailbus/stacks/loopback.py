@@ -16,17 +16,17 @@ PORT_RANGE = range(20_000, 32_000)
 _choose = random.SystemRandom()
 
 
-def free_port() -> int:
-    """A port on loopback that nothing is bound to now, outside the ephemeral range."""
+def free_port(host: str = HOST) -> int:
+    """A port on `host` that nothing is bound to now, outside the ephemeral range."""
     for _ in range(200):
         port = _choose.choice(PORT_RANGE)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
-                sock.bind((HOST, port))
+                sock.bind((host, port))
             except OSError:
                 continue
             return port
-    raise OSError(f"no free port on {HOST} in {PORT_RANGE.start}-{PORT_RANGE.stop - 1}")
+    raise OSError(f"no free port on {host} in {PORT_RANGE.start}-{PORT_RANGE.stop - 1}")
 
 
 def log_tail(path: Path, lines: int = 30) -> str:
