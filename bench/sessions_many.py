@@ -1,14 +1,14 @@
 """Many sessions on Spark: one scan over every part vs a union of one scan per session.
 
-    python -m bench.sessions_many [--quick] [--sessions N]
+    python -m bench.sessions_many [--quick] [--sessions N] [--rounds R]
 
 N copies of the `gaps` sample session (100 by default, 30 with --quick) are loaded on
 Spark local[2] the way `analysis.load` does (`read_sessions`: one `spark.read.parquet`
 over all parts, the session named from each row's file) and, as the baseline in the same
 run, as the union of one read per session with a literal session column (what load did
 before). Each side is cached, then the topics and sequences tables are computed; the
-sides alternate over two rounds (the first, JIT warm-up, uncounted) and the best time of
-each is reported. Both sides must give the same tables.
+sides alternate over `--rounds` rounds (2 by default) after an uncounted JIT warm-up, and
+the best time of each is reported. Both sides must give the same tables.
 
 Last stdout line: one JSON object: `single_scan_s`, `union_s`, `union_ratio` (union
 time over single-scan time), `sessions`.
@@ -69,6 +69,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--sessions", type=int)
+    parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     n = args.sessions or (30 if args.quick else 100)
     root = Path(tempfile.mkdtemp(prefix="bench-many-"))
@@ -78,12 +79,12 @@ def main() -> None:
         spark = spark_session("local[2]", shuffle_partitions=2, driver_memory="1g")
         timed(spark, sessions, single)  # warm-up (JIT, first job), not counted
         best = {"single": float("inf"), "union": float("inf")}
-        for r in range(2):
+        for r in range(args.rounds):
             results = {}
             for name, build in (("union", union), ("single", single)):
                 elapsed, results[name] = timed(spark, sessions, build)
                 best[name] = min(best[name], elapsed)
-                log(f"round {r + 1}/2  {name:6} {elapsed:6.2f} s  ({n} sessions)")
+                log(f"round {r + 1}/{args.rounds}  {name:6} {elapsed:6.2f} s  ({n} sessions)")
             for table in TABLES:
                 assert_frame_equal(results["single"][table], results["union"][table])
         spark.stop()

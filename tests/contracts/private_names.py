@@ -60,16 +60,23 @@ def class_names(qualname: str) -> frozenset[str]:
         return frozenset()
     out: set[str] = set()
     for klass in cls.__mro__:
-        if klass.__module__.split(".")[0] not in LIBS:
-            continue
-        out |= {n for n in vars(klass) if private(n)}
-        try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
-        except (OSError, TypeError, SyntaxError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and _is_self(node.value) and private(node.attr):
-                out.add(node.attr)
+        if klass.__module__.split(".")[0] in LIBS:
+            out |= _own_class_names(klass)
+    return frozenset(out)
+
+
+@cache
+def _own_class_names(klass: type) -> frozenset[str]:
+    """What one library class defines or sets on `self` (parsed once: Widget is the base
+    of most classes asked about)."""
+    out = {n for n in vars(klass) if private(n)}
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+    except (OSError, TypeError, SyntaxError):
+        return frozenset(out)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _is_self(node.value) and private(node.attr):
+            out.add(node.attr)
     return frozenset(out)
 
 
@@ -112,9 +119,10 @@ class _Module:
     def __init__(self, path: Path, rel: str) -> None:
         self.rel = rel
         self.tree = ast.parse(path.read_text(encoding="utf-8"))
+        self.nodes = list(ast.walk(self.tree))  # walked once: four passes read it
         self.aliases: dict[str, str] = {}  # local name -> qualified name (library ones)
         self.modules: set[str] = set()  # local names of other modules (os, sys, ...)
-        for node in ast.walk(self.tree):
+        for node in self.nodes:
             if isinstance(node, ast.Import):
                 for a in node.names:
                     local = a.asname or a.name.split(".")[0]
@@ -152,7 +160,7 @@ def scan(files: Iterable[Path], root: Path, adapters: dict[str, set[str]]) -> li
     modules = [_Module(f, f.relative_to(root).as_posix()) for f in sorted(files)]
     bases: dict[str, list[str]] = {}  # class name -> base names (qualified if a library's)
     for m in modules:
-        for node in ast.walk(m.tree):
+        for node in m.nodes:
             if isinstance(node, ast.ClassDef):
                 bases.setdefault(node.name, []).extend(
                     m.qualname(b) or (b.id if isinstance(b, ast.Name) else "") for b in node.bases
@@ -180,7 +188,7 @@ def _our_names(modules: list[_Module], lib_bases: object) -> frozenset[str]:
     leaving out the overrides of a library's."""
     out: set[str] = set()
     for m in modules:
-        for node in ast.walk(m.tree):
+        for node in m.nodes:
             if isinstance(node, ast.ClassDef):
                 inherited = _inherited(node, lib_bases)
                 out |= {
@@ -210,7 +218,7 @@ def _inherited(cls: ast.ClassDef, lib_bases: object) -> frozenset[str]:
 
 
 def _check(m: _Module, lib_bases: object, ours: frozenset[str]) -> Iterator[Finding]:
-    for node in ast.walk(m.tree):
+    for node in m.nodes:
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield from _check_import(m, node)
     yield from _walk(m, m.tree, lib_bases, ours, None, {})

@@ -32,7 +32,7 @@ SMOKE: dict[str, list[list[str]]] = {
     "broker": [["--quick"]],
     "find": [["--quick"]],
     "raw_recording": [["--quick", "--events", "20000"]],
-    "sessions_many": [["--quick", "--sessions", "2"]],
+    "sessions_many": [["--quick", "--sessions", "2", "--rounds", "1"]],
     # Not its `--cluster` command: at the smoke size it took 60-100 s of the suite's 15
     # minutes, starting the same standalone cluster that tests/sessions/test_spark_cluster.py
     # starts and analyses on (`mailbus.stacks`, as the benchmark does).
