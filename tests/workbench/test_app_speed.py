@@ -128,6 +128,42 @@ async def test_objects_alive_after_start_up_are_frozen_until_the_app_ends(
     assert gc.get_threshold() == thresholds
 
 
+async def test_what_a_long_full_pass_walked_is_frozen_at_the_next_refresh(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """heap.py: objects that came after start-up (a system's 10,000 topics) made full
+    passes long again; after a full pass longer than LONG_FULL_PASS_S the app freezes
+    what is alive then, once, at its next refresh."""
+    app = fixed_app(owns_process=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: heap.frozen() > 0, "the freeze after start-up")
+        monkeypatch.setattr(heap, "LONG_FULL_PASS_S", 3600.0)  # no full pass is long
+        gc.collect()
+        grown = [[n] for n in range(20_000)]  # tracked objects (lists), alive
+        app.refresh_now()
+        before = heap.frozen()
+        refreezes: list[int] = []
+        real = heap._freeze
+
+        def recorded() -> None:
+            real()
+            refreezes.append(heap.frozen())
+
+        monkeypatch.setattr(heap, "_freeze", recorded)
+        monkeypatch.setattr(heap, "LONG_FULL_PASS_S", 0.0)  # every full pass is long
+        app.refresh_now()
+        assert refreezes == []  # no full pass yet: nothing due
+        gc.collect()
+        app.refresh_now()
+        assert len(refreezes) == 1 and refreezes[0] >= before + len(grown)
+        app.refresh_now()  # once per long pass
+        gc.collect(1)  # a young pass is not a full one
+        app.refresh_now()
+        assert len(refreezes) == 1
+    assert heap.frozen() == 0
+    assert heap._watch not in gc.callbacks  # handed back: no watch left in the process
+
+
 async def test_a_key_is_answered_with_a_longer_switch_interval_then_it_is_put_back() -> None:
     """speed/key_turn.py: from the key event to the frame after the view's fill the UI thread
     keeps the GIL longer; then, and when the app ends, the interval is as it was."""

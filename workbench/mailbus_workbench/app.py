@@ -110,6 +110,9 @@ class WorkbenchApp(TabPressFocus):
         settings = settings or Settings()
         # `owns_process`: the `mailbus` command's own process (process-wide tricks allowed).
         self.speed = SpeedTricks(settings.speed_tricks, owns_process)
+        self._animation_level_asked = self.animation_level  # TEXTUAL_ANIMATIONS
+        if self.speed.still:
+            self.animation_level = "none"
         model = model or WorkbenchModel(
             clock=clock or time.time,
             wait_sets=engine.wait_sets if engine is not None else lambda: (),
@@ -288,6 +291,8 @@ class WorkbenchApp(TabPressFocus):
                 # What exists once start-up is over or a view is first filled lives as
                 # long as the app: a full collection need not walk it (heap.py).
                 heap.freeze()
+        if self.speed.freeze_heap:
+            heap.freeze_if_due()  # after a long full pass: what came since (heap.py)
         self._update_status(wall)
 
     def get_default_screen(self) -> Screen[object]:
@@ -332,6 +337,10 @@ class WorkbenchApp(TabPressFocus):
 
     def show_view(self, view_id: str, *, fill_now: bool = True) -> None:
         """Show a view filled now (as actions on it expect), or after the next frame."""
+        if self.speed.still:
+            self.animation_level = "none"
+        elif self.animation_level == "none" and self._animation_level_asked != "none":
+            self.animation_level = self._animation_level_asked
         self.main_screen.query_one("#views", TabbedContent).active = view_id
         self.view(view_id).focus_default()
         self._showing = not fill_now
