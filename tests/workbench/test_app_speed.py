@@ -295,6 +295,36 @@ async def test_speed_tricks_off_in_the_commands_process_change_nothing() -> None
         assert not app.speed.fill_after_frame and not app.speed.key_frames
 
 
+@pytest.mark.parametrize("tricks", [True, False])
+async def test_with_speed_tricks_the_tab_underline_jumps_instead_of_sliding(
+    tricks: bool,
+) -> None:
+    """A slide is ~20 frames of the tab bar painted after a view key, while the next key
+    waits: with the tricks on (the default) the underline jumps to the tab."""
+    app = fixed_app(settings=quiet_settings(tricks))
+    app.animation_level = "full"  # as the command starts (fixed_app stills it for snapshots)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        underline: Any = app.query_one("#views Underline")  # the tab bar's, by CSS type
+        slides: list[str] = []
+        animate = underline.animate
+
+        def recorded(attribute: str, *args: Any, **kwargs: Any) -> None:
+            slides.append(attribute)
+            animate(attribute, *args, **kwargs)
+
+        underline.animate = recorded  # type: ignore[method-assign]
+        start = underline.highlight_start
+        await pilot.press("2")
+        await until(pilot, lambda: app.active_view_id == "services", "the view")
+        if tricks:
+            await until(pilot, lambda: underline.highlight_start != start, "the jump")
+            await pilot.pause()
+            assert slides == [] and app.animation_level == "none"
+        else:
+            await until(pilot, lambda: "highlight_start" in slides, "the slide")
+
+
 def test_the_speed_tricks_setting_is_a_boolean() -> None:
     assert settings_from({"speed-tricks": False}).speed_tricks is False
     assert settings_from({}).speed_tricks is True

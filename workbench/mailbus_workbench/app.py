@@ -111,7 +111,8 @@ class WorkbenchApp(TabPressFocus):
         # `owns_process`: the `mailbus` command's own process (process-wide tricks allowed).
         self.speed = SpeedTricks(settings.speed_tricks, owns_process)
         self._animation_level_asked = self.animation_level  # TEXTUAL_ANIMATIONS
-        if self.speed.still:
+        self._stilled = self.speed.still
+        if self._stilled:
             self.animation_level = "none"
         model = model or WorkbenchModel(
             clock=clock or time.time,
@@ -339,8 +340,10 @@ class WorkbenchApp(TabPressFocus):
         """Show a view filled now (as actions on it expect), or after the next frame."""
         if self.speed.still:
             self.animation_level = "none"
-        elif self.animation_level == "none" and self._animation_level_asked != "none":
+            self._stilled = True
+        elif self._stilled:  # the tricks switched off since: slides as asked again
             self.animation_level = self._animation_level_asked
+            self._stilled = False
         self.main_screen.query_one("#views", TabbedContent).active = view_id
         self.view(view_id).focus_default()
         self._showing = not fill_now
