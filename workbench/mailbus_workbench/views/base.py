@@ -28,14 +28,17 @@ class View(Container):
         """The widget that gets the keys when this view is shown (None: the view's own)."""
         return self.query_one(self.DEFAULT_FOCUS) if self.DEFAULT_FOCUS else None
 
+    # Both focus now, not as `Widget.focus` does (a callback on the widget's queue): a
+    # focus landing late took the keys from a view shown meanwhile by a tab press.
     def focus_default(self) -> None:
         if (widget := self.default_focus_widget()) is not None:
-            widget.focus()
+            widget.screen.set_focus(widget)
 
     def focus_home(self) -> None:
         selector = self.HOME_FOCUS or self.DEFAULT_FOCUS
         if selector:
-            self.query_one(selector).focus()
+            widget = self.query_one(selector)
+            widget.screen.set_focus(widget)
 
     def refresh_view(self, now: float) -> None:
         """Show the model's current state; called on the UI thread while visible."""
