@@ -14,7 +14,7 @@ from mailbus_workbench.model.topics import TopicStats, TopicStore
 from mailbus_workbench.views.topics import TopicsView
 from mailbus_workbench.widgets import topic_tree as topic_tree_module
 from mailbus_workbench.widgets.topic_tree import TopicTree
-from textual.widgets import Input
+from textual.widgets import Input, Tree
 from wb_helpers import layouts_of, until
 from workbench_fixtures.clock import T0
 from workbench_fixtures.events import fixed_app, message_event
@@ -65,6 +65,22 @@ async def test_thousands_of_topics_draw_as_groups_with_their_counts() -> None:
         unit = next(line for line in lines if "unit000" in line)
         assert "▶ unit000  10  " in unit and unit.endswith("10 topics")  # closed
         assert len(lines) == tree.size.height and all(lines)  # the tree fills its pane
+
+
+async def test_each_lines_width_is_what_textual_measures_by_rendering_it() -> None:
+    """TopicTree measures a label without rendering it (Textual renders every line's
+    label at each rebuild): the same width for open and closed groups and topics."""
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        tree = await with_many(pilot, app)
+        await pilot.press("down", "space", "down", "down", "space")  # groups opened
+        lines = [tree.get_node_at_line(y) for y in range(tree.last_line + 1)]
+        nodes = [node for node in lines if node is not None]
+        assert any(n.is_expanded for n in nodes) and any(n.allow_expand for n in nodes)
+        assert any(not n.allow_expand for n in nodes)
+        for node in nodes:
+            assert tree.get_label_width(node) == Tree.get_label_width(tree, node), node.label
 
 
 async def test_typing_a_filter_narrows_thousands_of_topics_to_the_match() -> None:

@@ -7,6 +7,7 @@ until the filter or the set of topics changes (a longer filter narrows the last 
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.message import Message
 from textual.widgets import Tree
@@ -93,6 +94,16 @@ class TopicTree(FixedTree[str]):
         self._opened: set[str] = set()
         self._chosen: dict[str, bool] = {}
         self._around: set[str] = set()
+
+    def get_label_width(self, node: UINode[str]) -> int:
+        """What Textual's own measure gives, without rendering the label: it rendered
+        (copied and styled) every line's label at each rebuild to find the widest, 9 ms
+        of a filter letter's 40 with 10,000 topics (Textual invites the override)."""
+        label = node.label
+        width = label.cell_len if isinstance(label, Text) else cell_len(label)
+        if node.allow_expand:
+            width += cell_len(self.ICON_NODE_EXPANDED if node.is_expanded else self.ICON_NODE)
+        return width
 
     # -- what is listed ---------------------------------------------------------------------
     def _filtered(self, store: TopicStore) -> tuple[str, ...]:
