@@ -104,31 +104,3 @@ def _extra_keys_are_declared(extra_check: ExtraCheck) -> Iterator[None]:
             "kind's enum member, mailbus.event_kind.Extra):\n" + "\n".join(sorted(set(problems))),
             pytrace=False,
         )
-
-
-# The files that take longest (worker-seconds in a clean-clone run, `--durations=0`,
-# run 23: snapshots 221, Spark cluster 145, benchmark smokes 138 and 132, golden 95,
-# shell 87, system 69, notebook launch 66). `--dist loadfile` hands out whole files in
-# collection order, and workbench/ is collected last: its 221 s of snapshots started
-# near the end and finished alone. Started first, the last file to end is a short one.
-LONGEST_FIRST = (
-    "workbench/test_snapshots.py",
-    "sessions/test_spark_cluster.py",
-    "newuser/test_documented_benchmarks_c.py",
-    "newuser/test_documented_benchmarks_b.py",
-    "testing/test_golden.py",
-    "shell/test_shell_commands.py",
-    "testing/test_system.py",
-    "notebook/test_browser_launch.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
-        path = item.path.as_posix()
-        for n, suffix in enumerate(LONGEST_FIRST):
-            if path.endswith("tests/" + suffix):
-                return n
-        return len(LONGEST_FIRST)
-
-    items.sort(key=rank)  # stable: each file's own order is kept
