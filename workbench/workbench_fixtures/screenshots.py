@@ -227,9 +227,10 @@ async def mailboxes_scene(pilot: Pilot[Any]) -> None:
 def _first_row_drawn_whole(table: Any) -> bool:
     """The first row as drawn shows its whole "what" (run 25 pictured the rows cut to
     the columns' first widths once, with every width already measured)."""
-    if table.row_count == 0:
+    labels = [str(column.label) for column in table.ordered_columns]
+    if table.row_count == 0 or "what" not in labels:
         return False
-    what = str(table.get_row_at(0)[1])
+    what = str(table.get_row_at(0)[labels.index("what")])
     return what in table.render_line(1).text  # line 0 is the header
 
 
