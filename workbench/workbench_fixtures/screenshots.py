@@ -262,6 +262,11 @@ async def sessions_scene(pilot: Pilot[Any], analyse: bool = False) -> None:
         await pilot.pause(0.02)
     else:
         raise TimeoutError("the session's messages were not listed within 10 s")
+    # Runs 25 and 27 pictured the rows cut to the columns' first widths although the
+    # table itself drew them whole (render_line): the table's painted lines were stale.
+    # Painted again here; the cause is not found (stop 27's note).
+    table.refresh()
+    await pilot.pause()
     from mailbus_workbench.widgets.timeline import TimelineBar
 
     timeline = app.query_one(TimelineBar)
