@@ -56,6 +56,38 @@ async def test_open_lists_messages_remembers_it_and_the_picker_offers_it(
         assert app.query_one("#play-path", Input).value == str(demo.resolve())
 
 
+async def test_a_listing_that_comes_late_from_a_session_opened_before_is_not_shown(
+    engine: EngineHost, tmp_path: Path
+) -> None:
+    from mailbus_workbench.views.sessions.playback import PlaybackPane
+
+    app = WorkbenchApp(engine=engine, settings=settings(tmp_path))
+    posted = Posted()
+    async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
+        await pilot.pause()
+        await pilot.press("9")
+        view = app.query_one(SessionsView)
+        table = app.query_one("#session-messages", DataTable)
+        path = app.query_one("#play-path", Input)
+        path.value = str(SAMPLES / "demo")
+        await pilot.press("f6")
+        await until(pilot, lambda: view.listed > 0, "the demo's messages")
+        demo_listing = posted.of(PlaybackPane._Listed)[-1]
+        demo_shown = [table.get_row_at(i) for i in range(table.row_count)]
+        path.value = str(SAMPLES / "slow_service")
+        await pilot.press("f6")
+        await until(pilot, lambda: len(posted.of(PlaybackPane._Listed)) == 2, "the second list")
+        await pilot.pause()
+        shown = [table.get_row_at(i) for i in range(table.row_count)]
+        assert shown and shown != demo_shown  # the second session is listed
+        # The first session's worker answering late (as under load) changes nothing.
+        view.playback.post_message(demo_listing)
+        await pilot.pause()
+        await pilot.pause()
+        assert [table.get_row_at(i) for i in range(table.row_count)] == shown
+        assert view.listed == len(shown)
+
+
 def test_the_recent_list_is_bounded_newest_first_and_survives_a_bad_file(tmp_path: Path) -> None:
     path = tmp_path / "recent.json"
     path.write_text("{broken")

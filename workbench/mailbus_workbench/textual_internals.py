@@ -145,15 +145,29 @@ class FixedTree(FixedPlace, Tree[TreeData]):
 
 
 class MeasuredTable(DataTable[CellType]):
-    """A DataTable whose rows are drawn again at their columns' new widths: Textual
-    measures new cells when idle, after the rows were first drawn, and keeps drawn rows
-    by an update count that the measure does not move; the rows stayed cut to the
-    widths of the first frame until something else (a resize) moved it."""
+    """A DataTable whose rows are drawn again at their columns' new widths.
+
+    Textual measures new rows and updated cells when the table is idle, which can come
+    after a frame has drawn them (the screen paints on its own idle, and under load the
+    table's comes later). Its drawn rows are cached by an update count that neither
+    measure moves, so the rows stayed cut to their columns' label widths until something
+    else (a resize) moved it: here, a measure that changes a width moves the count."""
+
+    def _widths(self) -> list[int]:
+        return [column.content_width for column in self.ordered_columns]
 
     def _update_column_widths(self, updated_cells: set[CellKey]) -> None:
-        widths = [column.content_width for column in self.ordered_columns]
+        widths = self._widths()
         super()._update_column_widths(updated_cells)
-        if widths != [column.content_width for column in self.ordered_columns]:
+        self._redraw_if_changed(widths)
+
+    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
+        widths = self._widths()
+        super()._update_dimensions(new_rows)
+        self._redraw_if_changed(widths)
+
+    def _redraw_if_changed(self, widths: list[int]) -> None:
+        if widths != self._widths():
             self._update_count += 1
             self.refresh()
 

@@ -225,8 +225,9 @@ async def mailboxes_scene(pilot: Pilot[Any]) -> None:
 
 
 def _first_row_drawn_whole(table: Any) -> bool:
-    """The first row as drawn shows its whole "what" (run 25 pictured the rows cut to
-    the columns' first widths once, with every width already measured)."""
+    """The first row as drawn shows its whole "what" (runs 25, 27 and stop 27's CI
+    pictured the rows cut to their columns' label widths: rows drawn before the table
+    measured them stayed cached, which `MeasuredTable` now draws again)."""
     labels = [str(column.label) for column in table.ordered_columns]
     if table.row_count == 0 or "what" not in labels:
         return False
@@ -261,12 +262,13 @@ async def sessions_scene(pilot: Pilot[Any], analyse: bool = False) -> None:
             break
         await pilot.pause(0.02)
     else:
-        raise TimeoutError("the session's messages were not listed within 10 s")
-    # Runs 25 and 27 pictured the rows cut to the columns' first widths although the
-    # table itself drew them whole (render_line): the table's painted lines were stale.
-    # Painted again here; the cause is not found (stop 27's note).
-    table.refresh()
-    await pilot.pause()
+        raise TimeoutError(
+            "the session's messages were not listed within 10 s: "
+            f"listed {view.listed}, error {view.last_error!r}, rows {table.row_count}, widths "
+            f"{[(str(c.label), c.content_width) for c in table.ordered_columns]}, "
+            f"first row {table.get_row_at(0) if table.row_count else None!r}, "
+            f"drawn {table.render_line(1).text!r}, scroll {table.scroll_offset}"
+        )
     from mailbus_workbench.widgets.timeline import TimelineBar
 
     timeline = app.query_one(TimelineBar)

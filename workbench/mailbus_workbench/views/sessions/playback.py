@@ -62,8 +62,9 @@ class PlaybackPane(Vertical):
             self.error = error
 
     class _Listed(Message):  # the listing worker's result
-        def __init__(self, listing: SessionMessages | None, error: str) -> None:
+        def __init__(self, session: Session, listing: SessionMessages | None, error: str) -> None:
             super().__init__()
+            self.session = session
             self.listing = listing
             self.error = error
 
@@ -183,10 +184,12 @@ class PlaybackPane(Vertical):
             listing, error = first_messages(session, LISTED_MESSAGES), ""
         except Exception as exc:  # a part that cannot be read: say so, keep the session
             listing, error = None, str(exc)
-        self.post_message(self._Listed(listing, error))
+        self.post_message(self._Listed(session, listing, error))
 
     @on(_Listed)
     def _listed(self, result: _Listed) -> None:
+        if result.session is not self.session:
+            return  # another session was opened meanwhile (its own listing follows)
         table = self.query_one("#session-messages", DataTable)
         table.clear(columns=True)
         listing = result.listing
