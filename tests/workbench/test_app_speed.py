@@ -331,3 +331,42 @@ def test_the_speed_tricks_setting_is_a_boolean() -> None:
     with pytest.raises(ConfigError) as info:
         settings_from({"speed-tricks": "no"})
     assert info.value.key == "workbench.speed-tricks"
+
+
+async def test_a_view_key_draws_no_line_of_the_screen_the_tabs_or_a_pane_drawn_before() -> None:
+    """Only what a view key changes is drawn again: the screen (whose focus moves), the
+    tabbed container and the pane shown again draw only their background, which no key
+    changes (Textual drew every line of each: a third of a view's first frame)."""
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        for key, view in (("2", "services"), ("1", "topics")):  # each pane drawn once
+            await pilot.press(key)
+            await until(pilot, lambda view=view: app.active_view_id == view, view)
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, KeyScreen)
+        widgets: dict[str, Any] = {
+            "screen": screen,
+            "tabbed content": app.query_one("#views"),
+            "pane": app.query_one("#services"),
+            "tab bar": app.query_one("#views ContentTabs"),  # its highlight moves: drawn
+        }
+        drawn: dict[str, int] = dict.fromkeys(widgets, 0)
+        for name, widget in widgets.items():
+            draw = widget.render_line
+
+            def counted(y: int, draw: Any = draw, name: str = name) -> Any:
+                drawn[name] += 1
+                return draw(y)
+
+            widget.render_line = counted
+        await pilot.press("2")
+        await until(pilot, lambda: app.active_view_id == "services", "the view")
+        await until(pilot, lambda: not screen.changes_to_paint(), "the frame")
+        assert drawn["tab bar"] > 0
+        assert {name: n for name, n in drawn.items() if name != "tab bar"} == {
+            "screen": 0,
+            "tabbed content": 0,
+            "pane": 0,
+        }

@@ -32,6 +32,7 @@ from mailbus_workbench.screens import HelpScreen
 from mailbus_workbench.speed import SpeedTricks, heap
 from mailbus_workbench.speed.key_frames import KeyScreen
 from mailbus_workbench.speed.key_turn import KeyTurn
+from mailbus_workbench.textual_internals import ViewPane, ViewTabs
 from mailbus_workbench.view_table import APP_BINDINGS, GLOBAL_HELP, VIEWS
 from mailbus_workbench.views.base import View
 from mailbus_workbench.views.plot import PlotView
@@ -151,9 +152,9 @@ class WorkbenchApp(TabPressFocus):
     # -- layout -----------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Header()
-        with TabbedContent(id="views", initial="topics"):
+        with ViewTabs(id="views", initial="topics"):
             for view_id, title, cls in self.VIEWS:
-                with TabPane(f"{title}", id=view_id):
+                with ViewPane(f"{title}", id=view_id):
                     yield cls(self.parts, id=f"{view_id}-view")
         yield Static("", id="status", markup=False)
         yield KeyBar(id="key-bar")

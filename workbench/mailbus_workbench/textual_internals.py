@@ -16,13 +16,14 @@ from typing import Any, Self, TypeVar
 
 from textual import events
 from textual.app import App
+from textual.dom import DOMNode
 from textual.geometry import Region, Size
 from textual.notifications import Notification
 from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import Widget
-from textual.widgets import DataTable, Input, Tree
+from textual.widgets import DataTable, Input, TabbedContent, TabPane, Tree
 from textual.widgets.data_table import CellKey, RowKey
 
 TreeData = TypeVar("TreeData")
@@ -32,7 +33,13 @@ CellType = TypeVar("CellType")
 class FrameScreen(Screen[object]):
     """A screen that paints its pending changes as soon as it is idle, rather than at
     the frame timer's next slot (up to 16.7 ms later), whenever `paint_when_idle()`
-    says so."""
+    says so.
+
+    Its focus is not a repaint of its own: Textual repainted the whole screen at each
+    change of focus (every view key), although a screen draws only its background and
+    the widgets that gain and lose the focus restyle and repaint themselves."""
+
+    focused: Reactive[Widget | None] = Reactive(None, repaint=False)
 
     def paint_when_idle(self) -> bool:
         """Whether a change pending now is painted at once. False: Textual's pace."""
@@ -197,3 +204,38 @@ class FixedTable(FixedPlace, MeasuredTable[CellType]):
 class FixedInput(FixedPlace, Input):
     """An Input of a fixed width: a typed letter changes what it scrolls over, never its
     place (Textual lays the whole screen out again at each letter)."""
+
+
+class ViewTabs(TabbedContent):
+    """Tabs whose shown pane is not a repaint of their own: they draw only their
+    background, and the tabs and the panes repaint themselves. (Their switcher still
+    repaints: Textual finds it by its exact type, so it cannot be a subclass.)"""
+
+    active: Reactive[str] = Reactive("", init=False, repaint=False)
+
+
+class ViewPane(TabPane):
+    """A pane shown or hidden without drawing its own lines again: Textual repaints a
+    widget whose display changes, although a pane draws only its background, which its
+    size (a change of it redraws them) and its styles decide, not whether it is shown."""
+
+    _displaying = False
+
+    @property
+    def display(self) -> bool:
+        return super().display
+
+    @display.setter
+    def display(self, shown: bool | str) -> None:
+        self._displaying = True
+        try:
+            DOMNode.display.fset(self, shown)  # type: ignore[attr-defined]
+        finally:
+            self._displaying = False
+
+    def refresh(
+        self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False
+    ) -> Self:
+        if self._displaying and not regions:
+            repaint = False
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
