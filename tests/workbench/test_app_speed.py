@@ -370,3 +370,35 @@ async def test_a_view_key_draws_no_line_of_the_screen_the_tabs_or_a_pane_drawn_b
             "tabbed content": 0,
             "pane": 0,
         }
+
+
+async def test_the_topic_tree_shown_again_draws_each_line_once() -> None:
+    """Back on Topics, the tree draws its lines once (its focus restyles it), not a second
+    time for the Resize Textual sends to a widget shown again at the same size."""
+    from mailbus_workbench.widgets.topic_tree import TopicTree
+
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        tree = app.query_one(TopicTree)
+        height = tree.size.height
+        await pilot.press("2")
+        await until(pilot, lambda: app.active_view_id == "services", "the Services view")
+        await pilot.pause()
+        lines: list[int] = []
+        draw = tree.render_line
+
+        def counted(y: int) -> Any:
+            lines.append(y)
+            return draw(y)
+
+        tree.render_line = counted  # type: ignore[method-assign]
+        await pilot.press("1")
+        await until(pilot, lambda: app.active_view_id == "topics", "the Topics view")
+        screen = app.screen
+        assert isinstance(screen, KeyScreen)
+        for _ in range(3):  # the Resize is handled after the first frame: later frames too
+            await until(pilot, lambda: not screen.changes_to_paint(), "the frames")
+            await pilot.pause()
+        assert tree.size.height == height
+        assert sorted(lines) == list(range(height))  # each line of the tree once

@@ -142,13 +142,24 @@ class FixedPlace:
 
 class FixedTree(FixedPlace, Tree[TreeData]):
     """A Tree of a fixed place: a node added, a label set or a group opened redoes only
-    the tree (Textual's `_invalidate` asks for the whole screen's layout)."""
+    the tree (Textual's `_invalidate` asks for the whole screen's layout); shown again
+    at the same size, it keeps its lines."""
+
+    _lines_size: Size | None = None
 
     def _invalidate(self) -> None:
         self._clear_line_cache()
         self._updates += 1
         self.root._reset()
         self.refresh()
+
+    def _on_resize(self, event: events.Resize) -> None:
+        # Textual sends a Resize to a widget shown again, its size unchanged; the tree's
+        # handler then recomputed and drew all its lines a second time after each view key.
+        if event.size == self._lines_size:
+            event.prevent_default()  # Textual's handler, a base class's, is not run
+            return
+        self._lines_size = event.size
 
 
 class MeasuredTable(DataTable[CellType]):
