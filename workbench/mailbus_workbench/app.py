@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Header, Input, Static, TabbedContent, TabPane, Tabs, TextArea
+from textual.widgets import Header, Input, Static, TabbedContent, Tabs, TextArea
 
 from mailbus_workbench.commands import workbench_commands
 from mailbus_workbench.engine import EngineHost
@@ -219,13 +219,7 @@ class WorkbenchApp(TabPressFocus):
         self.load_keymap()
         # Keys go to the view under the tabs: the tab bar itself never holds the focus
         # (it is still clickable, and 1-9, 0 switch views).
-        views = self.query_one("#views", TabbedContent)
-        views.query_one(Tabs).can_focus = False
-        # A view is shown by its key or its tab (show_view, show_pane), never by a focus
-        # landing in its pane: Textual's TabPane.Focused, handled late, showed the pane
-        # of a focus set before a second key or press had already shown another view.
-        for view_id, _, _ in self.VIEWS:
-            views.get_pane(view_id).disable_messages(TabPane.Focused)
+        self.query_one("#views", TabbedContent).query_one(Tabs).can_focus = False
         if self.initial_session is not None:
             self.call_after_refresh(self._open_initial_session, self.initial_session)
         else:

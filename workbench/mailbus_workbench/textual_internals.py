@@ -226,11 +226,19 @@ class ViewTabs(TabbedContent):
 
 
 class ViewPane(TabPane):
-    """A pane shown or hidden without drawing its own lines again: Textual repaints a
-    widget whose display changes, although a pane draws only its background, which its
-    size (a change of it redraws them) and its styles decide, not whether it is shown."""
+    """A view's pane, shown by its key or its tab only, and without drawing its own
+    lines again.
+
+    A focus landing in it does not show it: Textual's `TabPane.Focused`, handled late,
+    showed the pane of a focus set before a second key or press had shown another view.
+    Textual repaints a widget whose display changes, although a pane draws only its
+    background, which its size (a change of it redraws them) and its styles decide."""
 
     _displaying = False
+
+    def __init__(self, title: str, *children: Widget, id: str | None = None) -> None:
+        super().__init__(title, *children, id=id)
+        self.disable_messages(TabPane.Focused)
 
     @property
     def display(self) -> bool:
