@@ -27,7 +27,7 @@ TIMEOUT_S = 400
 SMOKE: dict[str, list[list[str]]] = {
     "intraprocess": [["--quick"]],
     "outbox": [["--quick"]],
-    "postoffice": [["--quick"]],
+    "postoffice": [["--quick", "--pairs", "1", "--rounds", "1"]],
     "stem": [["--quick"]],
     "broker": [["--quick"]],
     "find": [["--quick"]],
@@ -43,7 +43,7 @@ SMOKE: dict[str, list[list[str]]] = {
     "email_routed": [["--quick"]],
     "email_scale": [["--quick", "--sizes", "1,2"]],
     "email_process_share": [["--quick", "--sizes", "1", "--order", "shared,own"]],
-    "testing": [["--quick"]],
+    "testing": [["--quick", "--messages", "5000", "--events", "5000"]],
     "cli": [["--quick"]],
 }
 # Figures a smoke run must measure (a number, not null).
