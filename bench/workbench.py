@@ -451,7 +451,9 @@ async def run(
             f"history {cap} msgs x {topics} topics (max {app.model.topics.max_topics}) + "
             f"feed {app.model.feed.capacity} events + {app.model.services.max_traces} traces"
         )
-        out.update(await run_names(app, pending, rounds, quantile95, log))
+        gc.callbacks.append(timeline.gc_callback)
+        out.update(await run_names(app, pending, rounds, quantile95, log, timeline.within))
+        gc.callbacks.remove(timeline.gc_callback)
     TopicsView.action_pause = view_action  # type: ignore[method-assign]
     return out
 

@@ -201,6 +201,7 @@ async def time_keys(
     rounds: int,
     log: Callable[..., None],
     by_key: dict[str, list[float]],
+    within: Callable[[float, float], str],
 ) -> tuple[list[float], list[float]]:
     """Each probe's key, `rounds` times, from its event to the first frame painted once
     its state changed (with its view on the screen); and the UI thread's CPU time meanwhile."""
@@ -238,7 +239,11 @@ async def time_keys(
                 took[-1]
             )
             if took[-1] > 50:
-                log(f"{len(app.model.topics.stats)} topics {key}: {took[-1]:.0f} ms")
+                topics = len(app.model.topics.stats)
+                log(
+                    f"{topics} topics {key}: {took[-1]:.0f} ms ({cpu[-1]:.0f} ms CPU): "
+                    + within(before, painted)
+                )
     return took, cpu
 
 
@@ -248,12 +253,13 @@ async def run_names(
     rounds: int,
     quantile95: Callable[[list[float]], float],
     log: Callable[..., None],
+    within: Callable[[float, float], str],
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
     app.action_show("topics")
     await asyncio.sleep(0.5)
     log(f"the tree's keys with {len(app.model.topics.stats)} topics (same-run baseline) ...")
-    few, few_cpu = await time_keys(app, pending, rounds, log, {})
+    few, few_cpu = await time_keys(app, pending, rounds, log, {}, within)
     log(f"{TOPICS} topics, {SERVICES} services, {PARTICIPANTS} participants flowing ...")
     feed = NamesFeed(app)
     feed.start()
@@ -266,7 +272,7 @@ async def run_names(
     await asyncio.sleep(1.0)
     t0, m0 = time.perf_counter(), model.topics.total
     by_key: dict[str, list[float]] = {}
-    many, many_cpu = await time_keys(app, pending, rounds, log, by_key)
+    many, many_cpu = await time_keys(app, pending, rounds, log, by_key, within)
     out["names_msgs_per_s"] = (model.topics.total - m0) / (time.perf_counter() - t0)
     feed.stop()
     out["names_topics"] = len(model.topics.stats)

@@ -8,9 +8,9 @@ from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.widgets.email_pair import EmailPair
 from mailbus_workbench.widgets.trace_list import SHOWN, TraceList
 from textual.pilot import Pilot
-from wb_helpers import layouts_of, until
+from wb_helpers import Posted, layouts_of, until
 from workbench_fixtures.clock import T0
-from workbench_fixtures.events import fixed_app, request_event
+from workbench_fixtures.events import fixed_app, request_event, response_event
 
 SIZE = (140, 42)
 
@@ -113,3 +113,54 @@ async def test_rows_trimmed_under_a_flow_of_calls_lay_nothing_out() -> None:
             await until(pilot, lambda: not screen.changes_to_paint(), "the frame painted")
         assert traces.row_count == SHOWN
         assert layouts == []
+
+
+async def test_a_refresh_that_trims_rows_draws_the_chosen_call_once() -> None:
+    """Following the newest call, each refresh trims old rows; Textual highlights a row
+    again at every row removed, and each highlight drew the chosen call's two emails
+    (40 times a refresh under 200 calls/s). Now the call highlighted at the end is
+    announced once, and a call already shown is not drawn again."""
+    app = fixed_app()
+    posted = Posted()
+    async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
+        await pilot.pause()
+        await pilot.press("2")
+        traces, pair = app.query_one(TraceList), app.query_one(EmailPair)
+        await until(pilot, lambda: app.focused is traces, "the Services view")
+        add_and_refresh(app, requests(1000, SHOWN))
+        await pilot.press("end")
+        await until(pilot, lambda: traces.cursor_row == SHOWN - 1, "the newest call")
+        await pilot.pause()
+        before = len(posted.of(TraceList.TraceChosen))
+        add_and_refresh(app, requests(5000, 25))  # 25 old rows leave the top
+        newest = traces.selected()
+        assert newest is not None and newest.sequence == 5024
+        await until(pilot, lambda: pair.shown is newest, "the panes on the newest call")
+        await pilot.pause()
+        chosen = posted.of(TraceList.TraceChosen)[before:]
+        assert [m.trace.sequence for m in chosen] == [5024]  # type: ignore[attr-defined]
+        app.view("services").refresh_view(app.model.clock())  # nothing new
+        await pilot.pause()
+        assert len(posted.of(TraceList.TraceChosen)) == before + 1
+
+
+async def test_the_chosen_call_is_drawn_again_when_its_response_arrives() -> None:
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("2")
+        traces = app.query_one(TraceList)
+        await until(pilot, lambda: app.focused is traces, "the Services view")
+        add_and_refresh(app, requests(1000, 1))
+        await pilot.press("end")
+        right = app.query_one("#pair-response-text")
+        await until(pilot, lambda: "no response yet" in str(right.render()), "a pending call")
+        reply = response_event(
+            "demo/add", "[7]", T0 + 21, 1000, "<re1000@localhost>", "<trim01000@localhost>"
+        )
+        add_and_refresh(app, [reply])
+        await until(
+            pilot,
+            lambda: "In-Reply-To: <trim01000@localhost>" in str(right.render()),
+            "the response drawn beside its request",
+        )

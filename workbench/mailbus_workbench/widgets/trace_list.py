@@ -41,6 +41,8 @@ class TraceList(FixedTable[str | Text]):
         self._version = -1
         # The highlighted call was trimmed: (key of the row shown instead, the call gone).
         self._replaced: tuple[str, Trace] | None = None
+        # The call last announced as chosen, and its status then.
+        self._announced: tuple[str, TraceStatus] | None = None
 
     def on_mount(self) -> None:
         self.add_column("time (UTC)", key="time", width=12)
@@ -52,6 +54,24 @@ class TraceList(FixedTable[str | Text]):
 
     def show(self, store: ServiceStore, now: float, listed: list[Trace] | None = None) -> None:
         """The newest SHOWN of `listed` (the filtered calls), else of the store's."""
+        # Each row removed or cursor moved here makes Textual highlight a row again, and
+        # each highlight drew the chosen call's two emails: 40 times a refresh under 200
+        # calls/s. The rows change silently; the call highlighted at the end is announced
+        # once, if it or its status changed.
+        with self.prevent(DataTable.RowHighlighted):
+            replaced = self._update(store, now, listed)
+        shown = self.selected()
+        if shown is None:
+            return
+        if replaced is not None:
+            self._replaced = (shown.key, replaced)
+        elif self._replaced is not None and self._replaced[0] != shown.key:
+            self._replaced = None  # another call is highlighted: the notice is over
+        if replaced is not None or self._announced != (shown.key, self._status[shown.key]):
+            self._announce(shown, self._replaced[1] if self._replaced else None)
+
+    def _update(self, store: ServiceStore, now: float, listed: list[Trace] | None) -> Trace | None:
+        """The rows made the newest SHOWN calls; the call held that left the list, if any."""
         traces = (store.traces() if listed is None else listed)[-SHOWN:]
         following = self.row_count == 0 or self.cursor_row >= self.row_count - 1
         # Removing rows above the cursor leaves it on the same row number, which is then
@@ -89,14 +109,17 @@ class TraceList(FixedTable[str | Text]):
         elif held is not None and self.row_count:
             # The call left the list: highlight the oldest one kept, and say so.
             self.move_cursor(row=0, animate=False)
-            shown = self.selected()
-            if shown is not None:
-                self._replaced = (shown.key, held)
-                self.post_message(self.TraceChosen(shown, held))
+            return held
+        return None
+
+    def _announce(self, trace: Trace, replaces: Trace | None = None) -> None:
+        self._announced = (trace.key, self._status[trace.key])
+        self.post_message(self.TraceChosen(trace, replaces))
 
     def reset(self) -> None:
         self.clear()
         self._replaced = None
+        self._announced = None
         self._traces.clear()
         self._status.clear()
 
@@ -112,8 +135,8 @@ class TraceList(FixedTable[str | Text]):
             return
         replaced = self._replaced
         if replaced is not None and replaced[0] == trace.key:
-            # The highlight that show() made for a trimmed call: keep its notice.
-            self.post_message(self.TraceChosen(trace, replaced[1]))
+            # The row shown for a trimmed call, highlighted again: keep its notice.
+            self._announce(trace, replaced[1])
             return
         self._replaced = None
-        self.post_message(self.TraceChosen(trace))
+        self._announce(trace)
