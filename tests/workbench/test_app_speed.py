@@ -27,7 +27,8 @@ from mailbus_workbench.views.services import ServicesView
 from textual import events
 from textual.widgets import Static
 from wb_helpers import until
-from workbench_fixtures.events import fixed_app
+from workbench_fixtures.clock import T0
+from workbench_fixtures.events import fixed_app, message_event
 
 SIZE = (120, 36)
 BACKLOG = 100_000
@@ -162,6 +163,42 @@ async def test_what_a_long_full_pass_walked_is_frozen_at_the_next_refresh(
         assert len(refreezes) == 1
     assert heap.frozen() == 0
     assert heap._watch not in gc.callbacks  # handed back: no watch left in the process
+
+
+async def test_many_new_names_are_frozen_as_they_come(monkeypatch: pytest.MonkeyPatch) -> None:
+    """heap.py: a system's names arriving (1,000 topics at a time) are frozen at the next
+    refresh, before the first full pass after them walks them all on a key (260 ms)."""
+    app = fixed_app(owns_process=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: heap.frozen() > 0, "the freeze after start-up")
+        monkeypatch.setattr(heap, "LONG_FULL_PASS_S", 3600.0)  # no freeze after a pass
+        freezes: list[int] = []
+        real = heap._freeze
+
+        def recorded() -> None:
+            real()
+            freezes.append(heap.frozen())
+
+        monkeypatch.setattr(heap, "_freeze", recorded)
+
+        def arrive(first: int, count: int) -> None:
+            app.model.feed_events(
+                message_event(f"site/robot{n:04d}/pose", "{}", T0 + 30, n)
+                for n in range(first, first + count)
+            )
+            app.refresh_now()
+
+        names = len(app.model.topics.stats)
+        arrive(0, heap.GROWTH_NAMES - names - 1)
+        assert freezes == []  # not yet GROWTH_NAMES names more
+        before = heap.frozen()
+        arrive(10_000, 1)
+        assert len(freezes) == 1 and freezes[0] > before
+        arrive(20_000, heap.GROWTH_NAMES // 2)
+        assert len(freezes) == 1  # once per GROWTH_NAMES
+        arrive(30_000, heap.GROWTH_NAMES // 2)
+        assert len(freezes) == 2
+    assert heap.frozen() == 0
 
 
 async def test_a_key_is_answered_with_a_longer_switch_interval_then_it_is_put_back() -> None:

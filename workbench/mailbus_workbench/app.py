@@ -292,8 +292,9 @@ class WorkbenchApp(TabPressFocus):
                 # What exists once start-up is over or a view is first filled lives as
                 # long as the app: a full collection need not walk it (heap.py).
                 heap.freeze()
-        if self.speed.freeze_heap:
-            heap.freeze_if_due()  # after a long full pass: what came since (heap.py)
+        if self.speed.freeze_heap and not heap.freeze_if_due():  # after a long full pass
+            # ...or once the model has many new names: what came since (heap.py).
+            heap.freeze_if_grown(len(model.topics.stats) + len(model.participants.participants))
         self._update_status(wall)
 
     def get_default_screen(self) -> Screen[object]:
