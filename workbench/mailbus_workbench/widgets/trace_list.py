@@ -55,7 +55,7 @@ class TraceList(FixedTable[str | Text]):
     def show(self, store: ServiceStore, now: float, listed: list[Trace] | None = None) -> None:
         """The newest SHOWN of `listed` (the filtered calls), else of the store's."""
         # Each row removed or cursor moved here makes Textual highlight a row again, and
-        # each highlight drew the chosen call's two emails: 40 times a refresh under 200
+        # each highlight drew the chosen call's two emails: 64 times a refresh under 200
         # calls/s. The rows change silently; the call highlighted at the end is announced
         # once, if it or its status changed.
         with self.prevent(DataTable.RowHighlighted):
