@@ -409,6 +409,40 @@ async def test_a_view_key_draws_no_line_of_the_screen_the_tabs_or_a_pane_drawn_b
         }
 
 
+async def test_the_topic_tree_focused_again_draws_no_label_again() -> None:
+    """Back on Topics, the tree's focus changes its look (the cursor line), and Textual's
+    Tree drew every line again for it; its lines are cached per focus state, so the
+    lines of an unchanged tree come from that cache (FixedTree)."""
+    from mailbus_workbench.widgets.topic_tree import TopicTree
+
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        tree = app.query_one(TopicTree)
+        screen = app.screen
+        assert isinstance(screen, KeyScreen)
+        await pilot.press("2", "1", "2")  # each focus state drawn once
+        await until(pilot, lambda: app.active_view_id == "services", "the Services view")
+        await until(pilot, lambda: not screen.changes_to_paint(), "the frames")
+        labels: list[str] = []
+        render_label = tree.render_label
+
+        def counted(node: Any, base_style: Any, style: Any) -> Any:
+            labels.append(str(node.label))
+            return render_label(node, base_style, style)
+
+        tree.render_label = counted  # type: ignore[method-assign]
+        await pilot.press("1")
+        await until(pilot, lambda: app.active_view_id == "topics", "the Topics view")
+        await until(pilot, lambda: app.focused is tree, "the tree focused")
+        for _ in range(3):
+            await until(pilot, lambda: not screen.changes_to_paint(), "the frames")
+            await pilot.pause()
+        assert labels == []
+        tree.action_cursor_down()  # the cursor line moves: those lines are drawn
+        await until(pilot, lambda: len(labels) >= 2, "the moved cursor drawn")
+
+
 async def test_the_topic_tree_shown_again_draws_each_line_once() -> None:
     """Back on Topics, the tree draws its lines once (its focus restyles it), not a second
     time for the Resize Textual sends to a widget shown again at the same size."""
