@@ -47,6 +47,21 @@ async def held_selection(pilot: Pilot[object], row: int) -> tuple[TraceList, Ema
     return traces, pair, selected.key
 
 
+async def following_full_list(pilot: Pilot[object]) -> TraceList:
+    """A full list with the cursor on the newest call (the list follows new calls)."""
+    app = pilot.app
+    assert isinstance(app, WorkbenchApp)
+    await pilot.pause()
+    await pilot.press("2")
+    traces = app.query_one(TraceList)
+    await until(pilot, lambda: app.focused is traces, "the Services view")
+    add_and_refresh(app, requests(1000, SHOWN))
+    await pilot.press("end")
+    await until(pilot, lambda: traces.cursor_row == SHOWN - 1, "the newest call")
+    await pilot.pause()
+    return traces
+
+
 async def test_the_highlight_stays_on_the_selected_call_when_rows_are_trimmed() -> None:
     app = fixed_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -90,14 +105,7 @@ async def test_rows_trimmed_under_a_flow_of_calls_lay_nothing_out() -> None:
     a refresh with calls flowing), and the newest call is drawn at the bottom."""
     app = fixed_app()
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        await pilot.press("2")
-        traces = app.query_one(TraceList)
-        await until(pilot, lambda: app.focused is traces, "the Services view")
-        add_and_refresh(app, requests(1000, SHOWN))
-        await pilot.press("end")
-        await until(pilot, lambda: traces.cursor_row == SHOWN - 1, "the newest call")
-        await pilot.pause()
+        traces = await following_full_list(pilot)
         screen = app.screen
         assert isinstance(screen, textual_internals.FrameScreen)
         layouts = layouts_of(screen)
@@ -118,19 +126,12 @@ async def test_rows_trimmed_under_a_flow_of_calls_lay_nothing_out() -> None:
 async def test_a_refresh_that_trims_rows_draws_the_chosen_call_once() -> None:
     """Following the newest call, each refresh trims old rows; Textual highlights a row
     again at every row removed, and each highlight drew the chosen call's two emails
-    (40 times a refresh under 200 calls/s). Now the call highlighted at the end is
+    (64 times a refresh under 200 calls/s). Now the call highlighted at the end is
     announced once, and a call already shown is not drawn again."""
     app = fixed_app()
     posted = Posted()
     async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
-        await pilot.pause()
-        await pilot.press("2")
-        traces, pair = app.query_one(TraceList), app.query_one(EmailPair)
-        await until(pilot, lambda: app.focused is traces, "the Services view")
-        add_and_refresh(app, requests(1000, SHOWN))
-        await pilot.press("end")
-        await until(pilot, lambda: traces.cursor_row == SHOWN - 1, "the newest call")
-        await pilot.pause()
+        traces, pair = await following_full_list(pilot), app.query_one(EmailPair)
         before = len(posted.of(TraceList.TraceChosen))
         add_and_refresh(app, requests(5000, 25))  # 25 old rows leave the top
         newest = traces.selected()

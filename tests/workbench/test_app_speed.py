@@ -129,6 +129,19 @@ async def test_objects_alive_after_start_up_are_frozen_until_the_app_ends(
     assert gc.get_threshold() == thresholds
 
 
+def record_refreezes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The objects frozen after each freeze the app makes from now on (heap._freeze)."""
+    frozen: list[int] = []
+    real = heap._freeze
+
+    def recorded() -> None:
+        real()
+        frozen.append(heap.frozen())
+
+    monkeypatch.setattr(heap, "_freeze", recorded)
+    return frozen
+
+
 async def test_what_a_long_full_pass_walked_is_frozen_at_the_next_refresh(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -143,14 +156,7 @@ async def test_what_a_long_full_pass_walked_is_frozen_at_the_next_refresh(
         grown = [[n] for n in range(20_000)]  # tracked objects (lists), alive
         app.refresh_now()
         before = heap.frozen()
-        refreezes: list[int] = []
-        real = heap._freeze
-
-        def recorded() -> None:
-            real()
-            refreezes.append(heap.frozen())
-
-        monkeypatch.setattr(heap, "_freeze", recorded)
+        refreezes = record_refreezes(monkeypatch)
         monkeypatch.setattr(heap, "LONG_FULL_PASS_S", 0.0)  # every full pass is long
         app.refresh_now()
         assert refreezes == []  # no full pass yet: nothing due
@@ -172,14 +178,7 @@ async def test_many_new_names_are_frozen_as_they_come(monkeypatch: pytest.Monkey
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: heap.frozen() > 0, "the freeze after start-up")
         monkeypatch.setattr(heap, "LONG_FULL_PASS_S", 3600.0)  # no freeze after a pass
-        freezes: list[int] = []
-        real = heap._freeze
-
-        def recorded() -> None:
-            real()
-            freezes.append(heap.frozen())
-
-        monkeypatch.setattr(heap, "_freeze", recorded)
+        freezes = record_refreezes(monkeypatch)
 
         def arrive(first: int, count: int) -> None:
             app.model.feed_events(
