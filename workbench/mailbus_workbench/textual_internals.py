@@ -11,7 +11,8 @@ runs, so an upgrade that moves them fails here, in one place.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, Self, TypeVar
 
 from textual import events
@@ -165,7 +166,25 @@ class FixedTree(FixedPlace, Tree[TreeData]):
         super(Tree, self).notify_style_update()
         self.refresh()
 
+    _batched = False  # inside `changing_nodes`: invalidated once, at its end
+    _invalidated = False
+
+    @contextmanager
+    def changing_nodes(self) -> Iterator[None]:
+        """Nodes added, removed or relabelled in here invalidate the tree once, at the
+        end: Textual drops its lines at each node (230 times at a filter letter)."""
+        self._batched, self._invalidated = True, False
+        try:
+            yield
+        finally:
+            self._batched = False
+            if self._invalidated:
+                self._invalidate()
+
     def _invalidate(self) -> None:
+        if self._batched:
+            self._invalidated = True
+            return
         self._clear_line_cache()
         self._updates += 1
         self.root._reset()

@@ -208,18 +208,18 @@ class TopicTree(FixedTree[str]):
         self._unfilled = {}
         self._shown = {}
         self.clear()
-
-        for topic in pinned:
-            node = self.root.add_leaf(fmt.plain(f"{PIN_MARK}{topic}"), data=topic)
-            self._pinned_nodes[topic] = node
-            self._path_nodes[_PINNED + topic] = node
-            self._node_paths[node.id] = _PINNED + topic
-        tree = self._tree_of(names)
-        self._opened = paths_to_open(tree, OPEN_LINES - len(pinned))
-        # The selection stays in sight: its groups open.
-        parts = selected.split("/") if selected is not None and selected[:1] != _PINNED else []
-        self._around = {"/".join(parts[:i]) for i in range(1, len(parts))}
-        self._add(self.root, tree)
+        with self.changing_nodes():
+            for topic in pinned:
+                node = self.root.add_leaf(fmt.plain(f"{PIN_MARK}{topic}"), data=topic)
+                self._pinned_nodes[topic] = node
+                self._path_nodes[_PINNED + topic] = node
+                self._node_paths[node.id] = _PINNED + topic
+            tree = self._tree_of(names)
+            self._opened = paths_to_open(tree, OPEN_LINES - len(pinned))
+            # The selection stays in sight: its groups open.
+            parts = selected.split("/") if selected and selected[:1] != _PINNED else []
+            self._around = {"/".join(parts[:i]) for i in range(1, len(parts))}
+            self._add(self.root, tree)
         if selected is not None and selected in self._path_nodes:
             # A new node knows its line only once the tree has laid its lines out (else
             # the cursor lands on whatever sits on the old line number): lay them out now.
