@@ -265,7 +265,8 @@ class TopicTree(FixedTree[str]):
         part = self._unfilled.pop(node.id, None)
         if part is None:
             return
-        self._add(node, part.children)
+        with self.changing_nodes():
+            self._add(node, part.children)
 
     # Every way a group opens makes its children first: space, enter (and a click on a
     # row) through these actions, shift+space on siblings; a click on the toggle icon
