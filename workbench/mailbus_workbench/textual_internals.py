@@ -162,7 +162,7 @@ class FixedTree(FixedPlace, Tree[TreeData]):
             return
         # Textual's Tree drops its drawn lines and rebuilds them at any restyle; its lines
         # are cached per pseudo-class state (focus included), so a change of focus alone
-        # can draw from them: 8-10 ms less on each key back to the topic tree.
+        # can draw from them (the Topics key's frame 2-10 ms sooner with 10,000 topics).
         super(Tree, self).notify_style_update()
         self.refresh()
 
