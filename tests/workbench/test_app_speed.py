@@ -197,6 +197,10 @@ async def test_many_new_names_are_frozen_as_they_come(monkeypatch: pytest.Monkey
         assert len(freezes) == 1  # once per GROWTH_NAMES
         arrive(30_000, heap.GROWTH_NAMES // 2)
         assert len(freezes) == 2
+        app.model.topics.clear()  # the user clears the topics: as many may come again
+        app.refresh_now()
+        arrive(40_000, heap.GROWTH_NAMES)
+        assert len(freezes) == 3
     assert heap.frozen() == 0
 
 

@@ -78,8 +78,9 @@ def freeze_if_due() -> bool:
 
 def freeze_if_grown(names: int) -> bool:
     """Freeze again if the model holds GROWTH_NAMES more names (topics, participants)
-    than at the last freeze for growth (frozen mode only)."""
+    than at the last freeze for growth, or at its fewest since (frozen mode only)."""
     global _names_frozen
+    _names_frozen = min(_names_frozen, names)  # cleared topics, participants gone
     if _default is None or names - _names_frozen < GROWTH_NAMES:
         return False
     _names_frozen = names
