@@ -17,7 +17,7 @@ from typing import TypeVar
 from mailbus.envelope import Message
 from mailbus.testing.buses import Bus
 from mailbus.testing.expectation import KEPT, Arrivals, Expectation, ExpectationFailed
-from mailbus.testing.matching import ANYTHING, Observed, Where, compile_where
+from mailbus.testing.matching import ANYTHING, Observed, Where
 from mailbus.testing.report import timeline
 from mailbus.testing.watch import Watch
 from mailbus.trace import Kind, TraceEvent
@@ -60,9 +60,11 @@ class TopicExpectation(Expectation):
         return self.matched >= self.count
 
     def judge(self) -> str:
+        # Too few and out of order are both told: one does not hide the other.
+        problems = [self.disorder] if self.disorder else []
         if self.matched < self.count:
-            return f"{self.matched} matched of {self.total} received"
-        return self.disorder
+            problems.insert(0, f"{self.matched} matched of {self.total} received")
+        return "; ".join(problems)
 
     def each(self, observed: Observed) -> None:
         """With `ordered`: every match, to find the first one out of its publisher's order."""
@@ -186,7 +188,7 @@ class ServiceExpectation(Expectation):
         return self
 
     def responds(self, where: object, *, within: float | None = None) -> ServiceExpectation:
-        self.response_where = self.where = compile_where(where)
+        self.response_where = self.where = self.compiled(where)
         self.answered_count = max(self.answered_count, 1)
         if within is not None:
             self.within = within
@@ -371,9 +373,12 @@ class Expect:
         return failures
 
     def latencies(self) -> list[tuple[str, float]]:
-        """(what, seconds) of each expectation met, for JUnit properties."""
+        """(what, seconds) of each expectation met, for JUnit properties (a failed one
+        has none, though it may have measured one)."""
         found = []
         for expectation in self.armed:
+            if expectation.verdict != "":
+                continue
             value = expectation.observed_latency_s()
             if value is not None:
                 found.append((f"mailbus {expectation.label} {expectation.name}", round(value, 6)))

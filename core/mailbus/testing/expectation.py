@@ -54,7 +54,8 @@ class Expectation:
 
     def __init__(self, name: str, where: object, arrivals: Arrivals | None = None) -> None:
         self.name = name
-        self.where: Where = compile_where(where)
+        self._cond = threading.Condition()
+        self.where: Where = self.compiled(where)
         self.armed_ns = time.time_ns()
         self.armed = time.monotonic()
         self.arrivals = arrivals if arrivals is not None else Arrivals()
@@ -65,8 +66,14 @@ class Expectation:
         self.matches: list[Observed] = []
         self.matched = 0
         self.met_ns = 0
-        self._cond = threading.Condition()
         self.verdict: str | None = None  # None: not decided; "" passed; else the report
+
+    def compiled(self, where: object) -> Where:
+        """`where=` compiled; a callable that raises wakes this expectation's waiter."""
+        compiled = compile_where(where)
+        if compiled.raised is not None:
+            compiled.raised.wake = self.wake
+        return compiled
 
     @property
     def total(self) -> int:
@@ -119,13 +126,17 @@ class Expectation:
         """Block until the verdict; raise ExpectationFailed with the report if it failed."""
         __tracebackhide__ = True
         if self.verdict is None:
+            raised = self.where.raised
             with self._cond:
-                while not self.decided():
+                while not self.decided() and (raised is None or raised.error is None):
                     left = self.deadline() - time.monotonic()
                     if left <= 0:
                         break
                     self._cond.wait(left)
                 problem = self.judge()
+                if raised is not None and raised.error is not None:
+                    # The predicate itself failed: that is this expectation's verdict.
+                    problem = raised.line(self.where.text) + (f"; {problem}" if problem else "")
             self.verdict = "" if not problem else self.report(problem)
         if self.verdict:
             raise ExpectationFailed(self.verdict)

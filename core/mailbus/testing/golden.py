@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mailbus import headers as H
 from mailbus.envelope import Message
 from mailbus.testing.buses import Bus
 from mailbus.testing.matching import MISSING, same
@@ -212,6 +213,14 @@ def write_golden(path: Path, outputs: Sequence[Output], session: str) -> None:
     temporary.replace(path)
 
 
+def _replayed(event: TraceEvent) -> bool:
+    """Whether the email was sent by a replay (it names the recorded one it replays)."""
+    return any(name.lower() == _REPLAY_OF for name in event.headers)
+
+
+_REPLAY_OF = H.REPLAY_OF.lower()
+
+
 def names_regex(names: Iterable[str]) -> str:
     return "^(?:" + "|".join(re.escape(n) for n in sorted(names)) + ")$"
 
@@ -233,6 +242,7 @@ class Capture:
         self._produced_ns: list[int] = []
         self._cond = threading.Condition()
         self._services = set(services)
+        self.answered: dict[str, int] = dict.fromkeys(self._services, 0)
         self._watches = [Watch(bus.context, t, self._message) for t in topics]
         self._remove = bus.context.tracer.add_listener(self._event) if self._services else None
 
@@ -240,6 +250,8 @@ class Capture:
         with self._cond:
             self.items.append((name, what, body))
             self._produced_ns.append(produced_ns)
+            if what == "response":
+                self.answered[name] += 1
             self._cond.notify_all()
 
     def _message(self, message: Message) -> None:
@@ -247,8 +259,9 @@ class Capture:
 
     def _event(self, event: TraceEvent) -> None:
         wanted = event.kind == Kind.RECEIVED and event.detail == "response"
-        if wanted and event.name in self._services:
-            # A response answers the replayed request: its arrival is its place.
+        if wanted and event.name in self._services and not _replayed(event):
+            # The system's answer to a replayed request (the recorded answer, replayed
+            # beside it, is not the system's): its arrival is its place.
             self._add(event.name, "response", event.body or "", time.time_ns())
 
     def produced(self) -> list[tuple[str, str, str]]:
@@ -259,6 +272,16 @@ class Capture:
         with self._cond:
             while len(self.items) < count and (left := deadline - time.monotonic()) > 0:
                 self._cond.wait(left)
+
+    def wait_answered(self, service: str, count: int, deadline: float) -> bool:
+        """Until `service` has answered `count` requests (or the deadline): whether it did."""
+        with self._cond:
+            while self.answered[service] < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            return True
 
     def wait_quiet(self, quiet: float, deadline: float) -> None:
         """Until nothing new has arrived for `quiet` seconds (or the deadline)."""

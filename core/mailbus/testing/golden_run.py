@@ -28,6 +28,11 @@ class GoldenMismatch(AssertionError):
     """The system's outputs differ from the golden ones; the message is the diff."""
 
 
+class GoldenEmpty(AssertionError):
+    """No golden output to compare with, or none to write: a golden test that would pass
+    while checking nothing (unless `allow_empty=True` says that nothing is right)."""
+
+
 class Golden:
     def __init__(self, bus: Bus, system: System | None, update: bool, default_file: Path) -> None:
         self.bus = bus
@@ -59,14 +64,16 @@ class Golden:
         rate: float = 20.0,
         within: float = 10.0,
         settle: float = 0.3,
+        allow_empty: bool = False,
     ) -> list[Output]:
         """Replay, capture, compare; GoldenMismatch with the diff when they differ.
-        Returns this run's (normalised) outputs."""
+        Returns this run's (normalised) outputs. No golden output, or an update with no
+        output to write, is GoldenEmpty unless `allow_empty`."""
         __tracebackhide__ = True
         if order not in ORDERS:
             raise ValueError(f"order is one of {', '.join(ORDERS)}, not {order!r}")
         # Sessions need polars: imported only by a test that uses a recording.
-        from mailbus.sessions.player import Player, replay_events
+        from mailbus.sessions.player import Player, ReplayEvent, replay_events
 
         session = str(session)
         topics, services = self.outputs_of_system()
@@ -92,9 +99,34 @@ class Golden:
         # A declared output is a service when its golden outputs are responses.
         answered = {o.name for o in expected if o.what == "response"}
         topics, services = topics - answered, services | answered
+        source = f"golden file {path}" if path.exists() else f"the recording {session}"
+        if not expected and not self.update and not allow_empty:
+            raise GoldenEmpty(
+                f"golden.check: {source} has no output on {', '.join(sorted(names))}: the "
+                "test would pass while checking nothing. Name the outputs the recording "
+                "holds, or pass allow_empty=True if the system must produce none"
+            )
         capture = Capture(self.bus, topics, services)
+        requests: dict[str, int] = dict.fromkeys(services, 0)
+
+        def answer_before_going_on(player: Player, event: ReplayEvent) -> None:
+            # A replayed request to the system's own service waits for the system's
+            # answer, as its recorded client did, so that what the recording sent after
+            # the answer is not sent before it.
+            if event.what == "request" and event.name in requests:
+                requests[event.name] += 1
+                capture.wait_answered(event.name, requests[event.name], time.monotonic() + within)
+
         try:
-            player = Player(session, self.bus.context, exclude=names_regex(names), rate=rate)
+            # Recorded requests to the system's services are inputs too (their recorded
+            # responses, replayed beside them, are told apart by Replay-Of).
+            player = Player(
+                session,
+                self.bus.context,
+                exclude=names_regex(topics) if topics else None,
+                rate=rate,
+                on_sent=answer_before_going_on,
+            )
             player.run()
             deadline = time.monotonic() + within
             capture.wait_for(len(expected), deadline)
@@ -105,12 +137,18 @@ class Golden:
             capture.close()
         actual = [norm(name, what, body) for name, what, body in capture.produced()]
         if self.update:
+            if not actual and not allow_empty:
+                raise GoldenEmpty(
+                    f"golden.check: this run produced no output on "
+                    f"{', '.join(sorted(names))}, so {path} is not written: a golden file "
+                    "of none passes while checking nothing. Pass allow_empty=True if the "
+                    "system must produce none"
+                )
             write_golden(path, actual, session)
             self.updated.append(path)
             return actual
         lines = compare(expected, actual, order, tolerance)
         if lines:
-            source = f"golden file {path}" if path.exists() else f"the recording {session}"
             shown = lines[:DIFF_LINES]
             if len(lines) > DIFF_LINES:
                 shown.append(f"... {len(lines) - DIFF_LINES} more lines")

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import math
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from mailbus import field_path
@@ -116,15 +118,52 @@ class FieldDiff:
         return f"{self.path}: expected {self.wanted}, got {got}"
 
 
+class Raised:
+    """What a `where=` callable raised: the first exception and the message it raised on
+    (a raising predicate is that expectation's failure, not every expectation's on the
+    topic), how many times, and whom to wake so that the failure is reported at once."""
+
+    __slots__ = ("count", "error", "observed", "wake")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.error: BaseException | None = None
+        self.observed: Observed | None = None
+        self.wake: Callable[[], None] | None = None
+
+    def add(self, observed: Observed, error: BaseException) -> None:
+        self.count += 1
+        if self.error is None:
+            self.error, self.observed = error, observed
+            if self.wake is not None:
+                self.wake()
+
+    def line(self, text: str) -> str:
+        """`where=f(message) raised KeyError: 'x' (at test_x.py:12) on message {...}`."""
+        error, observed = self.error, self.observed
+        assert error is not None and observed is not None
+        frames = traceback.extract_tb(error.__traceback__)
+        at = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+        shown = " ".join(observed.body.split())
+        shown = shown if len(shown) <= 100 else shown[:97] + "..."
+        times = f", {self.count} times" if self.count > 1 else ""
+        return (
+            f"where={text} raised {type(error).__name__}: {error}{at} on "
+            f"{observed.what} {shown}{times}"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Where:
     """A compiled `where=`: the test, its description, and the wanted fields (for a
-    field-by-field diff) when it names any."""
+    field-by-field diff) when it names any. A callable's exceptions are caught and kept
+    in `raised` (a message it raises on does not match)."""
 
     test: Predicate
     text: str
     fields: Mapping[str, Any] = field(default_factory=dict)
     terms: tuple[Term, ...] = ()  # a query's conditions
+    raised: Raised | None = None
 
     @property
     def named(self) -> bool:
@@ -206,7 +245,17 @@ def compile_where(where: object) -> Where:
         )
     if callable(where):
         name = getattr(where, "__name__", "") or repr(where)
-        return Where(lambda o: bool(where(o)), f"{name}(message)")
+        raised = Raised()
+        predicate: Callable[[Observed], object] = where
+
+        def test(observed: Observed) -> bool:
+            try:
+                return bool(predicate(observed))
+            except Exception as exc:
+                raised.add(observed, exc)
+                return False
+
+        return Where(test, f"{name}(message)", raised=raised)
     raise TypeError(
         f"where= takes a query string, a mapping of fields to values or a callable, "
         f"not {type(where).__name__}"

@@ -10,7 +10,9 @@ process's output.
 
 from __future__ import annotations
 
+import inspect
 import random
+import warnings
 from collections.abc import Callable, Generator, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -39,6 +41,8 @@ from mailbus.testing.mocks import MockService
 from mailbus.testing.system import System
 
 MARKER = "mailbus_transports"
+KIT_FIXTURES = {"bus", "expect", "system", "mock_service", "faults", "golden", "outage"}
+ASYNC_MARKS = {"asyncio", "anyio", "trio"}
 
 
 @dataclass(slots=True)
@@ -87,7 +91,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-asyncio's, which warns
 def pytest_configure(config: pytest.Config) -> None:
+    # pytest-asyncio warns on every run of a project that has not set its fixture loop
+    # scope, though the kit has no async fixture: the kit's users do not get that
+    # warning (a warning filter, scoped as pytest scopes its configure-time filters).
+    warnings.filterwarnings(
+        "ignore",
+        message=".*asyncio_default_fixture_loop_scope.* is unset",
+        category=pytest.PytestDeprecationWarning,
+    )
     config.addinivalue_line(
         "markers",
         f"{MARKER}(*names): run the test once on each transport named "
@@ -106,6 +119,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             f"{MARKER}: unknown transport {unknown[0]!r} (known: {', '.join(TRANSPORT_NAMES)})"
         )
     metafunc.parametrize("mailbus_transport", names, indirect=True)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> None:
+    """An `async def` test of the kit's fixtures runs on pytest-asyncio without
+    `@pytest.mark.asyncio` (in its strict mode, the default, it would be skipped as
+    "not natively supported"): the mark is added here, unless another async plugin's
+    mark (anyio, trio) claims the test."""
+    if not inspect.iscoroutinefunction(obj) or not collector.config.pluginmanager.hasplugin(
+        "asyncio"
+    ):
+        return None
+    marks = {m.name for m in getattr(obj, "pytestmark", ())}
+    marks |= {m.name for m in collector.iter_markers()}  # a class's or a module's
+    if marks & ASYNC_MARKS:
+        return None
+    if set(inspect.signature(obj).parameters) & KIT_FIXTURES:
+        pytest.mark.asyncio(obj)
+    return None
 
 
 @pytest.hookimpl(wrapper=True)

@@ -149,6 +149,9 @@ class System:
         self._cond = threading.Condition()
         self._watch: Watch | None = None
         self._logs: list[IO[bytes]] = []
+        # Variables set for participants on threads, and the values they had before.
+        self._saved_environment: dict[str, str | None] = {}
+        self._environment_set: set[str] = set()
 
     def _on_announcement(self, message: Message) -> None:
         try:
@@ -178,6 +181,13 @@ class System:
             self._watch = Watch(self.bus.context, PARTICIPANTS_TOPIC, self._on_announcement)
         in_process = not self.bus.crosses_processes
         module = python_module(shlex.split(target)) if isinstance(target, str) else None
+        on_thread = callable(target) or (
+            in_process and (module is not None or str(target).endswith(".py"))
+        )
+        if env and on_thread:
+            # A thread has the test process's environment: `env` goes there for the
+            # test (before a participant file is loaded, so that it reads it too).
+            self._set_environment(env, name or str(getattr(target, "__name__", target)))
         if in_process and isinstance(target, str | Path) and str(target).endswith(".py"):
             # A participant file on the in-process bus: its run(context, stop) on a
             # thread, since a process cannot join that bus.
@@ -237,6 +247,33 @@ class System:
                 )
             )
         return started
+
+    def _set_environment(self, env: Mapping[str, str], who: str) -> None:
+        for key, value in env.items():
+            if not isinstance(key, str) or not isinstance(value, str) or not key:
+                raise ValueError(f"system.start: env takes names and values as text, not {key!r}")
+            current = os.environ.get(key)
+            if key in self._environment_set and current != value:
+                raise ValueError(
+                    f"system.start: {who} wants {key}={value!r}, but a participant started "
+                    f"before it runs with {key}={current!r}: participants on threads share "
+                    "the test process's environment (give them different variables, or "
+                    "run them as processes on --mailbus-transport=postoffice)"
+                )
+        for key, value in env.items():
+            if key not in self._saved_environment:
+                self._saved_environment[key] = os.environ.get(key)
+            os.environ[key] = value
+            self._environment_set.add(key)
+
+    def _restore_environment(self) -> None:
+        for key, value in self._saved_environment.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved_environment.clear()
+        self._environment_set.clear()
 
     def _start_thread(self, participant: Participant, target: Target) -> None:
         def run() -> None:
@@ -333,3 +370,4 @@ class System:
             self._watch.close()
         for log in self._logs:
             log.close()
+        self._restore_environment()
