@@ -274,13 +274,17 @@ async def test_free_places_missed(bus, expect, system):
 """
 
 
-def test_async_tests_need_no_mark_and_no_run_warns_about_loop_scope(
-    pytester: pytest.Pytester,
-) -> None:
+def test_async_tests_need_no_mark(pytester: pytest.Pytester) -> None:
     with_gate(pytester)
     result = run(pytester, ASYNC)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*free: expected 3, got 2"])
+
+
+def test_no_run_warns_about_the_asyncio_loop_scope(pytester: pytest.Pytester) -> None:
+    # A project of the kit's users that has not set pytest-asyncio's options.
+    result = run(pytester, "def test_bus(bus):\n    assert bus.context.is_initialized\n")
+    result.assert_outcomes(passed=1)
     printed = result.stdout.str() + result.stderr.str()
     assert "PytestDeprecationWarning" not in printed
     assert '"asyncio_default_fixture_loop_scope" is unset' not in printed

@@ -224,6 +224,12 @@ class MonitorModel:
             found = self._topics.get(topic)
             return None if found is None or not found.count else found.latest
 
+    def traced(self) -> list[TraceEvent]:
+        """The events kept (the last `max_events`), oldest first: what a saved test
+        finds the inputs of what it saves in (mailbus.testing.codegen)."""
+        with self._lock:
+            return [event for event, *_ in self._events]
+
     def latest_call(self, service: str) -> tuple[str, str] | None:
         """(request, response) of the latest answered call to `service`, or None."""
         with self._lock:

@@ -277,22 +277,25 @@ class Monitor:
         """Write a pytest file from what the monitor saw and return its path: with
         `service`, a test that calls it with the latest answered request and expects a
         response like the one seen; else a test that expects a message like the latest on
-        `topic` (default: the selected topic). `start`: the participants the test starts
-        first, as `(command, ready)` pairs (docs/testing-your-system.md). An existing file
-        is never replaced."""
-        from mailbus.testing.codegen import call_test, message_test
+        `topic` (default: the selected topic). Either sends first what this context sent
+        before (the inputs that led to it) and leaves out fields that change between runs.
+        `start`: the participants the test starts first, as `(command, ready)` pairs
+        (docs/testing-your-system.md). An existing file is never replaced."""
+        from mailbus.testing.codegen import call_test, inputs_from_trace, message_test
 
         if service is not None:
             call = self.model.latest_call(service)
             if call is None:
                 raise ValueError(f"no answered call to {service!r} seen yet")
-            source = call_test(service, call[0], call[1], start=start)
+            inputs = inputs_from_trace(self.model.traced(), service=service)
+            source = call_test(service, call[0], call[1], start=start, inputs=inputs)
         else:
             name = topic or self.selected
             body = self.model.latest_body(name) if name else None
             if body is None:
                 raise ValueError(f"no message on {name!r} seen yet" if name else "select a topic")
-            source = message_test(name, body, start=start)
+            inputs = inputs_from_trace(self.model.traced(), topic=name)
+            source = message_test(name, body, start=start, inputs=inputs)
         target = Path(path)
         with target.open("x", encoding="utf-8") as out:
             out.write(source)

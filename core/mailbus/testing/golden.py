@@ -4,14 +4,17 @@ take what it outputs, and compare that with the golden outputs.
 Outputs are the topics the system publishes and the services it serves (their
 responses): declared with `outputs=`, else what the system's participants announce.
 Every other recorded message and request is an input, replayed with the session's
-timing scaled by `rate`. The golden outputs are the golden file's when it exists, else
-the recording's own; `--mailbus-update` (or `update=True`) writes this run's outputs to
-the file. Fields that change between runs are dropped (`ignore=`) or rewritten
-(`normalise=`) on both sides; numbers compare within `tolerance`; order (the order the
-system produced its outputs, by their publishers' timestamps, not the order a transport
-delivered them) is compared per topic (`order="topic"`), over all outputs (`"global"`)
-or not at all (`"none"`). A
-golden output not produced and an output not in the golden file both fail.
+timing scaled by `rate`; so are the recorded requests to the system's own services,
+whose responses (the system's, not the recorded ones replayed beside them) are its
+outputs. The golden outputs are the golden file's when it exists, else the recording's
+own; `--mailbus-update` (or `update=True`) writes this run's outputs to the file. A
+golden test with no golden output would check nothing: refused unless asked. Fields
+that change between runs are dropped (`ignore=`) or rewritten (`normalise=`) on both
+sides; numbers compare within `tolerance`; order (the order the system produced its
+outputs, by their publishers' timestamps, not the order a transport delivered them) is
+compared per topic (`order="topic"`), over all outputs (`"global"`) or not at all
+(`"none"`). A golden output not produced and an output not in the golden file both
+fail.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ Fixtures: `bus`, `expect`, `system`, `mock_service`, `faults`, `outage`, `golden
 marker `mailbus_transports(...)` runs a test once per transport named. Expectations and
 strict mocks are verified when the test function returns, so that their failures are
 the test's; a failed test's report gets the faults' seed and the tail of each system
-process's output.
+process's output. An `async def` test of the kit's fixtures runs on pytest-asyncio
+without a mark of its own.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ its `run` on a thread in-process. `start` returns once the participant announces
 entities named in `ready` (`"publisher:sensors/temp"`, `"server:thermo/convert"`, or a
 bare name for any entity), read from the participant announcements (mailbus.presence),
 as ROS's ReadyToTest waits for its nodes. Each process's output goes to a file whose tail
-is shown with a failed test.
+is shown with a failed test. `env` reaches a thread participant through the test
+process's environment, set for the test and restored after it.
 """
 
 from __future__ import annotations
