@@ -98,6 +98,15 @@ def test_a_golden_test_replays_the_requests_to_the_systems_own_service(
     ]
 
 
+@pytest.mark.slow
+def test_the_golden_test_of_a_service_holds_on_postoffice(
+    pytester: pytest.Pytester, recording: Path
+) -> None:
+    # The gate runs as a process there, answering through the daemon.
+    with_gate(pytester, recording)
+    run(pytester, GOLDEN_FEE, "--mailbus-transport=postoffice").assert_outcomes(passed=2)
+
+
 NOTHING_TO_CHECK = f"""
 from mailbus.testing.golden_run import GoldenEmpty
 
@@ -148,6 +157,15 @@ def test_free_places(bus, expect, system):
     expect.topic("lot/free", where={{"free": 2}}, within=5.0)
     expect.topic("lot/free", where="free<3", within=5.0)
     bus.publisher("lot/enter").publish('{{"plate": "AB-1"}}')
+
+def paid(message):
+    return message.doc["amount"] > 0  # the gate says "fee", not "amount"
+
+def test_fee(bus, expect, system):
+    {STARTED}
+    fees = expect.service("lot/fee").responds(where=paid)
+    bus.client("lot/fee").call('{{"plate": "ZZ-9"}}', timeout=10)
+    fees.wait()
 """
 
 
@@ -156,12 +174,19 @@ def test_a_where_that_raises_fails_its_own_expectation_and_no_other(
 ) -> None:
     with_gate(pytester)
     result = run(pytester, RAISING_WHERE)
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(
         [
             "*expected 1 message on 'lot/free' where cars(message) within 5.0 s: "
             "where=cars(message) raised KeyError: 'cars' (at test_a_where_that_raises_*.py:*) "
             'on message {"free": 2, "stamp": *}; 0 matched of 1 received',
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*expected service 'lot/fee' to answer 1 request(s) within 5.0 s, every response "
+            "where paid(message): where=paid(message) raised KeyError: 'amount' (at *) on "
+            'response {"plate": "ZZ-9", "error": "not parked"}; 1 of 1 responses did not match',
         ]
     )
     # The other expectations on the topic saw the message and held.
