@@ -20,6 +20,7 @@ from mailbus.testing.codegen import (
     Input,
     call_test,
     changes_between_runs,
+    inputs_from_received,
     inputs_from_trace,
     message_test,
 )
@@ -145,6 +146,32 @@ def test_inputs_are_what_was_sent_before_and_the_system_answers_on_other_topics(
     ]
     with pytest.raises(ValueError, match="name a topic or a service"):
         inputs_from_trace(local)
+
+
+def test_an_observer_that_keeps_what_it_received_tells_its_own_by_sender() -> None:
+    # The workbench keeps received messages and requests only (its own come back too):
+    # its own publishers' and clients' are the inputs.
+    def received(what: str, name: str, gid: str, at: int) -> TraceEvent:
+        return TraceEvent(
+            Kind.RECEIVED, at, name=name, detail=what, source_gid=gid, message_id=f"<{at}>"
+        )
+
+    seen = [
+        received("message", "lot/free", "gate", 3),
+        received("message", "lot/enter", "mine", 2),
+        received("request", "lot/fee", "mine", 5),
+        received("message", "lot/exit", "mine", 4),
+        received("message", "lot/free", "gate", 6),
+    ]
+    assert inputs_from_received(seen, {"mine"}, service="lot/fee") == [
+        Input("message", "lot/enter", "", "lot/free"),
+        Input("message", "lot/exit", ""),
+    ]
+    assert inputs_from_received(seen, {"mine"}, topic="lot/free") == [
+        Input("message", "lot/enter", "", "lot/free"),
+        Input("message", "lot/exit", ""),
+        Input("request", "lot/fee", ""),
+    ]
 
 
 def test_fields_that_change_between_runs_are_left_out_and_shown() -> None:

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mailbus.names import check_name
@@ -130,6 +130,27 @@ def inputs_from_trace(
                 inputs[-1] = Input(last.what, last.name, last.body, event.name)
             answerable = False
     return inputs
+
+
+def inputs_from_received(
+    events: Iterable[TraceEvent],
+    sent_by: Collection[str],
+    *,
+    topic: str | None = None,
+    service: str | None = None,
+) -> list[Input]:
+    """`inputs_from_trace` for an observer that keeps what it received only (the
+    workbench): the messages and requests whose sender's GID is in `sent_by` (the
+    saver's own publishers and clients) count as sent by it, the others as the
+    system's; `events` in any order (by reception time here)."""
+    sent_kinds = {"message": Kind.PUBLISHED, "request": Kind.REQUEST_SENT}
+    traced = []
+    for event in sorted(events, key=lambda e: e.reception_timestamp_ns or e.time_ns):
+        kind = sent_kinds.get(event.detail)
+        if event.kind == Kind.RECEIVED and kind is not None and event.source_gid in sent_by:
+            event = replace(event, kind=kind.value)
+        traced.append(event)
+    return inputs_from_trace(traced, topic=topic, service=service)
 
 
 _TRAFFIC = {Kind.PUBLISHED, Kind.REQUEST_SENT, Kind.RECEIVED}
