@@ -123,3 +123,41 @@ def test_malformed_messages_get_error_statuses_and_the_server_carries_on(
     # The connection lives on: the subscription after the garbage is served.
     assert len(bodies(seen, "robot/pose")) == 5
     assert demo.process.poll() is None
+
+
+SESSION = Path(__file__).resolve().parents[2] / "sample_sessions" / "demo"
+
+
+def test_a_session_plays_out_with_the_players_controls(peer: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "MAILBUS_CONFIG_FILE": ""}
+    args = ["foxglove", "--session", str(SESSION), "--paused", "--port", "0"]
+    bridge = start_bridge(args, env, tmp_path / "bridge.log")
+    try:
+        player = "_mailbus/player/"
+        seen = probe(
+            peer,
+            {
+                "url": bridge.url,
+                "subprotocol": SUBPROTOCOLS[0],
+                "calls": [
+                    {"service": player + "state", "body": "{}"},
+                    {"service": player + "seek", "body": '{"offset_s": 2.0}'},
+                    {"service": player + "seek", "body": '"soon"'},
+                    {"service": player + "resume", "body": "{}"},
+                ],
+                "topics": ["robot/pose"],
+                "count": 10,
+            },
+        )
+    finally:
+        stop(bridge.process)
+    first, seeked, refused, resumed = seen["callResponses"]
+    assert json.loads(first["data"])["state"] == "paused"
+    assert json.loads(first["data"])["position_s"] == 0.0
+    assert json.loads(seeked["data"])["position_s"] >= 2.0
+    assert "offset_s" in refused["message"]  # a serviceCallFailure, not a crash
+    assert json.loads(resumed["data"])["state"] == "playing"
+    poses = bodies(seen, "robot/pose")
+    assert len(poses) == 10
+    assert "services" in seen["serverInfo"]["capabilities"]
+    assert "clientPublish" not in seen["serverInfo"]["capabilities"]

@@ -16,12 +16,14 @@ const decoder = new TextDecoder();
 const out = {
   protocol: null, serverInfo: null, channels: {}, messages: {}, services: {},
   graph: { published: {}, subscribed: {}, services: {} }, statuses: [], errors: [],
-  callResponse: null, callFailure: null, published: false, readvertised: 0,
+  callResponse: null, callFailure: null, callResponses: [], published: false, readvertised: 0,
 };
 const channels = new Map(); // channel id -> channel
 const subscriptions = new Map(); // subscription id -> topic
 let malformedSent = false;
-let callSent = false;
+// `call` is one call; `calls` several, each sent once the one before is answered.
+if (plan.call) plan.calls = [plan.call];
+let callsSent = 0;
 
 let finished = false;
 function finish(code) {
@@ -42,7 +44,7 @@ function complete() {
   if (plan.graph && !plan.graph.every((t) => (out.graph.published[t] ?? []).length > 0)) {
     return false;
   }
-  if (plan.call && out.callResponse === null && out.callFailure === null) return false;
+  if (plan.calls && out.callResponses.length < plan.calls.length) return false;
   if (plan.publish && !out.published) return false;
   if (plan.channels && !plan.channels.every((t) => out.channels[t])) return false;
   if (plan.malformed) {
@@ -65,14 +67,16 @@ function maybePublish() {
   out.published = true;
 }
 function maybeCall() {
-  if (!plan.call || callSent) return;
-  const service = Object.values(out.services).find((s) => s.name === plan.call.service);
+  if (!plan.calls || callsSent >= plan.calls.length) return;
+  if (callsSent > out.callResponses.length) return; // the one before is not answered yet
+  const call = plan.calls[callsSent];
+  const service = Object.values(out.services).find((s) => s.name === call.service);
   if (!service) return;
-  callSent = true;
   client.sendServiceCallRequest({
-    serviceId: service.id, callId: 7, encoding: "json",
-    data: new TextEncoder().encode(plan.call.body),
+    serviceId: service.id, callId: 7 + callsSent, encoding: "json",
+    data: new TextEncoder().encode(call.body),
   });
+  callsSent += 1;
 }
 
 client.on("open", () => { out.protocol = ws.protocol; });
@@ -125,9 +129,16 @@ client.on("advertiseServices", (services) => {
 });
 client.on("serviceCallResponse", (r) => {
   out.callResponse = { callId: r.callId, encoding: r.encoding, data: decoder.decode(r.data) };
+  out.callResponses.push(out.callResponse);
+  maybeCall();
   check();
 });
-client.on("serviceCallFailure", (f) => { out.callFailure = f; check(); });
+client.on("serviceCallFailure", (f) => {
+  out.callFailure = f;
+  out.callResponses.push(f);
+  maybeCall();
+  check();
+});
 client.on("connectionGraphUpdate", (g) => {
   for (const { name, publisherIds } of g.publishedTopics) out.graph.published[name] = publisherIds;
   for (const { name, subscriberIds } of g.subscribedTopics) out.graph.subscribed[name] = subscriberIds;
