@@ -26,6 +26,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from mailbus.errors import InvalidNameError
 from mailbus.foxglove import protocol as P
@@ -40,8 +41,9 @@ LINGER_S = 60.0  # a topic nobody announces stays this long after its last messa
 EXPIRY_PERIODS = 3.0  # a participant silent for this many of its periods is gone
 
 
-@dataclass(frozen=True, slots=True)
-class Send:
+class Send(NamedTuple):
+    """Send `frame` to `client` (a tuple: one is made per message and subscriber)."""
+
     client: int
     frame: str | bytes
 

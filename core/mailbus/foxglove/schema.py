@@ -23,18 +23,17 @@ MAX_DEPTH = 8
 MAX_PROPERTIES = 256
 
 
-def _type_of(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"  # an int then a float must not change the schema
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
+# JSON decodes to exactly these types (no subclasses): a lookup, not isinstance chains.
+_TYPES: dict[type, str] = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    int: "number",  # an int then a float must not change the schema
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
+_CONTAINERS = frozenset({"object", "array"})
 
 
 class Shape:
@@ -50,23 +49,29 @@ class Shape:
         self.open = depth >= MAX_DEPTH  # past the depth limit: anything goes
 
     def widen(self, value: Any) -> bool:
-        """Take `value` in; True when the schema grew."""
+        """Take `value` (decoded JSON) in; True when the schema grew."""
         if self.open:
             return False
         changed = False
-        kind = _type_of(value)
+        kind = _TYPES[type(value)]
         if kind not in self.types:
             self.types.add(kind)
             changed = True
         if kind == "object":
+            properties = self.properties
             for key, item in value.items():
-                shape = self.properties.get(key)
+                shape = properties.get(key)
                 if shape is None:
-                    if len(self.properties) >= MAX_PROPERTIES:
+                    if len(properties) >= MAX_PROPERTIES:
                         self.open = True
                         return True
-                    shape = self.properties[key] = Shape(self.depth + 1)
+                    shape = properties[key] = Shape(self.depth + 1)
                     changed = True
+                else:
+                    item_kind = _TYPES[type(item)]
+                    # The hot path: a scalar of a type seen here before changes nothing.
+                    if item_kind not in _CONTAINERS and (item_kind in shape.types or shape.open):
+                        continue
                 changed = shape.widen(item) or changed
         elif kind == "array":
             if self.items is None:
@@ -109,7 +114,7 @@ def as_message(body: str) -> tuple[bytes, dict[str, Any]]:
     stripped = body.lstrip()
     if stripped.startswith("{"):
         try:
-            value = json.loads(body, parse_constant=_not_json)
+            value = _DECODER.decode(body)
         except (ValueError, RecursionError):
             value = None
         if isinstance(value, dict):
@@ -121,3 +126,6 @@ def as_message(body: str) -> tuple[bytes, dict[str, Any]]:
 def _not_json(constant: str) -> Any:
     # Python reads NaN and Infinity; JSON (and so the app) does not: wrap such a body.
     raise ValueError(f"{constant} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_not_json)  # one, not one per body
