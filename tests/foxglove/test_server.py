@@ -110,3 +110,27 @@ def test_only_another_interface_than_loopback_is_warned_about() -> None:
     assert warning is not None
     assert "no authentication" in warning and "calls services" in warning
     assert "SSH tunnel" in warning
+
+
+def test_the_notebook_serves_the_demo_and_a_context_of_its_own() -> None:
+    from mailbus.notebook import foxglove
+
+    served = foxglove(demo=True, port=0)
+    try:
+        assert "Open connection" in served._repr_html_()
+        with connect(served.url, subprotocols=[P.SUBPROTOCOLS[0]]) as ws:  # type: ignore[list-item]
+            info = P.decode_server(ws.recv(timeout=10))
+            assert isinstance(info, P.ServerInfo) and info.name == "mailbus demo"
+    finally:
+        served.stop()
+    assert served.context.is_shut_down
+    with Context(Options()) as ctx:
+        server = foxglove(context=ctx, port=0, allow_publish=True)
+        try:
+            with connect(server.url, subprotocols=[P.SUBPROTOCOLS[1]]) as ws:  # type: ignore[list-item]
+                info = P.decode_server(ws.recv(timeout=10))
+                assert isinstance(info, P.ServerInfo)
+                assert "clientPublish" in info.capabilities
+        finally:
+            server.stop()
+        assert ctx.is_initialized  # the context stays the caller's

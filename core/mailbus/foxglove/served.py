@@ -182,3 +182,12 @@ class ServedSystem:
             PLAYER_PREFIX + "resume": resume,
             PLAYER_PREFIX + "seek": seek,
         }
+
+
+def serve_context(context: Context, port: int = 8765) -> FoxgloveServer:
+    """Serve a context someone else owns (the workbench's) on loopback: on `port`, or on
+    any free port when that one is taken. Started; the caller stops it."""
+    try:
+        return FoxgloveServer(context, port=port).start()
+    except FoxgloveError:
+        return FoxgloveServer(context, port=0).start()

@@ -179,6 +179,12 @@ class FoxgloveServer:
     def __enter__(self) -> FoxgloveServer:
         return self.start()
 
+    def _repr_html_(self) -> str:
+        return (
+            f"<p>Foxglove server at <code>{self.url}</code>: in Foxglove or Lichtblick, "
+            "<i>Open connection</i> → <i>Foxglove WebSocket</i>.</p>"
+        )
+
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
