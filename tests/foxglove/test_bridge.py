@@ -189,3 +189,13 @@ def test_schemas_widen_with_new_types_and_stay_bounded() -> None:
     schema.widen(deep)
     text = schema.text("t")
     assert text.count('"d"') == MAX_DEPTH
+
+
+def test_a_declared_schema_is_advertised_and_never_widened() -> None:
+    declared = '{"type":"object","properties":{"x":{"type":"number"}},"required":["x"]}'
+    bridge = connected(schemas={"robot/pose": declared})
+    (advertise,) = frames(bridge.on_message("robot/pose", '{"x": 1}', 1, 0.0))
+    assert isinstance(advertise, P.Advertise) and advertise.channels[0].schema == declared
+    subscribe(bridge, "robot/pose")
+    (data,) = frames(bridge.on_message("robot/pose", '{"x": 2, "extra": true}', 2, 0.1))
+    assert isinstance(data, P.MessageData)  # no advertisement again

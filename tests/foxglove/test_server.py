@@ -3,10 +3,12 @@ handshakes, and the command's one-line errors."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from mailbus.context import Context
@@ -134,3 +136,29 @@ def test_the_notebook_serves_the_demo_and_a_context_of_its_own() -> None:
         finally:
             server.stop()
         assert ctx.is_initialized  # the context stays the caller's
+
+
+def test_schemas_declared_in_the_options_file(tmp_path: Path) -> None:
+    from mailbus.foxglove.served import declared_schemas
+    from mailbus.options import load_options
+
+    (tmp_path / "pose.json").write_text('{"type": "object", "required": ["x"]}')
+    config = tmp_path / "lab.toml"
+    config.write_text(
+        '[foxglove.schemas]\n"robot/pose" = "' + str(tmp_path / "pose.json") + '"\n'
+        '"lab/t" = { type = "object", properties = { c = { type = "number" } } }\n'
+    )
+    schemas = declared_schemas(load_options(str(config)))
+    assert json.loads(schemas["robot/pose"]) == {"type": "object", "required": ["x"]}
+    assert json.loads(schemas["lab/t"])["properties"] == {"c": {"type": "number"}}
+
+    config.write_text('[foxglove.schemas]\n"robot/pose" = "missing.json"\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "mailbus", "--config", str(config), "foxglove", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "foxglove.schemas.robot/pose" in done.stderr and "missing.json" in done.stderr

@@ -108,11 +108,15 @@ class Bridge:
         local_services: Iterable[str] = (),
         linger_s: float = LINGER_S,
         metadata: Mapping[str, str] | None = None,
+        schemas: Mapping[str, str] | None = None,
     ) -> None:
+        """`schemas`: JSON Schemas declared per topic (the options file's
+        [foxglove.schemas]); those topics' schemas are not inferred."""
         self.allow_calls = allow_calls
         self.allow_publish = allow_publish
         self.linger_s = linger_s
         self.local_services = frozenset(local_services)
+        self.declared = dict(schemas or {})
         capabilities = [P.Capability.CONNECTION_GRAPH]
         if allow_calls or self.local_services:
             capabilities.append(P.Capability.SERVICES)
@@ -345,9 +349,11 @@ class Bridge:
         if t is None:
             # The first message of a new topic: its schema from it, then the advertisement.
             t = self._add_topic(topic, now_s)
-            _, value = as_message(body)
-            t.schema.widen(value)
-            t.channel = replace(t.channel, schema=t.schema.text(topic))
+            declared = self.declared.get(topic)
+            if declared is None:
+                _, value = as_message(body)
+                t.schema.widen(value)
+            t.channel = replace(t.channel, schema=declared or t.schema.text(topic))
             return self._broadcast(P.Advertise((t.channel,)))
         t.last_message_s = now_s
         if not t.subscribers:
@@ -357,7 +363,7 @@ class Bridge:
             Send(client, P.message_data_header(sub_id, log_time_ns) + payload)
             for client, sub_id in t.subscribers.items()
         ]
-        if t.schema.widen(value):
+        if t.name not in self.declared and t.schema.widen(value):
             out.extend(self._readvertise(t))
         return out
 

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mailbus.context import Context
+from mailbus.errors import ConfigError, InvalidNameError
 from mailbus.foxglove.server import SEND_QUEUE, FoxgloveError, FoxgloveServer, LocalService
-from mailbus.options import load_options, options_from_mapping
+from mailbus.names import check_name
+from mailbus.options import Options, load_options, options_from_mapping
 
 if TYPE_CHECKING:
     from mailbus.demo import DemoSystem
@@ -25,6 +27,36 @@ NO_AUTH_WARNING = (
     " reads every topic{extra}. Prefer the loopback default and an SSH tunnel"
     " (docs/foxglove.md)."
 )
+
+
+def declared_schemas(options: Options) -> dict[str, str]:
+    """The options file's `[foxglove.schemas]`: topic = a JSON Schema, inline (a table)
+    or the path of a JSON file; ConfigError naming the first one that is not."""
+    table = options.sections.get("foxglove", {})
+    unknown = set(table) - {"schemas"}
+    if unknown:
+        raise ConfigError(f"foxglove.{sorted(unknown)[0]}", "unknown key (known: schemas)")
+    schemas = table.get("schemas", {})
+    if not isinstance(schemas, dict):
+        raise ConfigError("foxglove.schemas", "expected a table of topic = schema")
+    out: dict[str, str] = {}
+    for topic, schema in schemas.items():
+        key = f"foxglove.schemas.{topic}"
+        try:
+            check_name(topic)
+        except InvalidNameError as exc:
+            raise ConfigError(key, str(exc)) from None
+        if isinstance(schema, str):
+            try:
+                schema = json.loads(Path(schema).read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise ConfigError(
+                    key, f"cannot read a JSON Schema from {schema!r}: {exc}"
+                ) from None
+        if not isinstance(schema, dict):
+            raise ConfigError(key, "a JSON Schema is an object (a table, or a JSON file of one)")
+        out[topic] = json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+    return out
 
 
 def is_loopback(host: str) -> bool:
@@ -91,6 +123,7 @@ class ServedSystem:
             allow_publish=allow_publish,
             send_queue=send_queue,
             local_services=self._player_services() if self.session is not None else None,
+            schemas=declared_schemas(options),
             name=f"mailbus {'demo' if demo else 'replay' if session else options.transport}",
             notes=notes,
         )

@@ -85,7 +85,8 @@ class FoxgloveServer:
     """Serves `context`'s system to Foxglove clients at ws://host:port.
 
     `local_services` are answered here (name -> function of the request body returning
-    the response body); the player's controls use them. `notes` receives one line for
+    the response body); the player's controls use them. `schemas`: JSON Schemas
+    declared per topic, used instead of inferred ones. `notes` receives one line for
     what an operator should know (a client cut off)."""
 
     def __init__(
@@ -100,6 +101,7 @@ class FoxgloveServer:
         local_services: Mapping[str, LocalService] | None = None,
         name: str = "mailbus",
         notes: Callable[[str], None] | None = None,
+        schemas: Mapping[str, str] | None = None,
     ) -> None:
         if send_queue < 1:
             raise ValueError(f"send_queue must be at least 1, got {send_queue}")
@@ -115,6 +117,7 @@ class FoxgloveServer:
             allow_publish=allow_publish,
             local_services=self.local_services,
             metadata={"transport": context.transport_name},
+            schemas=schemas,
         )
         self.stats: dict[str, int] = {
             "clients": 0,
