@@ -162,3 +162,18 @@ def test_schemas_declared_in_the_options_file(tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "foxglove.schemas.robot/pose" in done.stderr and "missing.json" in done.stderr
+
+
+def test_the_engines_hand_over_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mailbus.foxglove import server as server_module
+    from mailbus.trace import TraceEvent
+
+    monkeypatch.setattr(server_module, "INBOX_LIMIT", 3)
+    with Context(Options()) as ctx:
+        server = FoxgloveServer(ctx, port=0)  # not started: nothing takes the inbox
+        for n in range(5):
+            event = TraceEvent(Kind.RECEIVED, 0, name=f"lab/t{n}", body="{}", detail="message")
+            server._on_event(event)
+        server._drain()
+        assert server.stats["dropped"] == 2
+        assert server.bridge.known == {"lab/t0", "lab/t1", "lab/t2"}

@@ -45,6 +45,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SEND_QUEUE = 4096  # frames a client may fall behind before it is cut off
+# Events the engine may hand over before the loop takes them: past it, messages are
+# dropped (counted, told to the clients) rather than memory grow or the engine wait.
+INBOX_LIMIT = 100_000
 CALL_TIMEOUT_S = 10.0
 START_TIMEOUT_S = 10.0
 TICK_S = 0.5
@@ -126,12 +129,14 @@ class FoxgloveServer:
             "malformed_announcements": 0,
             "calls": 0,
             "published": 0,
+            "dropped": 0,
         }
         self._clients: dict[int, _Client] = {}
         self._ids = itertools.count(1)
         self._inbox: list[TraceEvent] = []
         self._inbox_lock = threading.Lock()
         self._wake_pending = False
+        self._dropped = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -300,6 +305,9 @@ class FoxgloveServer:
         elif kind not in (Kind.SKIPPED, Kind.ERROR, Kind.RECONNECTED):
             return
         with self._inbox_lock:
+            if len(self._inbox) >= INBOX_LIMIT and kind == Kind.RECEIVED:
+                self._dropped += 1
+                return
             self._inbox.append(event)
             if self._wake_pending:
                 return
@@ -313,6 +321,11 @@ class FoxgloveServer:
         with self._inbox_lock:
             events, self._inbox = self._inbox, []
             self._wake_pending = False
+            dropped, self._dropped = self._dropped, 0
+        if dropped:
+            self.stats["dropped"] += dropped
+            message = f"the bridge fell behind: {dropped} messages not forwarded"
+            self._dispatch(self.bridge.status(P.StatusLevel.WARNING, message, "mailbus-dropped"))
         now = time.monotonic()
         bridge = self.bridge
         for event in events:
