@@ -11,11 +11,13 @@ latency is not queueing).
 
 system_ratio: the system's throughput as it is deployed, in processes of its own on a
 PostOffice daemon (a publisher as fast as the daemon takes letters, a plain subscriber
-in another process, from the first letter sent to the last one taken) with
-`mailbus foxglove` (a process of its own, as `--config` runs it) serving a subscribed
-client, over the same with no bridge at all; rounds alternate, medians compared. The
-same in one process (the bridge sharing the publisher's interpreter, as `--demo` and
-the notebook run it) is reported beside it as `system_ratio_inprocess`.
+in another process, from the first letter sent to the last one taken), with
+`mailbus foxglove` running (a process of its own, as `--config` runs it) and a client
+subscribed, over the same with no client connected; rounds alternate the three
+configurations, medians compared. Beside it: `system_ratio_to_no_bridge` (a client
+against no bridge at all: what one more participant receiving everything costs on
+this machine's two cores) and `system_ratio_inprocess` (the bridge in the publisher's
+interpreter, as `--demo` and the notebook run it, against no bridge).
 
     python -m bench.foxglove [--quick]
 
@@ -289,8 +291,9 @@ def _line(process: subprocess.Popen[str]) -> str:
     return process.stdout.readline().strip()
 
 
-def system_round(daemon: Daemon, group: str, count: int, bridged: bool) -> float:
-    """The system's messages per second in processes, with or without the bridge."""
+def system_round(daemon: Daemon, group: str, count: int, bridge_on: bool, client: bool) -> float:
+    """The system's messages per second in processes: without the bridge, with it and no
+    client, or with it serving a subscribed client."""
     plain = subprocess.Popen(
         [
             sys.executable,
@@ -314,7 +317,7 @@ def system_round(daemon: Daemon, group: str, count: int, bridged: bool) -> float
         )
         with mailbus.Context(options) as ctx:
             publisher = ctx.publisher(TOPIC)
-            if bridged:
+            if bridge_on:
                 config = daemon.config(f"{group}.fox")
                 bridge = subprocess.Popen(
                     [
@@ -333,7 +336,8 @@ def system_round(daemon: Daemon, group: str, count: int, bridged: bool) -> float
                 )
                 started.append(bridge)
                 url = _line(bridge).split("serving ", 1)[1].split()[0]
-                started.append(with_client_at(url, publisher, count))
+                if client:
+                    started.append(with_client_at(url, publisher, count))
             begun = time.time()
             sent = 0
             while sent < count:
@@ -373,17 +377,23 @@ def main() -> None:
     count = 3_000 if args.quick else 10_000
     log(f"system_ratio: {count:,} messages over PostOffice, processes, {rounds} rounds")
     alone: list[float] = []
+    idle: list[float] = []
     served: list[float] = []
     with tempfile.TemporaryDirectory() as root:
         daemon = Daemon(root)
         try:
             for r in range(rounds):
-                alone.append(system_round(daemon, f"a{r}", count, bridged=False))
-                served.append(system_round(daemon, f"b{r}", count, bridged=True))
-                log(f"  round {r + 1}: {alone[-1]:,.0f} msg/s alone, {served[-1]:,.0f} bridged")
+                alone.append(system_round(daemon, f"a{r}", count, False, False))
+                idle.append(system_round(daemon, f"i{r}", count, True, False))
+                served.append(system_round(daemon, f"c{r}", count, True, True))
+                log(
+                    f"  round {r + 1}: {alone[-1]:,.0f} msg/s without the bridge, "
+                    f"{idle[-1]:,.0f} with it and no client, {served[-1]:,.0f} with a client"
+                )
         finally:
             daemon.stop()
-    system_ratio = statistics.median(served) / statistics.median(alone)
+    system_ratio = statistics.median(served) / statistics.median(idle)
+    no_bridge_ratio = statistics.median(served) / statistics.median(alone)
 
     log("the same in one process (the bridge in the publisher's interpreter)")
     in_alone: list[float] = []
@@ -405,7 +415,9 @@ def main() -> None:
                 "client_latency_p50_ms_1k": round(slow["client_p50_ms"], 3),
                 "plain_latency_p50_ms_1k": round(slow["plain_p50_ms"], 3),
                 "client_latency_p50_ms_10k": round(fast["client_p50_ms"], 3),
-                "system_msgs_per_s_alone": round(statistics.median(alone)),
+                "system_ratio_to_no_bridge": round(no_bridge_ratio, 3),
+                "system_msgs_per_s_no_bridge": round(statistics.median(alone)),
+                "system_msgs_per_s_no_client": round(statistics.median(idle)),
                 "system_msgs_per_s_with_client": round(statistics.median(served)),
                 "system_ratio_inprocess": round(inprocess_ratio, 3),
                 "inprocess_msgs_per_s_alone": round(statistics.median(in_alone)),
