@@ -92,6 +92,7 @@ def test_a_port_in_use_is_one_line_not_a_traceback() -> None:
         (["--session", "/nonexistent/session"], "no session directory"),
         (["--demo", "--rate", "2"], "--rate, --loop and --paused go with --session"),
         (["--speed", "3"], "--speed goes with --demo"),
+        (["--demo", "--config", "lab.toml"], "give one of --config, --demo and --session"),
     ],
 )
 def test_bad_options_are_one_line(args: list[str], told: str) -> None:

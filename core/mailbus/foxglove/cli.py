@@ -92,7 +92,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     config = getattr(args, "config", None)
     served = ServedSystem(
-        config=None if args.demo or args.session else config,
+        config=config,
         demo=args.demo,
         speed=args.speed,
         session=args.session,
