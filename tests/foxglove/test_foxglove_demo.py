@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from checks import bodies, consecutive, numbers_after
-from conftest import SUBPROTOCOLS, Bridge, probe, start_bridge, stop
+from foxglove_checks import bodies, consecutive, numbers_after
+from foxglove_peer import SUBPROTOCOLS, Bridge, probe, start_bridge, stop
 
 DEMO_TOPICS = ["robot/log", "robot/pose", "sensors/temperature", "system/heartbeat"]
 

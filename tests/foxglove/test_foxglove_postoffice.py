@@ -16,8 +16,8 @@ from typing import Any
 
 import mailbus
 import pytest
-from checks import bodies, numbers_after
-from conftest import SUBPROTOCOLS, Bridge, probe, start_bridge, stop
+from foxglove_checks import bodies, numbers_after
+from foxglove_peer import SUBPROTOCOLS, Bridge, probe, start_bridge, stop
 from journeys.postoffice_system import PASSWORD, environment, spawn, start_daemon
 from mailbus.options import load_options
 from waiting import eventually
