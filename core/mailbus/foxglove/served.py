@@ -135,17 +135,22 @@ class ServedSystem:
     def start(self) -> ServedSystem:
         self.context.init()
         try:
+            if self.session is not None:
+                from mailbus.sessions.player import Player
+
+                # Made (and, paused, started) before the server listens: a client's first
+                # call to the player's services finds it.
+                self.player = Player(str(self.session), self.context, **self._player_args)
+                if self._paused:
+                    self.player.start(paused=True)
             self.server.start()
             if self._demo_wanted:
                 from mailbus.demo import DemoSystem
 
                 self.demo = DemoSystem(self.context, speed=self._demo_speed)
                 self.demo.start()
-            if self.session is not None:
-                from mailbus.sessions.player import Player
-
-                self.player = Player(str(self.session), self.context, **self._player_args)
-                self.player.start(paused=self._paused)
+            if self.player is not None and not self._paused:
+                self.player.start()
         except BaseException:
             self.stop()
             raise
