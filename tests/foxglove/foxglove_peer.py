@@ -48,7 +48,7 @@ def install_peer() -> Path:
     return PEER
 
 
-def probe(peer: Path, plan: dict[str, Any], seconds: float = 30.0) -> dict[str, Any]:
+def probe(peer: Path, plan: dict[str, Any], seconds: float = 60.0) -> dict[str, Any]:
     """Run the reference client on `plan` (see peer/probe.mjs); what it saw. Fails with
     what it saw when the plan was not done within `seconds`."""
     plan = {**plan, "planMs": int(seconds * 1000)}

@@ -121,7 +121,7 @@ def test_a_slow_client_is_cut_off_and_the_system_loses_nothing(
     peer: Path, system: System, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MAILBUS_POSTOFFICE_PASSWORD", PASSWORD)
-    count, pad = 300, 16_000  # 4.8 MB on lab/numbers: more than the sockets buffer
+    count, pad = 300, 32_000  # 9.6 MB on lab/numbers: well past what the sockets buffer
     args = ["--config", str(system.config("lab.fox2", "lab-foxglove-2")), "foxglove"]
     bridge = start_bridge(
         [*args, "--port", "0", "--send-queue", "8"], system.env, system.tmp / "slow-bridge.log"
