@@ -19,7 +19,7 @@ against no bridge at all: what one more participant receiving everything costs o
 this machine's two cores) and `system_ratio_inprocess` (the bridge in the publisher's
 interpreter, as `--demo` and the notebook run it, against no bridge).
 
-    python -m bench.foxglove [--quick]
+    python -m bench.foxglove [--quick]   (--quick: shorter runs, one round of each)
 
 Last stdout line: one JSON object (keys in shared/BENCH.md).
 """
@@ -372,12 +372,12 @@ def main() -> None:
     fast = paced_run(int(10_000 * seconds), 10_000.0)
     client_ratio = fast["client_rate"] / fast["plain_rate"] if fast["plain_rate"] else 0.0
 
-    log("added latency: 1,000 msg/s for 2 s")
-    slow = paced_run(2_000, 1_000.0)
+    log(f"added latency: 1,000 msg/s for {1 if args.quick else 2} s")
+    slow = paced_run(1_000 if args.quick else 2_000, 1_000.0)
     added_ms = slow["client_p50_ms"] - slow["plain_p50_ms"]
 
-    rounds = 2 if args.quick else 3
-    count = 3_000 if args.quick else 10_000
+    rounds = 1 if args.quick else 3
+    count = 1_500 if args.quick else 10_000
     log(f"system_ratio: {count:,} messages over PostOffice, processes, {rounds} rounds")
     alone: list[float] = []
     idle: list[float] = []
