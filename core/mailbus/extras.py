@@ -29,6 +29,7 @@ EXTRA_OF: dict[str, str] = {
     "vl_convert": "notebook",
     "pytest": "test",
     "trustme": "test",
+    "websockets": "foxglove",
 }
 
 

@@ -53,6 +53,7 @@ KNOWN_SECTIONS = {
     "workbench",
     "broker",
     "signing",
+    "foxglove",
 }
 
 

@@ -6,7 +6,7 @@ import contextlib
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from mailbus.broker import Broker
 from mailbus.errors import ConfigError, MailbusError
@@ -42,6 +42,9 @@ from mailbus_workbench.views.topics import TopicsView
 from mailbus_workbench.widgets.inspector import Inspector
 from mailbus_workbench.widgets.key_bar import KeyBar
 from mailbus_workbench.widgets.status_line import status_text
+
+if TYPE_CHECKING:
+    from mailbus.foxglove.server import FoxgloveServer
 
 
 class WorkbenchApp(TabPressFocus):
@@ -135,6 +138,8 @@ class WorkbenchApp(TabPressFocus):
         self.screenshot_dir = (screenshot_dir or Path.cwd()).absolute()
         self.initial_session = session  # `mailbus open SESSION`
         self.engine_error = ""
+        # The palette's "Serve to Foxglove" (imported then: websockets loads on first use).
+        self.foxglove: FoxgloveServer | None = None
         self.status_text = ""
         self._last_refresh: dict[str, float] = {}
         self._rate_mark = (0.0, 0)
@@ -259,7 +264,28 @@ class WorkbenchApp(TabPressFocus):
             f"Cannot start the engine: {failed.error}", severity="error", timeout=30, markup=False
         )
 
+    def action_serve_foxglove(self) -> None:
+        """Serve the engine's system over the Foxglove WebSocket protocol (loopback)."""
+        if self.engine is None:
+            self.notify("Recorded data only: no live system to serve", severity="warning")
+            return
+        if self.foxglove is None:
+            try:
+                from mailbus.foxglove.served import serve_context
+
+                self.foxglove = serve_context(self.engine.context)
+            except (MailbusError, ModuleNotFoundError) as exc:
+                self.notify(f"Cannot serve to Foxglove: {exc}", severity="error", markup=False)
+                return
+        self.notify(
+            f"Foxglove / Lichtblick: Open connection → Foxglove WebSocket → {self.foxglove.url}",
+            timeout=15,
+            markup=False,
+        )
+
     def on_unmount(self) -> None:
+        if self.foxglove is not None:
+            self.foxglove.stop()
         if self.engine is not None:
             self.engine.stop()
         self.folder.stop()

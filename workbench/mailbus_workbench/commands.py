@@ -24,6 +24,7 @@ class CommandHost(Protocol):
     def action_help(self) -> None: ...
     def action_save_svg(self) -> None: ...
     def load_keymap(self) -> None: ...
+    def action_serve_foxglove(self) -> None: ...
 
 
 def workbench_commands(app: CommandHost) -> Iterable[SystemCommand]:
@@ -86,6 +87,11 @@ def workbench_commands(app: CommandHost) -> Iterable[SystemCommand]:
         ("stop", "Stop the test run", "End the run and its processes (s in Tests)"),
     ):
         yield SystemCommand(title, help_text, lambda a=action: app.run_view_action("tests", a))
+    yield SystemCommand(
+        "Serve to Foxglove",
+        "Serve this system to Foxglove / Lichtblick on ws://127.0.0.1:8765 (docs/foxglove.md)",
+        app.action_serve_foxglove,
+    )
     yield SystemCommand(
         "Save SVG screenshot", "Write the current screen as an SVG file", app.action_save_svg
     )
