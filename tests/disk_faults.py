@@ -69,7 +69,10 @@ class Ext4:
     def unmount(self) -> None:
         if not self.device:
             return
-        _run("umount", str(self.mount_point))
+        if _run("umount", str(self.mount_point)).returncode != 0:
+            # Still in use (a process that outlived its test): detach it from the tree
+            # now; the kernel frees the loop device once the last user is gone.
+            _run("umount", "-l", str(self.mount_point))
         _run("losetup", "-d", self.device)
         self.device = ""
 
