@@ -147,12 +147,12 @@ class Committer:
                 self._room = self.store.reserve_bytes + size  # unknown: do not refuse
             self._room_checked = now
             self._room_spent = 0
-        # Once refusing, take again only with some room past the reserve: no flapping
-        # between letters that fit and letters that do not.
         # What the WAL holds beyond the last checkpoint needs room again in the database
-        # when it is copied there.
+        # when it is copied there (an estimate: the letters' bytes).
         needed = self.store.reserve_bytes + self._uncheckpointed
         if self.refusing:
+            # Take again only with some room past that: no flapping between letters
+            # that fit and letters that do not.
             needed += ROOM_RESUME_BYTES
         if self._room - self._room_spent - size < needed:
             self.refusing = True
@@ -291,6 +291,9 @@ class Committer:
             self._holding = False
             self._maintaining = False
             _log_failure(future)
+            copied = not future.cancelled() and future.exception() is None
+            if copied and not future.result().busy:  # all of the WAL is in the database
+                self._uncheckpointed = 0
             if (self._pending or self._deletes) and not self._scheduled:
                 self._scheduled = True
                 self.loop.call_soon(self._commit)

@@ -265,6 +265,10 @@ class Store:
         # A second connection, used only by `checkpoint` (from another thread).
         self._checkpointer = _connect(self.path)
         self._checkpointer.execute("PRAGMA synchronous = NORMAL")
+        # A RESTART checkpoint waits this long at most for readers of the WAL (another
+        # process listing boxes), while the daemon holds its commits; if they are not
+        # done by then it gives up and the next one tries again.
+        self._checkpointer.execute("PRAGMA busy_timeout = 200")
         self.wal_peak_bytes = 0  # the WAL's largest size seen at a checkpoint
         self.batches = 0
         self.operations = 0
