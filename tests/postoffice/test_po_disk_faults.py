@@ -95,7 +95,7 @@ def test_the_wal_stays_bounded_under_steady_traffic(
 
     peak = _wal_peak_while(store, traffic)
     assert errors == []
-    assert peak < 24 * MB, f"the WAL grew to {peak / MB:.1f} MB"
+    assert peak < 16 * MB, f"the WAL grew to {peak / MB:.1f} MB"
     assert daemon.terminate() == 0
 
 

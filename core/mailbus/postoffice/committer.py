@@ -227,6 +227,8 @@ class Committer:
         if (
             self.store.batches - self._batches_at_checkpoint >= CHECKPOINT_BATCHES
             or self._bytes_since_checkpoint >= CHECKPOINT_BYTES
+            # Past its size limit, the WAL file grows only when it is not recycled.
+            or self.store.wal_bytes() > st.WAL_SIZE_LIMIT
         ):
             self._maintain()  # keep the WAL short under load too
         if self.full:

@@ -44,10 +44,10 @@ T = TypeVar("T")
 # all of it while no writer added frames. Past this size, the committer holds its
 # commits for one RESTART checkpoint (see committer.Committer), so steady traffic
 # cannot grow the WAL without bound.
-WAL_RESTART_BYTES = 12 * 1024 * 1024
+WAL_RESTART_BYTES = 8 * 1024 * 1024
 # The WAL file is cut back to this size when recycled: the room it keeps is reused
 # without growing the file (and needs no free disk to write).
-WAL_SIZE_LIMIT = 12 * 1024 * 1024
+WAL_SIZE_LIMIT = 8 * 1024 * 1024
 # Letters and new boxes are refused while the disk holding the store has less than this
 # free (counting the store's own free pages): the room deletes and checkpoints need to
 # run on a full disk, so that taking letters frees space again.
