@@ -249,3 +249,37 @@ def test_a_client_sees_the_store_full_and_its_box_survives(
         client.check_out("keep.box", "pw")
         assert len(list(client.get_mail(0))) == accepted
     assert again.terminate() == 0
+
+
+def test_a_disk_filled_by_another_program_gets_protocol_answers(
+    small_disk: Path, spawn_daemon: Callable[..., DaemonProcess]
+) -> None:
+    """No reserve, and another file takes every free byte: CREATEBOX and SENDLETTER
+    are answered (BOXEXISTS, DELFAIL) on a connection that stays usable, one log line
+    each and no traceback; once that file is gone, letters are taken again."""
+    store = small_disk / "po.db"
+    daemon = spawn_daemon("--reserve-mb", "0", store=store)
+    client = daemon.client()
+    client.create_box("other.box", "pw")
+    client.check_out("other.box", "pw")
+    client.send("other.box", b"before")
+    filler = small_disk / "filler"
+    with filler.open("wb") as f:
+        chunk = b"\0" * (1024 * 1024)
+        with contextlib.suppress(OSError):  # ENOSPC: the disk is full
+            while True:
+                f.write(chunk)
+                f.flush()
+    payload = b"v" * (256 * 1024)  # more than any page SQLite has spare
+    for attempt in range(3):
+        with pytest.raises(BoxExists):
+            client.create_box(f"other.more{attempt}", "pw")
+        with pytest.raises(DeliveryFailed):
+            client.send("other.box", payload)
+    filler.unlink()
+    eventually(lambda: _sent(client, "other.box", payload), 10, "a letter taken again")
+    assert [letter.payload for letter in client.get_mail(0)] == [b"before", payload]
+    client.close()
+    assert daemon.terminate() == 0
+    assert daemon.proc.stderr is not None
+    assert "Traceback" not in daemon.proc.stderr.read().decode()
