@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from disk_faults import Ext4, ext4, tmpfs
+from mailbus.postoffice.admin import store_info
 from mailbus.postoffice.client import BoxExists, DeliveryFailed, PostOfficeClient
 from waiting import eventually
 
@@ -189,6 +190,10 @@ def test_boxes_reports_the_size_of_the_store(
     assert len(line) == 1, listed.stdout
     on_disk = float(line[0].split()[1])  # "store: 1.2 MB on disk (...)"
     assert on_disk >= 0.9  # 50 letters of 20 KB, in the database or the WAL
+    # The admin view: the same sizes, and the running daemon says it takes letters.
+    info = store_info(store)
+    assert info.database_bytes + info.wal_bytes >= 0.9 * MB
+    assert info.full is False
     assert daemon.terminate() == 0
 
 

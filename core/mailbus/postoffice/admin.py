@@ -114,6 +114,8 @@ class AdminServer:
                     "database_bytes": database,
                     "wal_bytes": wal,
                     "wal_peak_bytes": office.store.wal_peak_bytes if office.store else 0,
+                    "wal_restarts": office.committer.wal_restarts if office.committer else 0,
+                    "held_s": round(office.committer.held_s, 3) if office.committer else 0.0,
                     "full": office.store_full,
                 },
                 "boxes": [

@@ -125,7 +125,8 @@ class Committer:
         self._bytes_since_checkpoint = 0
         self._uncheckpointed = 0  # bytes of letters taken since the last checkpoint
         self._holding = False  # commits wait while a RESTART checkpoint runs
-        self.wal_restarts = 0
+        self.wal_restarts = 0  # RESTART checkpoints run, and the time commits were held
+        self.held_s = 0.0
         self._room = 0
         self._room_checked = float("-inf")
         self._room_spent = 0
@@ -286,11 +287,13 @@ class Committer:
         commits held wait for the copy of the last frames and two fsyncs."""
         self._holding = True
         self.wal_restarts += 1
+        started = time.monotonic()
         future = self.loop.run_in_executor(self.executor, self.store.checkpoint, "RESTART")
         self._maintenance = future
 
         def finished(_: object) -> None:
             self._holding = False
+            self.held_s += time.monotonic() - started
             self._maintaining = False
             _log_failure(future)
             copied = not future.cancelled() and future.exception() is None
