@@ -11,7 +11,9 @@ its commits for one RESTART checkpoint once the WAL passes store.WAL_RESTART_BYT
 
 Keys of the last stdout line (JSON): `wal_peak_mb` (the largest of the modes run; the
 bar is 32), `wal_peak_mb_<mode>`, `store_mb_<mode>` (database + WAL at the end, before
-the daemon stops), `letters_per_s_<mode>`, `letters`.
+the daemon stops), `letters_per_s_<mode>`, `daemon_cpu_us_per_letter_<mode>` (the
+daemon's user + system CPU time over the letters: steadier than letters/s on a shared
+machine), `letters`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import argparse
 import contextlib
 import json
 import multiprocessing as mp
+import os
 import tempfile
 import threading
 import time
@@ -31,6 +34,13 @@ from bench.postoffice import log, po_prepare, po_receiver, po_sender, start_post
 SENDERS = 8
 RECEIVERS = 2
 MB = 1024 * 1024
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid` so far (less swayed by the machine's load
+    than letters per second)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run(sync: str, letters: int) -> dict[str, float]:
@@ -87,11 +97,15 @@ def run(sync: str, letters: int) -> dict[str, float]:
             stop_sampling.set()
             sampler.join()
             size = store.stat().st_size + wal.stat().st_size
+            cpu_s = _cpu_seconds(proc.pid)
         finally:
             stop(proc)
     rate = per_sender * SENDERS / (max(finished) - started)
     log(f"{sync}: {rate:.0f} letters/s, WAL peak {peak / MB:.1f} MB, store {size / MB:.1f} MB")
+    cpu_us = cpu_s * 1e6 / (per_sender * SENDERS)
+    log(f"{sync}: the daemon used {cpu_us:.0f} us of CPU per letter")
     return {
+        f"daemon_cpu_us_per_letter_{sync}": round(cpu_us),
         f"wal_peak_mb_{sync}": round(peak / MB, 2),
         f"store_mb_{sync}": round(size / MB, 2),
         f"letters_per_s_{sync}": round(rate),
