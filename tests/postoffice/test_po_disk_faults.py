@@ -18,9 +18,10 @@ import pytest
 from disk_faults import Ext4, ext4, tmpfs
 from mailbus.postoffice.admin import store_info
 from mailbus.postoffice.client import BoxExists, DeliveryFailed, PostOfficeClient
+from mailbus.postoffice.store import StoreError
 from waiting import eventually
 
-from .conftest import REPO, TEST_HASH, DaemonProcess
+from .conftest import REPO, TEST_HASH, Daemon, DaemonProcess
 
 MB = 1024 * 1024
 
@@ -288,3 +289,32 @@ def test_a_disk_filled_by_another_program_gets_protocol_answers(
     assert daemon.terminate() == 0
     assert daemon.proc.stderr is not None
     assert "Traceback" not in daemon.proc.stderr.read().decode()
+
+
+def test_a_letter_whose_fsync_failed_is_not_granted(
+    make_daemon: Callable[..., Daemon], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--sync full: when the fsync meant to make a letter durable fails (EIO from a
+    failing disk: injected here, a loop device cannot fail on demand), the sender hears
+    DELFAIL, not REQGRANTED. The letter was committed, so it is still delivered: a
+    sender that tries again makes a duplicate, never a loss."""
+    daemon = make_daemon(sync="full")
+    group_sync = daemon.office.committer.group_sync
+    real_sync = group_sync.sync
+    failures = [1]
+
+    def failing_sync() -> None:
+        if failures[0] > 0:
+            failures[0] -= 1
+            raise StoreError("cannot fsync postoffice.db-wal: [Errno 5] Input/output error")
+        real_sync()
+
+    client = daemon.client()
+    client.create_box("eio.box", "pw")
+    client.check_out("eio.box", "pw")
+    monkeypatch.setattr(group_sync, "sync", failing_sync)
+    with pytest.raises(DeliveryFailed):
+        client.send("eio.box", b"not durable")
+    client.send("eio.box", b"durable")  # the next fsync works: granted
+    assert [letter.payload for letter in client.get_mail(0)] == [b"not durable", b"durable"]
+    client.close()
