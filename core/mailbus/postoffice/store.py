@@ -77,7 +77,7 @@ class StoreError(MailbusError):
 
 
 class StoreFullError(StoreError):
-    """The disk holding the store is down to its reserve: no new letters or boxes."""
+    """The disk holding the store is full, or down to the reserve the daemon keeps."""
 
 
 def os_error(path: Path, exc: OSError, what: str) -> StoreError:
