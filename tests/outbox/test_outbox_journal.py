@@ -2,10 +2,10 @@
 right order, and after a (simulated) power cut the journal puts back what the layout
 lost, without bringing back what was sent or purged.
 
-A power cut is simulated by removing or damaging what the layout wrote without fsync,
-and by making the records look as if written during another boot (replay runs only
-then: within one boot the page cache keeps every write, whatever happened to the
-process)."""
+A power cut (or a repair that emptied files) is simulated by removing or damaging
+what the layout wrote without fsync. Replay runs at every start, whatever the boot:
+within one boot a file system that went read-only loses its unsynced writes too (see
+test_outbox_disk_faults.py for the real one)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from mailbus.outbox import OutboxSender, fs_storage, journal, replay
+from mailbus.outbox import OutboxSender, fs_storage, journal
 from mailbus.outbox.fs_storage import FsStorage
 from mailbus.outbox.journal import Enqueued, Gone, JournaledEntry
 from mailbus.outbox.storage import Destination, Entry, Metadata, Schedule
@@ -84,14 +84,7 @@ def test_the_journal_is_checkpointed_every_checkpoint_records(
     assert len(storage.list_queue().entries) == 4
 
 
-def power_cut(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make the journal's records look as if written before a reboot."""
-    monkeypatch.setattr(replay, "boot_id", lambda: "a later boot")
-
-
-def test_after_a_power_cut_the_journal_puts_back_what_the_layout_lost(
-    outbox_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_after_a_power_cut_the_journal_puts_back_what_the_layout_lost(outbox_dir: Path) -> None:
     storage = FsStorage(outbox_dir)
     lost_link = enqueue(storage, 1)
     lost_files = enqueue(storage, 2)
@@ -103,7 +96,6 @@ def test_after_a_power_cut_the_journal_puts_back_what_the_layout_lost(
     (outbox_dir / "data" / lost_files.mail / "contents").unlink()
     (outbox_dir / "data" / lost_files.mail / lost_files.dest / "metadata").write_bytes(b'{"mess')
     os.symlink(f"../data/{sent.mail}/{sent.dest}", outbox_dir / "inflight" / sent.id)
-    power_cut(monkeypatch)
     recorder = RecordingSender()
     sender = OutboxSender(recorder, outbox_dir)
     try:
@@ -118,9 +110,7 @@ def test_after_a_power_cut_the_journal_puts_back_what_the_layout_lost(
     assert records(outbox_dir) == []
 
 
-def test_a_replay_never_brings_back_a_purged_or_set_aside_entry(
-    outbox_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_replay_never_brings_back_a_purged_or_set_aside_entry(outbox_dir: Path) -> None:
     storage = FsStorage(outbox_dir)
     purged = enqueue(storage, 1)
     damaged = enqueue(storage, 2)
@@ -129,7 +119,6 @@ def test_a_replay_never_brings_back_a_purged_or_set_aside_entry(
     set_aside = storage.list_queue().corrupt
     assert len(set_aside) == 1
     storage.set_aside(set_aside[0])
-    power_cut(monkeypatch)
     recorder = RecordingSender()
     sender = OutboxSender(recorder, outbox_dir)
     try:
@@ -142,18 +131,28 @@ def test_a_replay_never_brings_back_a_purged_or_set_aside_entry(
     assert os.listdir(outbox_dir / "corrupt") == [f"queue.{damaged.id}"]
 
 
-def test_within_one_boot_nothing_is_replayed(outbox_dir: Path) -> None:
-    """A killed process loses nothing the kernel has: a damaged entry is set aside as
-    before, not rewritten from the journal."""
+def test_within_one_boot_the_journal_restores_what_it_covers_and_only_that(
+    outbox_dir: Path,
+) -> None:
+    """Same boot, no power cut: an entry the journal still covers is put back from it
+    (a repaired file system empties files within one boot); one a checkpoint made the
+    layout hold on its own, damaged since, is set aside."""
     storage = FsStorage(outbox_dir)
-    damaged = enqueue(storage, 1)
-    (outbox_dir / "data" / damaged.mail / "contents").unlink()
-    sender = OutboxSender(RecordingSender(), outbox_dir, start=False)
+    old = enqueue(storage, 1)
+    storage.checkpoint()  # the layout holds it on its own, the journal no longer
+    covered = enqueue(storage, 2)
+    (outbox_dir / "data" / old.mail / "contents").unlink()
+    (outbox_dir / "data" / covered.mail / "contents").write_bytes(b"")
+    (outbox_dir / "data" / covered.mail / covered.dest / "metadata").write_bytes(b"")
+    recorder = RecordingSender()
+    sender = OutboxSender(recorder, outbox_dir)
     try:
-        assert sender.recovery.replayed == 0
-        assert [c.name for c in sender.recovery.set_aside] == [damaged.id]
+        assert [c.name for c in sender.recovery.set_aside] == [old.id]
+        assert sender.recovery.queued == 1
+        assert sender.wait_idle(10.0)
     finally:
         sender.close()
+    assert [(e.message_id, e.body) for e in recorder.sent] == [("<j2@x>", "body 2")]
 
 
 def test_a_record_cut_short_ends_the_journal() -> None:

@@ -34,12 +34,14 @@ or a certificate that does not verify is an error at init, not a log line.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
 from mailbus.backoff import Backoff
 from mailbus.errors import ConfigError, InvalidNameError
+from mailbus.mail.errors import MailConnectError
 from mailbus.mail.imap_receiver import ImapReceiver, ImapSettings
 from mailbus.mail.kinds import MailKind
 from mailbus.mail.receiver_options import imap_settings, receiver_parameters
@@ -54,6 +56,8 @@ from mailbus.mail.tls import TlsSettings
 from mailbus.options import Options, check_url
 from mailbus.trace import Tracer
 from mailbus.transport import Transport
+
+log = logging.getLogger(__name__)
 
 _MAIL_KEYS = {
     "start-uid": int,
@@ -225,7 +229,14 @@ def create_transport(options: Options, tracer: Tracer) -> Transport:
             if install_script(sieve, sieve_script(routes), tracer):
                 tracer.event(MailKind.SIEVE_INSTALLED, detail=f"{sieve.server}: {routes.folders()}")
         receiver.connect()
-        sender.check_login()
+        try:
+            sender.check_login()
+        except MailConnectError as exc:
+            if "outbox" not in options.sections:
+                raise
+            # Queueing while the server is away is the outbox's job: it delivers once
+            # the server answers (a refused login or TLS still fails here).
+            log.warning("%s: the outbox keeps mail until it answers", exc)
     except BaseException:
         receiver.close()
         sender.close(timeout=0)

@@ -16,6 +16,7 @@ from mailbus.outbox.sender import OutboxSender, wrap_transport
 from mailbus.outbox.storage import (
     OutboxError,
     OutboxLockedError,
+    ReadOnlyStorageError,
     RetryLaterError,
     StorageFullError,
     VanishedError,
@@ -25,6 +26,7 @@ __all__ = [
     "OutboxError",
     "OutboxLockedError",
     "OutboxSender",
+    "ReadOnlyStorageError",
     "RetryLaterError",
     "RetryPolicy",
     "StorageFullError",

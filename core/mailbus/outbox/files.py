@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TypeAlias
 
 from mailbus.outbox.storage import (
+    ReadOnlyStorageError,
     RetryLaterError,
     StorageFullError,
 )
@@ -31,9 +32,16 @@ _FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
 
 
 def storage_error(exc: OSError, what: str) -> RetryLaterError:
-    """The outbox error for an OSError: disk full gets its own, clear error."""
+    """The outbox error for an OSError: disk full and a read-only file system get
+    their own, clear one-line errors."""
     if exc.errno in _FULL_ERRNOS:
         return StorageFullError(f"outbox full: cannot {what}: {exc.strerror} ({exc.filename})")
+    if exc.errno == errno.EROFS:
+        return ReadOnlyStorageError(
+            f"outbox: cannot {what}: {exc.filename or 'its file system'} is read-only; "
+            "remount it read-write (after fsck if the kernel made it read-only after an "
+            "error: what the journal holds is restored at the next start)"
+        )
     return RetryLaterError(f"outbox: cannot {what}: {exc}")
 
 

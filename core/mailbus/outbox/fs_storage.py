@@ -20,7 +20,7 @@ record holding the contents, metadata and schedule to `<root>/journal` and fsync
 (the commit point), then makes the queue links. send_done and drop move the link to
 cleanup and append a record saying the entry is gone, fsynced; cleanup then removes
 files without fsync. A checkpoint (every CHECKPOINT_RECORDS records, at start-up and at
-close) fsyncs what the records cover and empties the journal; after a power cut the
+close) fsyncs what the records cover and empties the journal; at every start the
 records are replayed onto the layout first (`replay.py`). send_start and send_cancel
 are not made durable: losing either leaves the entry queued or in flight, and start-up
 requeues in-flight entries anyway. The rarer moves (dead, revive, set aside) and a

@@ -10,10 +10,11 @@ must survive a power cut, in one append and one fsync:
   come back.
 
 The layout is written as before but not fsynced; a checkpoint (`replay.checkpoint`)
-later fsyncs what the records cover and empties the journal. After a power cut the
-records are replayed onto the layout (`replay.replay`). Records carry the kernel's
-boot id: while it is the same, the page cache that holds the unsynced layout was never
-lost (a killed process loses nothing the kernel has), so there is nothing to replay.
+later fsyncs what the records cover and empties the journal, only once those fsyncs
+succeeded. At every start the records are replayed onto the layout (`replay.replay`,
+idempotent): not only a power cut loses unsynced writes, a file system that turns
+read-only after an error drops its dirty pages too, and fsck then leaves empty files
+within the same boot. Records carry the kernel's boot id, for inspection only.
 
 File format: records one after another, each `MAGIC`, the body's length and CRC-32
 (big-endian), then the body: a JSON header line and, for `Enqueued`, the contents. A

@@ -99,9 +99,9 @@ class JournaledLayout:
             self._checkpoint()
 
     def replay(self) -> int:
-        """After a power cut, bring the layout in line with the journal (see replay.py);
-        the number of entries put back in the queue. Call first at start-up, under the
-        outbox lock. OSError on failure."""
+        """Bring the layout in line with the journal (see replay.py): whatever a power
+        cut or a repair took from it; the number of entries put back in the queue.
+        Call first at start-up, under the outbox lock. OSError on failure."""
         with self.lock:
             records = self.journal.read()
             if not replay.needs_replay(records):

@@ -9,9 +9,8 @@ import threading
 import time
 from pathlib import Path
 
-from mailbus.outbox.storage import (
-    OutboxLockedError,
-)
+from mailbus.outbox.files import storage_error
+from mailbus.outbox.storage import OutboxLockedError
 
 
 class OutboxLock:
@@ -56,7 +55,10 @@ class OutboxLock:
         process keeps it."""
         if self._fd is not None:
             return
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise storage_error(exc, f"take the lock of outbox {self.path.parent}") from None
         deadline = time.monotonic() + timeout
         pause = threading.Event()
         try:

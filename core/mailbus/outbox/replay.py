@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mailbus.outbox.files import fsync_dir, fsync_together, open_dir, read_file, write_all
-from mailbus.outbox.journal import Enqueued, JournaledEntry, Record, boot_id
+from mailbus.outbox.journal import Enqueued, JournaledEntry, Record
 from mailbus.outbox.layout import (
     CONTENTS,
     METADATA,
@@ -52,10 +52,12 @@ def covered(records: list[Record]) -> Covered:
 
 
 def needs_replay(records: list[Record]) -> bool:
-    """True when a record may describe writes a power cut lost: one written during
-    another boot (or on a system that does not say which boot this is)."""
-    current = boot_id()
-    return any(not current or record.boot != current for record in records)
+    """True when there are records: the layout they cover may have lost writes, and
+    not only to a power cut (a new boot id). A file system that turned read-only
+    before its page cache was written back, then was repaired by fsck within the same
+    boot, leaves files empty or missing that the journal still holds. Replay is
+    idempotent and rewrites only what differs, so it runs whatever the boot."""
+    return bool(records)
 
 
 def _links(root: str) -> dict[str, State]:
@@ -96,7 +98,8 @@ def _schedule_readable(path: str) -> bool:
 
 
 def replay(root: str, records: list[Record]) -> int:
-    """Bring the layout in line with `records` after a power cut; how many entries had
+    """Bring the layout in line with `records` (after a power cut, or a repair that
+    emptied files the journal still holds); how many entries had
     to be put back. Entries gone stay gone (moved to cleanup if a link came back);
     entries enqueued get their files back where missing or damaged, and their queue link
     when no state holds one. A schedule that reads is kept: a reschedule fsyncs its own

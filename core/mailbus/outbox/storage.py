@@ -37,6 +37,11 @@ class StorageFullError(RetryLaterError):
     """The file system holding the outbox is full (or over quota)."""
 
 
+class ReadOnlyStorageError(RetryLaterError):
+    """The file system holding the outbox is read-only (mounted so, or turned so by
+    the kernel after an error)."""
+
+
 class VanishedError(OutboxError):
     """The mail is not (or no longer) in the state the caller named."""
 

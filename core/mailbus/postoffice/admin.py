@@ -62,8 +62,12 @@ class AdminServer:
             log.warning("no admin socket: the path %s is too long for a Unix socket", self.path)
             return
         # We hold the store's lock, so a socket file left there is a dead daemon's.
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+        except OSError as exc:
+            log.warning("no admin socket at %s: %s", self.path, exc.strerror)
+            return
         old_mask = os.umask(0o077)  # the socket is created 0600
         try:
             self._server = await asyncio.start_unix_server(
@@ -103,8 +107,17 @@ class AdminServer:
         op = request.get("op")
         office = self.office
         if op == "status":
+            database, wal = st.store_sizes(office.config.store_path)
             return {
                 "ok": True,
+                "store": {
+                    "database_bytes": database,
+                    "wal_bytes": wal,
+                    "wal_peak_bytes": office.store.wal_peak_bytes if office.store else 0,
+                    "wal_restarts": office.committer.wal_restarts if office.committer else 0,
+                    "held_s": round(office.committer.held_s, 3) if office.committer else 0.0,
+                    "full": office.store_full,
+                },
                 "boxes": [
                     {
                         "name": s.name,
@@ -199,6 +212,25 @@ def _ask(store: Path, request: dict[str, Any], timeout: float = 10.0) -> dict[st
 def _require(store: Path) -> None:
     if not store.exists():
         raise AdminError(f"no PostOffice store at {store}")
+
+
+@dataclass(frozen=True, slots=True)
+class StoreInfo:
+    """The store's files on disk, and, if a daemon runs, whether it refuses letters
+    for lack of room (None: no daemon answered)."""
+
+    database_bytes: int
+    wal_bytes: int
+    full: bool | None = None
+
+
+def store_info(store: Path) -> StoreInfo:
+    _require(store)
+    database, wal = st.store_sizes(store)
+    answer = _ask(store, {"op": "status"})
+    live = answer.get("store") if answer is not None else None
+    full = bool(live.get("full")) if isinstance(live, dict) else None
+    return StoreInfo(database, wal, full)
 
 
 def list_boxes(store: Path) -> list[BoxInfo]:

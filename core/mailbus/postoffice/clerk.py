@@ -31,6 +31,7 @@ from mailbus.postoffice.protocol import (
     Timeout,
     UnknownCommand,
 )
+from mailbus.postoffice.store import StoreError
 
 if TYPE_CHECKING:
     from mailbus.postoffice.desk import ClerkDesk
@@ -215,6 +216,12 @@ class Clerk(GetMail, asyncio.Protocol):
         async def run() -> None:
             try:
                 await coro
+            except StoreError as exc:
+                # The store failed (a full or read-only disk): said in one line, not a
+                # traceback per attempt. EMPTYBOX and REMOVEBOX have no answer for it.
+                log.error("%s: %s; closing the connection", self.peer, exc)
+                self._close()
+                return
             except Exception:
                 log.exception("clerk for %s failed", self.peer)
                 self._close()
@@ -426,7 +433,11 @@ class Clerk(GetMail, asyncio.Protocol):
                 desk.letter_stored(box, letter_id, sender.name, data, name)
             if self._lost:
                 return
-            self._reply(ResponseCode.REQGRANTED if delivered else ResponseCode.DELFAIL)
+            # `error` with ids: committed, but the fsync that was to make it durable
+            # failed ("full" mode): not granted. It stays stored and is delivered, so
+            # a sender that tries again makes a duplicate, never a loss.
+            granted = delivered and error is None
+            self._reply(ResponseCode.REQGRANTED if granted else ResponseCode.DELFAIL)
             self._resume()
 
         self._busy = True

@@ -48,6 +48,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="remove boxes nobody checked out for this long (default a day; 0: never)",
     )
+    serve.add_argument(
+        "--reserve-mb",
+        type=float,
+        default=32.0,
+        metavar="MB",
+        help="refuse letters while the store's disk has less free than this (default 32)",
+    )
     serve.add_argument("--hash-cost", type=int, default=14, help="scrypt log2(N)")
     serve.add_argument("--tls-cert", type=Path, default=None, help="serve TLS: certificate (PEM)")
     serve.add_argument("--tls-key", type=Path, default=None, help="its private key (PEM)")
@@ -107,6 +114,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         tls_key=args.tls_key,
         tls_client_ca=args.tls_client_ca,
         allow_plain_remote=args.allow_plain_remote,
+        store_reserve_bytes=max(0, round(args.reserve_mb * 1024 * 1024)),
     )
 
 
@@ -140,6 +148,8 @@ def run_serve(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
+        # Everything that touches the store's files says so itself (StoreError): what
+        # is left is the listening socket.
         print(f"error: cannot listen on {config.host}:{config.port}: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -195,7 +205,7 @@ def run_boxes(args: argparse.Namespace) -> int:
     if args.empty or args.remove:
         op = "empty" if args.empty else "remove"
         return _change(args.store or default_store(), args.empty or args.remove, op, args.yes)
-    from mailbus.postoffice.admin import AdminError, list_boxes
+    from mailbus.postoffice.admin import AdminError, list_boxes, store_info
 
     try:
         boxes = list_boxes(args.store or default_store())
@@ -211,7 +221,20 @@ def run_boxes(args: argparse.Namespace) -> int:
         print(f"{name:<{width}}  {letters:>8}  {size:>10}  {dropped:>8}  {state}")
     if boxes and not any(b.live for b in boxes):
         print("(no daemon answers for this store: DROPPED and STATE unknown)")
+    try:
+        info = store_info(args.store or default_store())
+    except AdminError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    database, wal = info.database_bytes, info.wal_bytes
+    print(f"store: {_mb(database + wal)} on disk ({_mb(database)} database, {_mb(wal)} WAL)")
+    if info.full:
+        print("store full: its disk is down to the reserve, letters are refused (DELFAIL)")
     return 0
+
+
+def _mb(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MB"
 
 
 def _idle(seconds: float | None) -> str:

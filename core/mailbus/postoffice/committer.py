@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -19,6 +20,15 @@ Done = Callable[[Any, BaseException | None], None]
 
 
 CHECKPOINT_BATCHES = 500
+# ... or this many bytes of letters accepted since the last one (big letters fill the
+# WAL long before 500 batches).
+CHECKPOINT_BYTES = 4 * 1024 * 1024
+# The free room of the store's disk is measured again after this long or this many
+# bytes accepted, whichever comes first (a statvfs and a PRAGMA: cheap, not free).
+ROOM_CHECK_S = 0.05
+ROOM_CHECK_BYTES = 1024 * 1024
+ROOM_RESUME_BYTES = 1024 * 1024
+_WAL_FRAME_HEADER = 24
 
 
 FORGET_DELAY_S = 0.05
@@ -110,8 +120,49 @@ class Committer:
         self.group_sync = GroupSync(store.sync_wal, loop, self.executor)
         self._dirty_timer: asyncio.TimerHandle | None = None
         self._maintaining = False
-        self._maintenance: asyncio.Future[None] | None = None
+        self._maintenance: asyncio.Future[Any] | None = None
         self._batches_at_checkpoint = 0
+        self._bytes_since_checkpoint = 0
+        self._uncheckpointed = 0  # bytes of letters taken since the last checkpoint
+        self._holding = False  # commits wait while a RESTART checkpoint runs
+        self.wal_restarts = 0  # RESTART checkpoints run, and the time commits were held
+        self.held_s = 0.0
+        self._room = 0
+        self._room_checked = float("-inf")
+        self._room_spent = 0
+        self._room_warned = False
+        self.refusing = False  # refusing new letters and boxes: the disk is at the reserve
+
+    def room_for(self, size: int) -> bool:
+        """Whether the store may take `size` more bytes: False once its disk is down
+        to the store's reserve (the room its deletes and checkpoints need). Measured
+        every ROOM_CHECK_S or ROOM_CHECK_BYTES, on the loop thread."""
+        now = time.monotonic()
+        if now - self._room_checked >= ROOM_CHECK_S or self._room_spent >= ROOM_CHECK_BYTES:
+            try:
+                self._room = self.store.room()
+            except st.StoreError as exc:
+                if not self._room_warned:
+                    log.warning("%s", exc)
+                    self._room_warned = True
+                self._room = self.store.reserve_bytes + size  # unknown: do not refuse
+            self._room_checked = now
+            self._room_spent = 0
+        # What the WAL holds beyond the last checkpoint needs room again in the database
+        # when it is copied there (an estimate: the letters' bytes).
+        needed = self.store.reserve_bytes + self._uncheckpointed
+        if self.refusing:
+            # Take again only with some room past that: no flapping between letters
+            # that fit and letters that do not.
+            needed += ROOM_RESUME_BYTES
+        if self._room - self._room_spent - size < needed:
+            self.refusing = True
+            return False
+        self.refusing = False
+        self._room_spent += size
+        self._bytes_since_checkpoint += size
+        self._uncheckpointed += size
+        return True
 
     def submit(self, operation: Callable[[Any], Any], done: Done | None = None) -> None:
         """Queue `operation`; `done(result, error)` runs once it is committed (and, in
@@ -155,6 +206,8 @@ class Committer:
 
     def _commit(self) -> None:
         self._scheduled = False
+        if self._holding:
+            return  # a RESTART checkpoint runs: committed once it is done
         batch, self._pending = self._pending, []
         if self._deletes:
             batch.insert(0, (st.op_delete_letters(self._deletes), None))
@@ -172,7 +225,12 @@ class Committer:
         pairs = [(done, r) for (_, done), r in zip(batch, results, strict=True) if done]
         if self._dirty_timer is None:
             self._dirty_timer = self.loop.call_later(1.0, self._periodic_sync)
-        if self.store.batches - self._batches_at_checkpoint >= CHECKPOINT_BATCHES:
+        if (
+            self.store.batches - self._batches_at_checkpoint >= CHECKPOINT_BATCHES
+            or self._bytes_since_checkpoint >= CHECKPOINT_BYTES
+            # Past its size limit, the WAL file grows only when it is not recycled.
+            or self.store.wal_bytes() > st.WAL_SIZE_LIMIT
+        ):
             self._maintain()  # keep the WAL short under load too
         if self.full:
             # Before any answer goes out: the fsync that covers this commit.
@@ -195,17 +253,55 @@ class Committer:
             return
         self._maintaining = True
         self._batches_at_checkpoint = self.store.batches
+        self._bytes_since_checkpoint = 0
+        store = self.store
+        covered = self._uncheckpointed
 
-        def run() -> None:
-            self.store.sync_wal()
-            self.store.checkpoint()
+        def run() -> st.Checkpointed:
+            store.sync_wal()
+            return store.checkpoint("PASSIVE")
 
         future = self.loop.run_in_executor(self.executor, run)
         self._maintenance = future
 
         def finished(_: object) -> None:
+            if future.cancelled() or future.exception() is not None:
+                self._maintaining = False
+                _log_failure(future)
+                return
+            done = future.result()
+            if not done.busy:  # it copied every frame there was when it started
+                self._uncheckpointed = max(0, self._uncheckpointed - covered)
+            if done.wal_frames * (store.page_size + _WAL_FRAME_HEADER) >= st.WAL_RESTART_BYTES:
+                self._restart_wal()
+            else:
+                self._maintaining = False
+
+        future.add_done_callback(finished)
+
+    def _restart_wal(self) -> None:
+        """Hold commits for one RESTART checkpoint: with no writer it copies all of the
+        WAL (the PASSIVE one before it copied most), so the next commit writes the WAL
+        from its start. Steady traffic, which never lets PASSIVE finish, thus cannot
+        grow the WAL past about WAL_RESTART_BYTES plus what arrives meanwhile. The
+        commits held wait for the copy of the last frames and two fsyncs."""
+        self._holding = True
+        self.wal_restarts += 1
+        started = time.monotonic()
+        future = self.loop.run_in_executor(self.executor, self.store.checkpoint, "RESTART")
+        self._maintenance = future
+
+        def finished(_: object) -> None:
+            self._holding = False
+            self.held_s += time.monotonic() - started
             self._maintaining = False
             _log_failure(future)
+            copied = not future.cancelled() and future.exception() is None
+            if copied and not future.result().busy:  # all of the WAL is in the database
+                self._uncheckpointed = 0
+            if (self._pending or self._deletes) and not self._scheduled:
+                self._scheduled = True
+                self.loop.call_soon(self._commit)
 
         future.add_done_callback(finished)
 
@@ -216,8 +312,15 @@ class Committer:
             self._forget_timer = None
         self._commit()
         await self.group_sync.drain()
-        if self._maintenance is not None:  # the store closes next: let it finish
-            await asyncio.gather(self._maintenance, return_exceptions=True)
+        while self._maintenance is not None:  # the store closes next: let it finish
+            running = self._maintenance
+            await asyncio.gather(running, return_exceptions=True)
+            await asyncio.sleep(0)  # its callback may start a RESTART checkpoint
+            if self._maintenance is running:
+                break
+        if self._pending or self._deletes:
+            self._commit()  # held during a RESTART checkpoint
+            await self.group_sync.drain()
         if self._dirty_timer is not None:
             self._dirty_timer.cancel()
             self._dirty_timer = None
@@ -225,6 +328,8 @@ class Committer:
 
 
 def _log_failure(future: Any) -> None:
+    if future.cancelled():
+        return
     exc = future.exception()
     if exc is not None:
         log.warning("background store write failed: %s", exc)

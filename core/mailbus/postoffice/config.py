@@ -42,6 +42,9 @@ class ServerConfig:
     # instead of queueing.
     hash_queue: int | None = None
     max_buffer_bytes: int = 1024 * 1024  # input a client may send ahead of the replies
+    # Letters and new boxes are refused while the store's disk has less free (see
+    # store.DEFAULT_RESERVE_BYTES): what deletes and checkpoints need on a full disk.
+    store_reserve_bytes: int = st.DEFAULT_RESERVE_BYTES
     # TLS: the same protocol inside it. With a client CA, clients must show a certificate
     # it signed (mutual TLS).
     tls_cert: Path | None = None

@@ -65,13 +65,17 @@ class PostOffice:
         self.cache: dict[int, tuple[str, bytes]] = {}
         self.cache_bytes = 0
         self.cache_limit = 32 * 1024 * 1024
+        self.store_full = False  # refusing letters: the store's disk is at its reserve
         self.housekeeper = Housekeeper(self)
         self.admin = AdminServer(self)
 
     # -- life cycle -------------------------------------------------------------------
     async def start(self) -> int:
         """Open the store, load the boxes and listen; return the bound port."""
-        store = await asyncio.to_thread(st.Store, self.config.store_path, self.config.sync)
+        config = self.config
+        store = await asyncio.to_thread(
+            st.Store, config.store_path, config.sync, config.store_reserve_bytes
+        )
         self.store = store
         self.committer = Committer(store, asyncio.get_running_loop())
         records, letters = store.load()
@@ -80,7 +84,6 @@ class PostOffice:
             letter_ids = letters.get(record.box_id, [])
             self.add_box(Box(record.box_id, record.name, record.secret, letter_ids, now))
         loop = asyncio.get_running_loop()
-        config = self.config
         tls = None
         if config.tls_cert is not None:
             tls = server_context(config.tls_cert, config.tls_key or "", config.tls_client_ca or "")
@@ -164,7 +167,36 @@ class PostOffice:
 
     def store_letter(self, targets: list[Box], sender: str, data: bytes, done: Done) -> None:
         assert self.committer is not None
+        if not self.has_room(len(data) * len(targets)):
+            for box in targets:
+                self.trace(
+                    PostOfficeKind.LETTER_REFUSED,
+                    name=box.name,
+                    detail="store full",
+                    extra={"sender": sender},
+                )
+            done(None, st.StoreFullError(f"{self.config.store_path}: disk at its reserve"))
+            return
         self.committer.submit(st.op_add_letter([b.box_id for b in targets], sender, data), done)
+
+    def has_room(self, size: int) -> bool:
+        """Whether the store may grow by `size` bytes (see Committer.room_for); says
+        once in the log when it starts refusing, and once when it takes again."""
+        assert self.committer is not None
+        room = self.committer.room_for(size)
+        if room == self.store_full:
+            self.store_full = not room
+            if room:
+                log.warning("store %s has room again: letters are taken", self.config.store_path)
+            else:
+                log.warning(
+                    "store %s: its disk is down to the reserve (%d MB): letters and new "
+                    "boxes are refused (DELFAIL, BOXEXISTS) until letters are taken or "
+                    "space is freed",
+                    self.config.store_path,
+                    self.config.store_reserve_bytes // (1024 * 1024),
+                )
+        return room
 
     def take_letter(self, letter_id: int, done: Done | None) -> None:
         assert self.committer is not None
@@ -213,12 +245,18 @@ class PostOffice:
         if not allowed or len(self.boxes) >= config.max_boxes:
             self.refuse_box(name, "mailbox limit reached", peer)
             return False
+        if not self.has_room(0):
+            self.refuse_box(name, "the store's disk is full", peer)
+            return False
         self.reserved.add(name)
         try:
             secret = await self.gate.hasher.run(st.hash_digest, digest, config.hash_params)
             box_id = await self.write(st.op_create_box(name, secret))
         except HashPoolFull:
             self.refuse_box(name, "password hashing busy", peer)
+            return False
+        except st.StoreError as exc:  # the write failed (logged by the committer)
+            self.refuse_box(name, f"the store cannot take it: {exc}", peer)
             return False
         finally:
             self.reserved.discard(name)

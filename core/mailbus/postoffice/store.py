@@ -20,9 +20,11 @@ a salted scrypt hash of that digest, compared in constant time.
 from __future__ import annotations
 
 import base64
+import errno
 import fcntl
 import hashlib
 import hmac
+import logging
 import os
 import secrets
 import sqlite3
@@ -34,8 +36,22 @@ from typing import Any, Literal, TypeVar
 
 from mailbus.errors import MailbusError
 
+log = logging.getLogger(__name__)
 SyncMode = Literal["full", "normal"]
+CheckpointMode = Literal["PASSIVE", "RESTART"]
 T = TypeVar("T")
+# The WAL is recycled (written again from its start) only after a checkpoint copied
+# all of it while no writer added frames. Past this size, the committer holds its
+# commits for one RESTART checkpoint (see committer.Committer), so steady traffic
+# cannot grow the WAL without bound.
+WAL_RESTART_BYTES = 8 * 1024 * 1024
+# The WAL file is cut back to this size when recycled: the room it keeps is reused
+# without growing the file (and needs no free disk to write).
+WAL_SIZE_LIMIT = 8 * 1024 * 1024
+# Letters and new boxes are refused while the disk holding the store has less than this
+# free (counting the store's own free pages): the room deletes and checkpoints need to
+# run on a full disk, so that taking letters frees space again.
+DEFAULT_RESERVE_BYTES = 32 * 1024 * 1024
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS boxes (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -58,6 +74,34 @@ CREATE TABLE IF NOT EXISTS letters (
 
 class StoreError(MailbusError):
     """The mailbox store cannot be opened or written."""
+
+
+class StoreFullError(StoreError):
+    """The disk holding the store is full, or down to the reserve the daemon keeps."""
+
+
+def os_error(path: Path, exc: OSError, what: str) -> StoreError:
+    """A one-line StoreError for an OSError on the store's files, saying what to do."""
+    where = exc.filename or path
+    if exc.errno == errno.EROFS:
+        return StoreError(
+            f"cannot {what}: {where} is on a read-only file system; remount it read-write "
+            "(after fsck if the kernel made it read-only after an error) or give --store "
+            "a file on a writable disk"
+        )
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StoreFullError(f"cannot {what}: the disk holding {where} is full")
+    return StoreError(f"cannot {what}: {where}: {exc.strerror or exc}")
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpointed:
+    """What a checkpoint did: `busy` if it could not finish, the WAL's size in frames
+    and how many of them are now in the database."""
+
+    busy: bool
+    wal_frames: int
+    copied_frames: int
 
 
 # -- password hashing ---------------------------------------------------------------
@@ -134,11 +178,16 @@ def _connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
 
 def _open_database(path: Path) -> sqlite3.Connection:
     """Open (or create) the store with private permissions and check it is ours."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fresh = not path.exists()
-    if fresh:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-        os.close(fd)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fresh = not path.exists()
+        if fresh:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            os.close(fd)
+        # SQLite would open a read-only file read-only and fail later, vaguely.
+        os.close(os.open(path, os.O_RDWR))
+    except OSError as exc:
+        raise os_error(path, exc, "open the PostOffice store") from None
     try:
         conn = _connect(path)
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -149,6 +198,12 @@ def _open_database(path: Path) -> sqlite3.Connection:
         # off the loop thread too (Store.checkpoint), so the writer never does one.
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA wal_autocheckpoint = 0")
+        conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
+        # Debian's SQLite zeroes every freed page (secure_delete on), so taking a big
+        # letter out wrote its size again to the WAL: on a full disk, taking letters
+        # could not free space. FAST zeroes only what costs no extra write; a freed
+        # page's old bytes stay in the 0600 file until reused.
+        conn.execute("PRAGMA secure_delete = FAST")
         conn.executescript(_SCHEMA)
         check = conn.execute("PRAGMA quick_check").fetchone()[0]
         if check != "ok":
@@ -162,8 +217,11 @@ def _lock_store(path: Path) -> int:
     """One daemon per store: each keeps the mailboxes in memory too, so a second one
     would hand out letters the first already delivered. An flock on `<store>.lock`,
     released by the kernel when the daemon dies, however it dies."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(str(path) + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(str(path) + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise os_error(path, exc, "lock the PostOffice store") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -182,43 +240,95 @@ class Store:
     before a checkpoint and the database after, so checkpointed data is durable too.
     """
 
-    def __init__(self, path: str | os.PathLike[str], sync: SyncMode = "full") -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        sync: SyncMode = "full",
+        reserve_bytes: int = DEFAULT_RESERVE_BYTES,
+    ) -> None:
         if sync not in ("full", "normal"):
             raise ValueError(f"sync must be 'full' or 'normal', not {sync!r}")
         self.path = Path(path)
         self.sync = sync
+        self.reserve_bytes = reserve_bytes
         self._lock_fd = _lock_store(self.path)
         try:
             self._conn = _open_database(self.path)
+            self.page_size = int(self._conn.execute("PRAGMA page_size").fetchone()[0])
+            try:
+                self._wal_fd = os.open(str(self.path) + "-wal", os.O_RDONLY | os.O_CREAT, 0o600)
+            except OSError as exc:
+                raise os_error(self.path, exc, "open the store's WAL") from None
         except BaseException:
             os.close(self._lock_fd)
             raise
-        self._wal_fd = os.open(str(self.path) + "-wal", os.O_RDONLY | os.O_CREAT, 0o600)
         # A second connection, used only by `checkpoint` (from another thread).
         self._checkpointer = _connect(self.path)
         self._checkpointer.execute("PRAGMA synchronous = NORMAL")
+        # A RESTART checkpoint waits this long at most for readers of the WAL (another
+        # process listing boxes), while the daemon holds its commits; if they are not
+        # done by then it gives up and the next one tries again.
+        self._checkpointer.execute("PRAGMA busy_timeout = 200")
+        self.wal_peak_bytes = 0  # the WAL's largest size seen at a checkpoint
         self.batches = 0
         self.operations = 0
         self.syncs = 0
 
     def close(self) -> None:
-        if self._wal_fd >= 0:
+        """Sync the WAL (StoreError if that fails: commits may not be durable) and
+        checkpoint it; a checkpoint that fails (a full disk) is only logged: the WAL,
+        synced, keeps every commit and the next start copies it."""
+        if self._wal_fd < 0:
+            return
+        try:
             self.sync_wal()
-            self.checkpoint()
+            try:
+                self.checkpoint()
+            except StoreError as exc:
+                log.warning("%s (the WAL keeps every letter: the next start copies it)", exc)
+        finally:
             os.close(self._wal_fd)
             self._wal_fd = -1
             self._checkpointer.close()
             self._conn.close()
             os.close(self._lock_fd)  # releases the lock
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, mode: CheckpointMode = "PASSIVE") -> Checkpointed:
         """Copy committed pages from the WAL into the database (fsyncing the WAL first
-        and the database after), so the WAL is recycled. PASSIVE: never waits for the
-        writer, which may go on committing meanwhile. Run it off the loop thread."""
+        and the database after). PASSIVE never waits for the writer, which may go on
+        committing meanwhile, so under steady traffic it never copies all of the WAL
+        and the WAL is never recycled. RESTART waits for the writer and for readers of
+        the WAL, copies all of it, and the next commit writes the WAL from its start:
+        call it while no commit runs (the committer holds them). Run either off the loop
+        thread."""
         try:
-            self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            row = self._checkpointer.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"checkpoint of {self.path} failed: {exc}") from exc
+        done = Checkpointed(bool(row[0]), max(0, int(row[1])), max(0, int(row[2])))
+        self.wal_peak_bytes = max(self.wal_peak_bytes, self.wal_bytes())
+        return done
+
+    def wal_bytes(self) -> int:
+        """The WAL file's size now."""
+        try:
+            return os.fstat(self._wal_fd).st_size
+        except OSError:
+            return 0
+
+    def room(self) -> int:
+        """Bytes the store can still grow by: free space on its disk (what an
+        unprivileged user may use) plus its own free pages, which new letters reuse."""
+        try:
+            disk = os.statvfs(self.path.parent)
+        except OSError as exc:
+            raise os_error(self.path, exc, "measure the free space of the store's disk") from None
+        row = self._conn.execute("PRAGMA freelist_count").fetchone()
+        return disk.f_bavail * disk.f_frsize + int(row[0]) * self.page_size
+
+    def sizes(self) -> tuple[int, int]:
+        """The store's database and WAL files' sizes, in bytes."""
+        return _file_sizes(self.path)
 
     def run_batch(self, operations: list[Callable[[sqlite3.Connection], Any]]) -> list[Any]:
         """Run `operations` in one transaction and return their results; if one fails,
@@ -347,6 +457,21 @@ def _summaries(conn: sqlite3.Connection) -> list[BoxSummary]:
         "FROM boxes b LEFT JOIN letters l ON l.box_id = b.id GROUP BY b.id ORDER BY b.name"
     )
     return [BoxSummary(name, count, size, created) for name, count, size, created in rows]
+
+
+def _file_sizes(path: Path) -> tuple[int, int]:
+    sizes = []
+    for name in (str(path), str(path) + "-wal"):
+        try:
+            sizes.append(os.stat(name).st_size)
+        except OSError:
+            sizes.append(0)
+    return sizes[0], sizes[1]
+
+
+def store_sizes(path: str | os.PathLike[str]) -> tuple[int, int]:
+    """A store file's database and WAL sizes in bytes (0 for a file that is not there)."""
+    return _file_sizes(Path(path))
 
 
 def list_mailboxes(path: str | os.PathLike[str]) -> list[BoxSummary]:
