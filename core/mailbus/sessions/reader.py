@@ -164,6 +164,12 @@ def open_session(
     are left out and listed in `Session.skipped` instead.
     """
     directory = Path(path)
+    from mailbus.sessions import mcap_import  # here: it imports this module
+
+    if mcap_import.is_mcap(directory):  # a file, converted once into a cached session
+        return mcap_import.open_mcap(
+            directory, allow_empty=allow_empty, skip_bad_parts=skip_bad_parts, label=label
+        )
     if not directory.exists():
         raise SessionError(f"no session at {directory}: no such directory")
     if not directory.is_dir():
