@@ -24,13 +24,13 @@ def _open(args: argparse.Namespace) -> int:
     from mailbus_workbench.launch import run_app
 
     path = Path(args.session)
-    if path.is_dir():
+    if path.is_dir():  # the app says what is wrong with a bad session directory
         return run_app(config=args.config, session=args.session)
     if not path.exists():
         print(f"mailbus open: no session directory {args.session}", file=sys.stderr)
         return 2
-    # A file: an MCAP recording, converted once (with progress on the terminal, before
-    # the app takes it over) into a cached session that the app then opens at once.
+    # A file: an MCAP recording, converted (once, with progress on the terminal) before
+    # the app takes the terminal over; a bad one is one line here.
     from mailbus.sessions.reader import SessionError, open_session
 
     try:

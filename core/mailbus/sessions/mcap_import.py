@@ -87,8 +87,11 @@ def _stderr(line: str) -> None:
 def is_mcap(path: Path) -> bool:
     """Whether `open_session` should read `path` as MCAP: a file (not a directory) named
     *.mcap, or one that starts with MCAP's magic bytes whatever its name."""
-    if path.is_dir():
-        return False
+    try:
+        if path.is_dir():
+            return False
+    except OSError:  # a directory on the way that cannot be searched: open says why
+        return path.suffix.lower() == ".mcap"
     if path.suffix.lower() == ".mcap":
         return True
     try:
