@@ -35,6 +35,20 @@ with needs_extra("mailbus.sessions"):
 CHUNK_SIZE = 1024 * 1024
 BATCH_ROWS = 16_384
 
+# Where the export reads each column in a row's values (COLUMN_NAMES order).
+INDEX, KIND, RECORDED, SOURCE, RECEPTION, NAME, DETAIL, BODY = (
+    COLUMN_NAMES.index(c)
+    for c in (
+        "event_index",
+        "kind",
+        "recorded_ns",
+        "source_ns",
+        "reception_ns",
+        "name",
+        "detail",
+        "body",
+    )
+)
 Progress = Callable[[str, int, int], None]  # (phase, rows done, rows in all)
 
 
@@ -167,26 +181,26 @@ def _write(
         )
         channels[name] = (channel_id, topic)
     total, rows, emails = session.rows, 0, 0
+    add = writer.add_message
     for batch in _batches(session, COLUMN_NAMES):
         count = len(batch["kind"])
         columns = [batch[c] for c in COLUMN_NAMES]
         for values in zip(*columns, strict=True):
-            row = dict(zip(COLUMN_NAMES, values, strict=True))
-            what = F.email_what(row["kind"], row["detail"])
-            channel = channels.get(row["name"]) if what is not None else None
+            what = F.email_what(values[KIND], values[DETAIL])
+            channel = channels.get(values[NAME]) if what is not None else None
             # Log time: when the email was received (or, for what was sent and for other
             # events, when it happened); publish time: its Source-Timestamp.
-            log_time = max(row["reception_ns"] or row["recorded_ns"] or 0, 0)
-            publish_time = max(row["source_ns"] or log_time, 0)
-            sequence = (row["event_index"] or 0) & F.SEQUENCE_MASK
+            log_time = max(values[RECEPTION] or values[RECORDED] or 0, 0)
+            publish_time = max(values[SOURCE] or log_time, 0)
+            sequence = (values[INDEX] or 0) & F.SEQUENCE_MASK
             if channel is None:
-                data = F.envelope(row, body_channel=None, body_encoding=F.BODY_NONE)
-                writer.add_message(events_channel, log_time, data, publish_time, sequence)
+                data = F.envelope(values, body_channel=None, body_encoding=F.BODY_NONE)
+                add(events_channel, log_time, data, publish_time, sequence)
                 continue
-            body, encoding, _ = F.body_message(row["body"])
-            data = F.envelope(row, body_channel=channel[1], body_encoding=encoding)
-            writer.add_message(events_channel, log_time, data, publish_time, sequence)
-            writer.add_message(channel[0], log_time, body, publish_time, sequence)
+            body, encoding, _ = F.body_message(values[BODY])
+            data = F.envelope(values, body_channel=channel[1], body_encoding=encoding)
+            add(events_channel, log_time, data, publish_time, sequence)
+            add(channel[0], log_time, body, publish_time, sequence)
             emails += 1
         rows += count
         if progress is not None:

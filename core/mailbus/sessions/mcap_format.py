@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mailbus.envelope import EnvelopeKind
@@ -86,6 +86,11 @@ def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")  # NaN, Infinity: Python's json accepts them
 
 
+# Made once: json.dumps and json.loads with options build an encoder or decoder per call.
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_decode_strict = json.JSONDecoder(parse_constant=_reject_constant).decode
+
+
 def body_message(body: bytes | None) -> tuple[bytes, str, dict[str, Any]]:
     """The data of an email's channel message, its `body_encoding` and the JSON object
     the data holds (for the channel's schema)."""
@@ -97,10 +102,10 @@ def body_message(body: bytes | None) -> tuple[bytes, str, dict[str, Any]]:
         wrapped = {BODY_BASE64: base64.b64encode(body).decode("ascii")}
         return json.dumps(wrapped).encode(), BODY_BASE64, wrapped
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = _decode_strict(text)
     except (ValueError, RecursionError):
         wrapped = {BODY_TEXT: text}
-        return json.dumps(wrapped, ensure_ascii=False).encode(), BODY_TEXT, wrapped
+        return _encode(wrapped).encode(), BODY_TEXT, wrapped
     if isinstance(value, dict):
         return body, BODY_JSON, value
     # Another JSON value (an array, a number): kept as written, inside an object.
@@ -125,31 +130,27 @@ def body_from_message(data: bytes, encoding: str) -> bytes | None:
     raise ValueError(f"unknown body_encoding {encoding!r}")
 
 
-def envelope(row: Mapping[str, Any], *, body_channel: str | None, body_encoding: str) -> bytes:
-    """The events-channel message of a session row (null columns left out). With
-    `body_channel`, the body travels on that channel and is left out here."""
-    out: dict[str, Any] = {}
-    for column in COLUMN_NAMES:
-        value = row.get(column)
-        if value is None:
-            continue
-        if column == "body":
-            if body_channel is not None:
-                continue
-            try:
-                out["body"] = value.decode("utf-8")
-            except UnicodeDecodeError:
-                out["body_base64"] = base64.b64encode(value).decode("ascii")
-        elif column == "raw":
-            out["raw_base64"] = base64.b64encode(value).decode("ascii")
-        elif column == "headers":
-            out["headers"] = dict(value)
-        else:
-            out[column] = value
+def envelope(values: Sequence[Any], *, body_channel: str | None, body_encoding: str) -> bytes:
+    """The events-channel message of a session row, given as its values in COLUMN_NAMES
+    order (null columns left out). With `body_channel`, the body travels on that channel
+    and is left out here."""
+    out = {c: v for c, v in zip(COLUMN_NAMES, values, strict=True) if v is not None}
+    body = out.pop("body", None)
+    if body is not None and body_channel is None:
+        try:
+            out["body"] = body.decode("utf-8")
+        except UnicodeDecodeError:
+            out["body_base64"] = base64.b64encode(body).decode("ascii")
+    raw = out.pop("raw", None)
+    if raw is not None:
+        out["raw_base64"] = base64.b64encode(raw).decode("ascii")
+    headers = out.get("headers")
+    if headers is not None:
+        out["headers"] = dict(headers)
     if body_channel is not None:
         out["body_channel"] = body_channel
         out["body_encoding"] = body_encoding
-    return json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode()
+    return _encode(out).encode()
 
 
 def row_from_envelope(env: Mapping[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import os
 import re
 import shutil
@@ -47,17 +48,17 @@ from mailbus.sessions.schema import (
 
 with needs_extra("mailbus.sessions"):
     import pyarrow as pa  # type: ignore[import-untyped]
-    import pyarrow.compute as pc  # type: ignore[import-untyped]
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
     import zstandard
     from mcap.exceptions import McapError
     from mcap.reader import make_reader
-    from mcap.records import Channel, Message, Schema
+    from mcap.records import Channel, DataEnd, Message, Metadata, Schema
+    from mcap.stream_reader import StreamReader
 
 MAGIC = b"\x89MCAP0\r\n"
 # Bumped when the conversion changes, so that older conversions in the cache are redone.
 CONVERSION_VERSION = "1"
-ROW_GROUP_ROWS = 65_536
+ROW_GROUP_ROWS = 32_768
 PART_ROWS = 1_048_576
 # Errors the mcap library and its decompressors raise on a damaged file.
 _DAMAGE = (
@@ -229,7 +230,8 @@ class _PartWriter:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.schema = arrow_schema(mailbus.__version__)
-        self.columns: dict[str, list[Any]] = {c: [] for c in COLUMN_NAMES}
+        self.pending: list[tuple[Any, ...]] = []
+        self._values = operator.itemgetter(*COLUMN_NAMES)
         self.parts: list[dict[str, Any]] = []
         self.by_kind: dict[str, int] = {}
         self.rows = 0
@@ -238,20 +240,20 @@ class _PartWriter:
         self._first = self._last = 0
 
     def add(self, row: dict[str, Any]) -> None:
-        for column in COLUMN_NAMES:
-            self.columns[column].append(row[column])
+        self.pending.append(self._values(row))
         self.by_kind[row["kind"]] = self.by_kind.get(row["kind"], 0) + 1
-        if len(self.columns["kind"]) >= ROW_GROUP_ROWS:
+        if len(self.pending) >= ROW_GROUP_ROWS:
             self._flush()
 
     def _flush(self) -> None:
-        count = len(self.columns["kind"])
+        count = len(self.pending)
         if not count:
             return
-        table = pa.Table.from_pydict(self.columns, schema=self.schema)
-        self.columns = {c: [] for c in COLUMN_NAMES}
-        times = table.column("recorded_ns")
-        first, last = pc.min(times).as_py(), pc.max(times).as_py()
+        columns = dict(zip(COLUMN_NAMES, map(list, zip(*self.pending, strict=True)), strict=True))
+        self.pending = []
+        times = columns["recorded_ns"]
+        first, last = min(times), max(times)
+        table = pa.Table.from_pydict(columns, schema=self.schema)
         if self._writer is None:
             name = part_name(len(self.parts) + 1)
             self._writer = pq.ParquetWriter(
@@ -455,55 +457,52 @@ def convert(source: Path, directory: Path) -> dict[str, Any]:
     conversion = _Conversion(source, key_text, writer)
     header_profile = header_library = ""
     original: dict[str, Any] = {}
-    statistics_counts: dict[int, int] | None = None
     try:
         with open(source, "rb") as handle:
             reader = make_reader(handle, validate_crcs=True)
             header = reader.get_header()
             header_profile, header_library = header.profile, header.library
+            # The footer and summary first: a truncated file is refused before any work.
             summary = reader.get_summary()
-            topics = None
-            exported = False
-            if summary is not None:
-                for channel in summary.channels.values():
-                    schema = summary.schemas.get(channel.schema_id)
-                    conversion.admit(channel, schema)
-                    exported |= channel.metadata.get(F.ROLE_KEY) == "events"
-                if summary.statistics is not None and summary.chunk_indexes:
-                    statistics_counts = dict(summary.statistics.channel_message_counts)
-                    # Chunks holding only refused channels are not even read.
-                    topics = sorted({c.topic for c in conversion.accepted.values()})
-                if exported:
-                    original = _original_manifest(reader)
-            # An exported session in file order (its rows' order); anything else by time.
-            for schema, channel, message in reader.iter_messages(
-                topics=topics, log_time_order=not exported
-            ):
-                if conversion.admit(channel, schema):
-                    conversion.take(channel, message)
-                elif statistics_counts is None or topics is None:
-                    conversion.refused[channel.id]["messages"] += 1
+            schemas: dict[int, Schema] = dict(summary.schemas) if summary else {}
+            channels: dict[int, Channel] = dict(summary.channels) if summary else {}
+            handle.seek(0)
+            # Then the data section front to back, one chunk decompressed at a time: all
+            # of it is converted, so the chunk index would skip nothing. (The indexed
+            # reader is no help here: in file order mcap 1.6 decompresses every chunk
+            # before it yields a message, in log time order it pays a heap per message.)
+            for record in StreamReader(handle, validate_crcs=True).records:
+                if isinstance(record, Message):
+                    channel = channels[record.channel_id]
+                    schema = schemas.get(channel.schema_id) if channel.schema_id else None
+                    if conversion.admit(channel, schema):
+                        conversion.take(channel, record)
+                    else:
+                        conversion.refused[channel.id]["messages"] += 1
+                elif isinstance(record, Channel):
+                    channels[record.id] = record
+                elif isinstance(record, Schema):
+                    schemas[record.id] = record
+                elif isinstance(record, Metadata) and record.name == F.METADATA_NAME:
+                    original = _original_manifest(record)
+                elif isinstance(record, DataEnd):
+                    break  # the summary follows, read above
             conversion.finish()
         writer.close()
     except _DAMAGE as exc:
         raise McapFileError(_damage_line(source, exc)) from None
-    if statistics_counts is not None:
-        for channel_id, refused in conversion.refused.items():
-            refused["messages"] = statistics_counts.get(channel_id, 0)
     manifest = _manifest(source, writer, conversion, original, header_profile, header_library)
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
 
 
-def _original_manifest(reader: Any) -> dict[str, Any]:
-    for record in reader.iter_metadata():
-        if record.name == F.METADATA_NAME:
-            try:
-                loaded = json.loads(record.metadata.get("manifest", "{}"))
-            except ValueError:
-                return {}
-            return loaded if isinstance(loaded, dict) else {}
-    return {}
+def _original_manifest(record: Metadata) -> dict[str, Any]:
+    """The manifest of the session `mailbus export` wrote (empty if unreadable)."""
+    try:
+        loaded = json.loads(record.metadata.get("manifest", "{}"))
+    except ValueError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
 
 
 def _damage_line(source: Path, exc: BaseException) -> str:
