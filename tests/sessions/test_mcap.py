@@ -300,3 +300,28 @@ def test_replay_and_analyze_commands_read_a_foreign_file(
     assert main(["analyze", str(path), "--table", "topics"]) == 0
     out = capsys.readouterr().out
     assert "robot/pose" in out and "odd_topic" in out, out  # (long names wrap)
+
+
+def test_the_conversion_writes_bounded_row_groups_and_parts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the conversion holds is one row group: it writes as it reads."""
+    monkeypatch.setattr(mcap_import, "ROW_GROUP_ROWS", 50)
+    monkeypatch.setattr(mcap_import, "PART_ROWS", 200)
+    out = tmp_path / "gaps.mcap"
+    export_mcap(open_session(SAMPLES / "gaps"), out)
+    back = open_session(out)
+    sizes = [pq.ParquetFile(p).metadata for p in back.parts]
+    assert back.rows == 628 and len(back.parts) == 4
+    assert all(m.num_rows <= 200 for m in sizes)
+    assert {m.row_group(i).num_rows for m in sizes for i in range(m.num_row_groups)} == {50, 28}
+    assert [p["rows"] for p in back.manifest["parts"]] == [200, 200, 200, 28]
+    assert replay_events(back) == replay_events(open_session(SAMPLES / "gaps"))
+
+
+def test_a_quoted_glob_matches_mcap_files(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    for name in ("a", "b"):
+        export_mcap(open_session(SAMPLES / "gaps"), tmp_path / f"{name}.mcap")
+    assert main(["analyze", str(tmp_path / "*.mcap"), "--table", "topics", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["topics"]
+    assert {row["session"] for row in rows} == {"a.mcap", "b.mcap"}

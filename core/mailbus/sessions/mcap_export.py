@@ -34,6 +34,7 @@ with needs_extra("mailbus.sessions"):
 # with zstd) and a file of a million emails has a few hundred chunk index entries.
 CHUNK_SIZE = 1024 * 1024
 BATCH_ROWS = 16_384
+MAX_NAMES = 65_534  # MCAP channel ids are uint16, 0 unused, one for the events channel
 
 # Where the export reads each column in a row's values (COLUMN_NAMES order).
 INDEX, KIND, RECORDED, SOURCE, RECEPTION, NAME, DETAIL, BODY = (
@@ -132,6 +133,11 @@ def export_mcap(
     if not out.parent.is_dir():
         raise ExportError(f"cannot write {out}: no directory {out.parent}")
     plans = plan_channels(session, progress)
+    if len(plans) > MAX_NAMES:
+        raise ExportError(
+            f"the session has {len(plans)} topics and services; an MCAP file holds at most "
+            f"{MAX_NAMES + 1} channels (one is the events channel)"
+        )
     temp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         with open(temp, "wb") as handle:

@@ -60,6 +60,7 @@ MAGIC = b"\x89MCAP0\r\n"
 CONVERSION_VERSION = "1"
 ROW_GROUP_ROWS = 32_768
 PART_ROWS = 1_048_576
+INT64_MAX = 2**63 - 1
 # Errors the mcap library and its decompressors raise on a damaged file.
 _DAMAGE = (
     McapError,
@@ -399,14 +400,17 @@ class _Conversion:
             ).hexdigest()[:32]
         data = bytes(message.data)
         self.foreign += 1
+        # MCAP times are uint64; past int64 (the year 2262) they are no time at all.
+        log_time = min(message.log_time, INT64_MAX)
+        publish_time = min(message.publish_time, INT64_MAX) or log_time
         index = self.next_index
         self._emit(
             {
                 "event_index": index,
                 "kind": F.RECEIVED,
-                "recorded_ns": message.log_time,
-                "source_ns": message.publish_time or message.log_time,
-                "reception_ns": message.log_time,
+                "recorded_ns": log_time,
+                "source_ns": publish_time,
+                "reception_ns": log_time,
                 "name": name,
                 "gid": None,
                 "source_gid": gid,
