@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import shutil
 from pathlib import Path
 
 import jsonschema
@@ -325,3 +327,23 @@ def test_a_quoted_glob_matches_mcap_files(tmp_path: Path, capsys) -> None:  # ty
     assert main(["analyze", str(tmp_path / "*.mcap"), "--table", "topics", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)["topics"]
     assert {row["session"] for row in rows} == {"a.mcap", "b.mcap"}
+
+
+def test_a_cache_directory_someone_else_may_write_is_not_used(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fallback cache lives in the shared temporary directory: one made there by
+    another user, or writable by others, could hold planted sessions."""
+    path = tmp_path / "foreign.mcap"
+    write_foreign(path)
+    planted = cache / "mailbus" / "mcap"
+    planted.mkdir(parents=True)
+    planted.chmod(0o777)
+    monkeypatch.setattr(mcap_import.tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    session = mcap_import.open_mcap(path, report=None)
+    assert session.path.parent == tmp_path / "tmp" / f"mailbus-mcap-{os.getuid()}"
+    assert not any(planted.iterdir())
+    planted.chmod(0o700)  # the user's own again: converted there next time
+    shutil.rmtree(session.path)
+    assert mcap_import.open_mcap(path, report=None).path.parent == planted

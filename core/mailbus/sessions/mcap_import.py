@@ -24,6 +24,7 @@ import operator
 import os
 import re
 import shutil
+import stat
 import struct
 import sys
 import tempfile
@@ -135,14 +136,14 @@ def open_mcap(
     SessionError, when the file cannot be read)."""
     source = Path(path)
     try:
-        stat = source.stat()
+        info = source.stat()
     except FileNotFoundError:
         raise McapFileError(f"no MCAP file at {source}: no such file") from None
     except OSError as exc:
         raise McapFileError(f"cannot read {source}: {exc.strerror or exc}") from None
     if source.is_dir():
         raise McapFileError(f"{source} is a directory, not an MCAP file")
-    if stat.st_size == 0:
+    if info.st_size == 0:
         raise McapFileError(f"{source} is empty (0 bytes), not an MCAP file")
     try:
         with open(source, "rb") as handle:
@@ -153,7 +154,7 @@ def open_mcap(
         raise McapFileError(f"{source} is not an MCAP file (it does not start with MCAP's magic)")
     key = hashlib.sha256(
         "\0".join(
-            (str(source.resolve()), str(stat.st_size), str(stat.st_mtime_ns), CONVERSION_VERSION)
+            (str(source.resolve()), str(info.st_size), str(info.st_mtime_ns), CONVERSION_VERSION)
         ).encode("utf-8", "surrogatepass")
     ).hexdigest()[:32]
     target = _cached(key)
@@ -182,8 +183,20 @@ def _roots() -> list[Path]:
     return [cache_root(), Path(tempfile.gettempdir()) / f"mailbus-mcap-{os.getuid()}"]
 
 
+def _ours(root: Path) -> bool:
+    """Whether `root` is a directory of this user that no one else may write: in a
+    shared temporary directory another user could have made it, to plant sessions."""
+    try:
+        st = root.lstat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
 def _cached(key: str) -> Path | None:
     for root in _roots():
+        if not _ours(root):
+            continue
         candidate = root / key
         if (candidate / MANIFEST).is_file():
             return candidate
@@ -194,7 +207,10 @@ def _convert_into_cache(source: Path, key: str, report: Report | None) -> Path:
     problems = []
     for root in _roots():
         try:
-            root.mkdir(parents=True, exist_ok=True)
+            root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not _ours(root):
+                problems.append(f"{root}: not a directory of this user's alone")
+                continue
             temp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=root))
         except OSError as exc:
             problems.append(f"{root}: {exc.strerror or exc}")
@@ -533,7 +549,7 @@ def _manifest(
     profile: str,
     library: str,
 ) -> dict[str, Any]:
-    stat = source.stat()
+    info = source.stat()
     kept: dict[str, Any] = {
         k: original[k]
         for k in ("participant", "transport", "body_cap", "raw_cap", "filters", "start_ns")
@@ -563,8 +579,8 @@ def _manifest(
         "parts": writer.parts,
         "mcap": {
             "file": str(source.resolve()),
-            "size": stat.st_size,
-            "mtime_ns": stat.st_mtime_ns,
+            "size": info.st_size,
+            "mtime_ns": info.st_mtime_ns,
             "profile": profile,
             "library": library,
             "messages_read": conversion.messages,
