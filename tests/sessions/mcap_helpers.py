@@ -8,6 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import polars as pl
+from mailbus.sessions import mcap_format
+from mailbus.sessions.reader import open_session
 from mcap.writer import Writer
 
 T0 = 1_750_000_000_000_000_000
@@ -62,3 +65,13 @@ def write_foreign(path: Path, *, chunked: bool = True) -> dict[str, int]:
             writer.add_message(cdr, t + 4, b"\x00\x01\x00\x00\x03\x00\x00\x00hi\x00", t, 0)
         writer.finish()
     return counts
+
+
+def email_rows(session_path: Path) -> pl.DataFrame:
+    """The rows of a session that go on a name's channel, in row order."""
+    frame = open_session(session_path).read()
+    is_email = pl.col("kind").is_in(list(mcap_format.SENT_KINDS)) | (
+        (pl.col("kind") == "email.received")
+        & pl.col("detail").is_in(["message", "request", "response"])
+    )
+    return frame.filter(is_email & pl.col("name").is_not_null()).sort("event_index")

@@ -24,7 +24,7 @@ from mailbus.sessions.reader import open_session
 from mailbus.sessions.schema import arrow_schema
 from mailbus.trace import TraceEvent
 from mcap.reader import make_reader
-from mcap_helpers import T0, run_mailbus, write_foreign
+from mcap_helpers import T0, email_rows, run_mailbus, write_foreign
 from sessions_helpers import SAMPLE_NAMES, SAMPLES, write_session
 
 
@@ -34,15 +34,6 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "cache"
     monkeypatch.setenv("XDG_CACHE_HOME", str(path))
     return path
-
-
-def email_rows(session_path: Path) -> pl.DataFrame:
-    frame = open_session(session_path).read()
-    is_email = pl.col("kind").is_in(list(mcap_format.SENT_KINDS)) | (
-        (pl.col("kind") == "email.received")
-        & pl.col("detail").is_in(["message", "request", "response"])
-    )
-    return frame.filter(is_email & pl.col("name").is_not_null()).sort("event_index")
 
 
 @pytest.mark.parametrize("name", SAMPLE_NAMES)

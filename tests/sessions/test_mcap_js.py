@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from mailbus.sessions.mcap_export import export_mcap
 from mailbus.sessions.reader import open_session
+from mcap_helpers import email_rows
 from sessions_helpers import SAMPLES
-from test_mcap import email_rows
 
 JS = Path(__file__).resolve().parent / "mcap_js"
 
