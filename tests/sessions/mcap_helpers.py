@@ -32,9 +32,9 @@ def run_mailbus(
 
 
 def write_foreign(path: Path, *, chunked: bool = True) -> dict[str, int]:
-    """An MCAP file as Foxglove's JSON profile and others write it: two JSON channels
-    with a jsonschema schema, one JSON channel with no schema and a topic that is no
-    Mailbus name, one protobuf and one ROS 2 CDR channel. Returns the messages per topic."""
+    """An MCAP file as Foxglove's JSON profile and others write it: JSON channels with a
+    jsonschema schema, with none, and with a ROS 2 schema and a topic that is no Mailbus
+    name, one protobuf and one ROS 2 CDR channel. Returns the messages per topic."""
     with open(path, "wb") as handle:
         writer = Writer(handle, chunk_size=4096, use_chunking=chunked)
         writer.start(profile="", library="test-writer")
@@ -44,8 +44,10 @@ def write_foreign(path: Path, *, chunked: bool = True) -> dict[str, int]:
             json.dumps({"type": "object", "properties": {"x": {"type": "number"}}}).encode(),
         )
         pose = writer.register_channel("/robot/pose", "json", pose_schema)
-        temp = writer.register_channel("/sensors/temp", "json", pose_schema)
-        odd = writer.register_channel("/odd\ttopic ", "json", 0)
+        temp = writer.register_channel("/sensors/temp", "json", 0)  # no schema
+        # JSON data described by a ROS 2 message definition: the data is read all the same.
+        ros_json = writer.register_schema("std_msgs/msg/String", "ros2msg", b"string data")
+        odd = writer.register_channel("/odd\ttopic ", "json", ros_json)
         proto_schema = writer.register_schema("foxglove.Log", "protobuf", b"\x0a\x00")
         proto = writer.register_channel("/camera/log", "protobuf", proto_schema)
         cdr_schema = writer.register_schema("std_msgs/msg/String", "ros2msg", b"string data")

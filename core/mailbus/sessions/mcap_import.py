@@ -7,8 +7,9 @@ and modification time) and opens that; the user's file is only ever read. The co
 streams through the file's chunk index (`mcap.reader`), a chunk at a time, and writes
 Parquet parts row group by row group, so memory is bounded by a chunk and a row group.
 
-What is read: channels with JSON messages (`message_encoding` "json", a `jsonschema`
-schema or none), as Foxglove's, foxglove-sdk's and rosbag2's JSON profiles write them.
+What is read: channels with JSON messages (`message_encoding` "json", with a `jsonschema`
+schema, none, or any other), as Foxglove's, foxglove-sdk's and rosbag2's JSON profiles
+write them.
 A file `mailbus export` wrote comes back row for row (mailbus.sessions.mcap_format). Any
 other message becomes a received message of the channel's topic (see `mailbus_name`) with
 a fresh Message-ID, log time as its reception and publish time as its Source-Timestamp.
@@ -327,7 +328,9 @@ class _Conversion:
         if channel.id in self.refused:
             return False
         schema_encoding = schema.encoding if schema is not None else ""
-        if channel.message_encoding == "json" and schema_encoding in ("", "jsonschema"):
+        # JSON data is read whatever describes it (jsonschema, none, or a ROS message
+        # definition): the schema is not needed to keep the message.
+        if channel.message_encoding == "json":
             self.accepted[channel.id] = channel
             return True
         self.refused[channel.id] = {
