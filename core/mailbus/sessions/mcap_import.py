@@ -496,7 +496,9 @@ def convert(source: Path, directory: Path) -> dict[str, Any]:
             # before it yields a message, in log time order it pays a heap per message.)
             for record in StreamReader(handle, validate_crcs=True).records:
                 if isinstance(record, Message):
-                    channel = channels[record.channel_id]
+                    channel = channels.get(record.channel_id)
+                    if channel is None:
+                        raise McapError(f"a message of channel {record.channel_id}, never defined")
                     schema = schemas.get(channel.schema_id) if channel.schema_id else None
                     if conversion.admit(channel, schema):
                         conversion.take(channel, record)
