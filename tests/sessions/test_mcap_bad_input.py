@@ -4,6 +4,7 @@ what is wrong in one line and exits 2, never with a traceback, and writes nothin
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -12,9 +13,11 @@ from pathlib import Path
 
 import pytest
 from mailbus.cli import main
+from mailbus.sessions import mcap_format
 from mailbus.sessions.mcap_export import export_mcap
 from mailbus.sessions.reader import SessionError, open_session
 from mcap.reader import make_reader
+from mcap.writer import Writer
 from mcap_helpers import run_mailbus, write_foreign
 from sessions_helpers import SAMPLES
 
@@ -130,3 +133,43 @@ def test_an_unreadable_file_is_one_clear_line() -> None:
         ]
     finally:
         shutil.rmtree(place)
+
+
+def test_damaged_envelopes_are_counted_and_the_rest_is_read(tmp_path: Path) -> None:
+    """A file that claims to be an export, with envelopes that are not: each bad one is
+    counted in the manifest, an envelope whose body never comes keeps a null body."""
+    path = tmp_path / "x.mcap"
+    with open(path, "wb") as handle:
+        writer = Writer(handle)
+        writer.start(profile=mcap_format.PROFILE)
+        events = writer.register_channel(
+            mcap_format.EVENTS_TOPIC, "json", 0, {mcap_format.ROLE_KEY: "events"}
+        )
+        good = {"event_index": 0, "kind": "wait.started", "recorded_ns": 5}
+        orphan = {
+            "event_index": 3,
+            "kind": "message.published",
+            "recorded_ns": 7,
+            "name": "a",
+            "message_id": "<m@t>",
+            "body_channel": "/a",
+            "body_encoding": "json",
+        }
+        for n, data in enumerate(
+            [
+                json.dumps(good).encode(),
+                b"{not json",
+                json.dumps({"event_index": 1, "kind": 3, "recorded_ns": 6}).encode(),
+                json.dumps({**good, "event_index": 2, "headers": ["x"]}).encode(),
+                json.dumps(orphan).encode(),
+            ]
+        ):
+            writer.add_message(events, 5 + n, data, 5 + n, n)
+        writer.finish()
+    session = open_session(path)
+    assert session.manifest["mcap"]["bad_envelopes"] == 3
+    assert session.manifest["mcap"]["bodies_missing"] == 1
+    rows = session.read().sort("event_index")
+    assert rows["event_index"].to_list() == [0, 3]
+    assert rows["body"].to_list() == [None, None]
+    assert rows["message_id"].to_list() == [None, "<m@t>"]

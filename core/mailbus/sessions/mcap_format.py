@@ -65,6 +65,10 @@ _TEXT_COLUMNS = (
     "signature",
 )
 
+_SCALAR_COLUMNS = _INT_COLUMNS + _TEXT_COLUMNS
+_INT_TYPES = frozenset({int, type(None)})  # not bool: True is no number of a column
+_TEXT_TYPES = frozenset({str, type(None)})
+
 
 def channel_topic(name: str) -> str:
     """The MCAP topic of a Mailbus topic or service: ROS and Foxglove topics start with
@@ -156,17 +160,18 @@ def envelope(values: Sequence[Any], *, body_channel: str | None, body_encoding: 
 def row_from_envelope(env: Mapping[str, Any]) -> dict[str, Any]:
     """The session row an envelope was made from, its body (if it travelled on a body
     channel) still to be filled in. ValueError when the envelope is not one."""
-    row: dict[str, Any] = {}
-    for column in _INT_COLUMNS:
-        value = env.get(column)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-            raise ValueError(f"envelope {column} is not an integer: {value!r:.40}")
-        row[column] = value
-    for column in _TEXT_COLUMNS:
-        value = env.get(column)
-        if value is not None and not isinstance(value, str):
-            raise ValueError(f"envelope {column} is not a string: {value!r:.40}")
-        row[column] = value
+    get = env.get
+    row: dict[str, Any] = {c: get(c) for c in _SCALAR_COLUMNS}
+    # One quick pass over the types; the slow one only to say what is wrong.
+    if any(type(row[c]) not in _INT_TYPES for c in _INT_COLUMNS) or any(
+        type(row[c]) not in _TEXT_TYPES for c in _TEXT_COLUMNS
+    ):
+        for column in _INT_COLUMNS:
+            if type(row[column]) not in _INT_TYPES:
+                raise ValueError(f"envelope {column} is not an integer: {row[column]!r:.40}")
+        for column in _TEXT_COLUMNS:
+            if type(row[column]) not in _TEXT_TYPES:
+                raise ValueError(f"envelope {column} is not a string: {row[column]!r:.40}")
     if row["event_index"] is None or row["kind"] is None or row["recorded_ns"] is None:
         raise ValueError("envelope lacks event_index, kind or recorded_ns")
     references = env.get("references")
