@@ -73,9 +73,9 @@ def test_an_export_is_read_back_by_the_mcap_library(name: str, tmp_path: Path) -
         try:
             value = json.loads(body)
         except ValueError:
+            value = None
+        if not isinstance(value, dict):
             value = {"text": body.decode()}
-        else:
-            value = value if isinstance(value, dict) else {"value": value}
         log_time = row["reception_ns"] or row["recorded_ns"]
         expected.append(("/" + row["name"], log_time, row["source_ns"] or log_time, value))
     assert bodies == expected
@@ -97,9 +97,9 @@ def test_foxglove_plots_fields_of_json_bodies(tmp_path: Path) -> None:
         "y": {"type": "number"},
         "theta": {"type": "number"},
     }
-    # A service's channel: requests (JSON arrays, wrapped) and responses (objects).
+    # A service's channel: requests (JSON arrays, wrapped as text) and responses.
     assert schemas["/demo/add"]["properties"] == {
-        "value": {"type": "array", "items": {"type": "integer"}},
+        "text": {"type": "string"},
         "sum": {"type": "integer"},
     }
     assert schemas["/robot/log"]["properties"] == {"text": {"type": "string"}}
@@ -156,9 +156,9 @@ def test_bodies_that_are_not_json_objects_come_back_exact(tmp_path: Path) -> Non
         ]
     assert datas == [
         {"a": 1},
-        {"value": [1, 2]},
-        {"value": 7},
-        {"value": "quoted"},
+        {"text": "[1,2]"},  # JSON, but no object: wrapped as the live bridge wraps it
+        {"text": "  7 "},
+        {"text": '"quoted"'},
         {"base64": base64.b64encode(b"\xff\xfe").decode()},
         {"text": ""},
         {"text": '{"a": NaN}'},  # NaN is not JSON, whatever Python's parser accepts

@@ -5,9 +5,9 @@ the row's columns as a JSON object (the *envelope*), its body left out when the 
 email. An email's body is the message of its name's channel (`/` + the topic or service
 name), written right after its envelope with the same log time and sequence: the body
 itself when it is a JSON object (so Foxglove plots `/robot/pose.x`), else wrapped as
-`{"value": ...}` (another JSON value, as written), `{"text": ...}` (UTF-8 text that is
-not JSON) or `{"base64": ...}` (bytes that are not UTF-8); the envelope's
-`body_encoding` says which, so the bytes come back exact.
+`{"text": ...}` (UTF-8 text that is not a JSON object, as the live Foxglove bridge wraps
+it) or `{"base64": ...}` (bytes that are not UTF-8); the envelope's `body_encoding` says
+which, so the bytes come back exact.
 """
 
 from __future__ import annotations
@@ -45,10 +45,8 @@ EMAIL_WHATS = frozenset(kind.value for kind in EnvelopeKind)
 BODY_JSON = "json"
 BODY_TEXT = "text"
 BODY_BASE64 = "base64"
-BODY_VALUE = "value"
 BODY_NONE = "none"
-BODY_ENCODINGS = (BODY_JSON, BODY_VALUE, BODY_TEXT, BODY_BASE64, BODY_NONE)
-_VALUE_PREFIX = b'{"value":'
+BODY_ENCODINGS = (BODY_JSON, BODY_TEXT, BODY_BASE64, BODY_NONE)
 
 _INT_COLUMNS = ("event_index", "recorded_ns", "source_ns", "reception_ns", "sequence_number")
 _TEXT_COLUMNS = (
@@ -105,15 +103,17 @@ def body_message(body: bytes | None) -> tuple[bytes, str, dict[str, Any]]:
     except UnicodeDecodeError:
         wrapped = {BODY_BASE64: base64.b64encode(body).decode("ascii")}
         return json.dumps(wrapped).encode(), BODY_BASE64, wrapped
-    try:
-        value = _decode_strict(text)
-    except (ValueError, RecursionError):
-        wrapped = {BODY_TEXT: text}
-        return _encode(wrapped).encode(), BODY_TEXT, wrapped
-    if isinstance(value, dict):
-        return body, BODY_JSON, value
-    # Another JSON value (an array, a number): kept as written, inside an object.
-    return _VALUE_PREFIX + body + b"}", BODY_VALUE, {BODY_VALUE: value}
+    if text.lstrip()[:1] == "{":
+        try:
+            value = _decode_strict(text)
+        except (ValueError, RecursionError):
+            value = None
+        if isinstance(value, dict):
+            return body, BODY_JSON, value
+    # As the live Foxglove bridge sends it (mailbus.foxglove.schema), so that a layout
+    # made on live traffic works on the recording.
+    wrapped = {BODY_TEXT: text}
+    return _encode(wrapped).encode(), BODY_TEXT, wrapped
 
 
 def body_from_message(data: bytes, encoding: str) -> bytes | None:
@@ -122,10 +122,6 @@ def body_from_message(data: bytes, encoding: str) -> bytes | None:
         return data
     if encoding == BODY_NONE:
         return None
-    if encoding == BODY_VALUE:
-        if not (data.startswith(_VALUE_PREFIX) and data.endswith(b"}")):
-            raise ValueError("not a value wrapper")
-        return data[len(_VALUE_PREFIX) : -1]
     value = json.loads(data)
     if encoding == BODY_TEXT:
         return str(value[BODY_TEXT]).encode("utf-8")
