@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "mailbus.mail.relay.cli",
     "mailbus.stem.cli",
     "mailbus.sessions.cli",
+    "mailbus.sessions.mcap_cli",
     "mailbus.foxglove.cli",
     "mailbus.signing.cli",
     "mailbus.shell.cli",

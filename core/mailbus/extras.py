@@ -17,6 +17,8 @@ EXTRA_OF: dict[str, str] = {
     "polars": "sessions",
     "narwhals": "sessions",
     "pyarrow": "sessions",
+    "mcap": "sessions",
+    "zstandard": "sessions",  # mcap's, for its errors
     "textual": "workbench",
     "textual_serve": "workbench",
     "textual_plotext": "workbench",

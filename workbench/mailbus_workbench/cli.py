@@ -23,8 +23,20 @@ def _open(args: argparse.Namespace) -> int:
 
     from mailbus_workbench.launch import run_app
 
-    if not Path(args.session).is_dir():
+    path = Path(args.session)
+    if path.is_dir():  # the app says what is wrong with a bad session directory
+        return run_app(config=args.config, session=args.session)
+    if not path.exists():
         print(f"mailbus open: no session directory {args.session}", file=sys.stderr)
+        return 2
+    # A file: an MCAP recording, converted (once, with progress on the terminal) before
+    # the app takes the terminal over; a bad one is one line here.
+    from mailbus.sessions.reader import SessionError, open_session
+
+    try:
+        open_session(path)
+    except SessionError as exc:
+        print(f"mailbus open: {exc}", file=sys.stderr)
         return 2
     return run_app(config=args.config, session=args.session)
 
@@ -57,7 +69,7 @@ def register(
     )
     serve.register(sub)
     opener = sub.add_parser("open", help="open a recorded session in the workbench")
-    opener.add_argument("session", help="session directory (see `mailbus record`)")
+    opener.add_argument("session", help="session directory (see `mailbus record`) or MCAP file")
     opener.set_defaults(handler=_open)
     notebook = sub.add_parser(
         "notebook",

@@ -164,6 +164,12 @@ def open_session(
     are left out and listed in `Session.skipped` instead.
     """
     directory = Path(path)
+    from mailbus.sessions import mcap_import  # here: it imports this module
+
+    if mcap_import.is_mcap(directory):  # a file, converted once into a cached session
+        return mcap_import.open_mcap(
+            directory, allow_empty=allow_empty, skip_bad_parts=skip_bad_parts, label=label
+        )
     if not directory.exists():
         raise SessionError(f"no session at {directory}: no such directory")
     if not directory.is_dir():
@@ -246,15 +252,17 @@ GLOB_CHARACTERS = frozenset("*?[")
 
 def expand_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str | os.PathLike[str]]:
     """Paths as given, except that one which does not exist and holds `*`, `?` or `[` is
-    a glob pattern (for a shell that did not expand it): replaced by the directories it
-    matches, sorted (sessions are directories); a pattern matching none is an error."""
+    a glob pattern (for a shell that did not expand it): replaced by the directories (and
+    MCAP files) it matches, sorted; a pattern matching none is an error."""
     result: list[str | os.PathLike[str]] = []
     for path in paths:
         text = os.fspath(path)
         if os.path.exists(text) or not GLOB_CHARACTERS & set(text):
             result.append(path)
             continue
-        matches = sorted(m for m in glob.glob(text) if os.path.isdir(m))
+        matches = sorted(
+            m for m in glob.glob(text) if os.path.isdir(m) or m.lower().endswith(".mcap")
+        )
         if not matches:
             raise SessionError(f"no session matches {text}")
         result.extend(matches)
