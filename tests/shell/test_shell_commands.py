@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -16,65 +15,10 @@ from pathlib import Path
 
 import mailbus
 import pytest
-from mailbus.options import options_from_mapping
-from mailbus.postoffice.server import ServerThread
-from mailbus.trace import Tracer
-from postoffice.conftest import daemon_config
 from query_cases import BODIES, FIELD_CASES, WHERE_CASES
 from waiting import eventually
 
-PASSWORD = "Zq9-letter-K3y-long"
-MAILBUS = [sys.executable, "-m", "mailbus"]
-WAIT_S = 30.0
-
-
-class System:
-    """A PostOffice daemon, a config file per box, and helpers to run the command."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.tmp = tmp_path
-        self.daemon = ServerThread(daemon_config(tmp_path), Tracer()).start()
-        self.port = self.daemon.port
-
-    def config(self, box: str, announce: float = 0.0) -> Path:
-        path = self.tmp / f"{box}.toml"
-        lines = [
-            'transport = "postoffice"',
-            f"announce-period-s = {announce}" if announce else "",
-            "[postoffice]",
-            f'port = {self.port}\nbox = "{box}"\npassword = "{PASSWORD}"',
-        ]
-        path.write_text("\n".join(lines) + "\n")
-        return path
-
-    def boxes(self) -> list[str]:
-        return self.daemon.call(lambda: list(self.daemon.office.boxes))
-
-    def has_box(self, box: str) -> bool:
-        """`box`, or the box of its own a shell command on `box`'s options makes
-        (`<box>sh<pid>x<random>`), exists."""
-        own = re.compile(re.escape(box) + r"(sh[0-9]+x[0-9a-f]+)?")
-        return any(own.fullmatch(name) for name in self.boxes())
-
-    def options(self, box: str) -> mailbus.Options:
-        table = {"port": self.port, "box": box, "password": PASSWORD}
-        return options_from_mapping({"transport": "postoffice", "postoffice": table})
-
-    def run(self, box: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*MAILBUS, *args, "--config", str(self.config(box))],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-
-    def start(self, box: str, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [*MAILBUS, *args, "--config", str(self.config(box))],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+from shell.shell_system import MAILBUS, WAIT_S, System, json_lines
 
 
 @pytest.fixture
@@ -98,10 +42,6 @@ def demo(system: System) -> Iterator[System]:
     yield system
     process.terminate()
     process.wait(WAIT_S)
-
-
-def json_lines(text: str) -> list[dict[str, object]]:
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def test_echo_prints_a_field_of_the_demo_traffic(demo: System) -> None:

@@ -213,6 +213,14 @@ class Traffic:
         if event.kind == Kind.RECEIVED:
             self._queue.put(event)
 
+    def waiting(self) -> Iterator[TraceEvent]:
+        """The emails already here, without waiting."""
+        while True:
+            try:
+                yield self._queue.get_nowait()
+            except queue.Empty:
+                return
+
     def next(self, deadline: float | None) -> TraceEvent | None:
         """The next email, or None once `deadline` (monotonic) has passed."""
         while True:
@@ -317,6 +325,8 @@ def listen(
             take(event)
     except KeyboardInterrupt:
         summary["interrupted"] = True
+        for event in traffic.waiting():  # arrived before the Ctrl-C: gathered too
+            take(event)
 
 
 def positive(kind: type[float] | type[int], text_name: str) -> Callable[[str], Any]:

@@ -200,8 +200,8 @@ def register(topics: argparse._SubParsersAction[argparse.ArgumentParser], common
 # -- echo -------------------------------------------------------------------------------------
 def _echo(args: argparse.Namespace) -> int:
     checked_name(args.topic, "topic (or glob)")
-    where = query.parse_where(args.where) if args.where else None
-    path = field_path.parse(args.field) if args.field else None
+    where = query.parse_where(args.where) if args.where is not None else None
+    path = field_path.parse(args.field) if args.field is not None else None
     count = 1 if args.once else args.count
     wanted = matcher(args.topic)
 
