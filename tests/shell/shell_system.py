@@ -53,10 +53,16 @@ class System:
         return options_from_mapping({"transport": "postoffice", "postoffice": table})
 
     def run(
-        self, box: str, *args: str, timeout: float = 60, env: dict[str, str] | None = None
+        self,
+        box: str | Path,
+        *args: str,
+        timeout: float = 60,
+        env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
+        """`mailbus ARGS --config` the options of `box` (or that options file)."""
+        config = box if isinstance(box, Path) else self.config(box)
         return subprocess.run(
-            [*MAILBUS, *args, "--config", str(self.config(box))],
+            [*MAILBUS, *args, "--config", str(config)],
             capture_output=True,
             text=True,
             timeout=timeout,

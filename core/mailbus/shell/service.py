@@ -13,6 +13,7 @@ from mailbus import headers as H
 from mailbus.context import Context
 from mailbus.errors import ServiceTimeoutError
 from mailbus.service_traces import ServiceTraces, Trace, TraceStatus
+from mailbus.shell.completion import complete_names
 from mailbus.shell.exit_codes import ExitCode
 from mailbus.shell.output import Output, note
 from mailbus.shell.presence_view import Presence, entity_info
@@ -62,7 +63,7 @@ def register(services: argparse._SubParsersAction[argparse.ArgumentParser], comm
     listing.set_defaults(handler=usage_checked(_list))
 
     call = sub("call", "call a service and print its response (exit 1: timeout or error)")
-    call.add_argument("service")
+    complete_names(call.add_argument("service"), "service")
     call.add_argument("body", nargs="?", help="the request body (or --file)")
     call.add_argument("--file", help="read the request body from this file ('-': stdin)")
     call.add_argument("--timeout", type=seconds, default=5.0, help="seconds to wait (5)")
@@ -77,14 +78,14 @@ def register(services: argparse._SubParsersAction[argparse.ArgumentParser], comm
     call.set_defaults(handler=usage_checked(_call))
 
     echo = sub("echo", "each request with its response, latency and status")
-    echo.add_argument("service", help="a service or a glob")
+    complete_names(echo.add_argument("service", help="a service or a glob"), "service")
     echo.add_argument("--timeout", type=seconds, default=5.0, help="unanswered after this (5)")
     echo.add_argument("--count", type=positive(int, "count"), help="stop after N calls")
     echo.add_argument("--seconds", type=seconds, help="stop after S seconds (exit 1: no call)")
     echo.set_defaults(handler=usage_checked(_echo))
 
     info = sub("info", "who serves and calls a service (from announcements)")
-    info.add_argument("service")
+    complete_names(info.add_argument("service"), "service")
     info.add_argument("--seconds", type=seconds, default=3.0, help="how long to listen (3)")
     info.set_defaults(handler=usage_checked(_info))
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from mailbus import field_path, query
 from mailbus import headers as H
+from mailbus.shell.completion import complete_names
 from mailbus.shell.exit_codes import ExitCode
 from mailbus.shell.output import Output, note
 from mailbus.shell.presence_view import Presence, entity_info
@@ -138,8 +139,11 @@ def register(topics: argparse._SubParsersAction[argparse.ArgumentParser], common
     listing.set_defaults(handler=usage_checked(_list))
 
     echo = sub("echo", "print the messages of a topic or glob as they arrive")
-    echo.add_argument(
-        "topic", help="a topic or a glob ('sensors/*', 'a/+/b', '#'; * stays within a level)"
+    complete_names(
+        echo.add_argument(
+            "topic", help="a topic or a glob ('sensors/*', 'a/+/b', '#'; * stays within a level)"
+        ),
+        "topic",
     )
     echo.add_argument(
         "--where", metavar="QUERY", help="only messages where this holds (also /regex/)"
@@ -172,7 +176,10 @@ def register(topics: argparse._SubParsersAction[argparse.ArgumentParser], common
         ("delay", "source timestamp to arrival, p50/p95/max", _delay),
     ):
         parser = sub(name, text)
-        parser.add_argument("topic", nargs="+", help="topics or globs, each measured apart")
+        complete_names(
+            parser.add_argument("topic", nargs="+", help="topics or globs, each measured apart"),
+            "topic",
+        )
         parser.add_argument(
             "--window", type=positive(int, "window"), default=100, help="messages (100)"
         )
@@ -180,7 +187,7 @@ def register(topics: argparse._SubParsersAction[argparse.ArgumentParser], common
         parser.set_defaults(handler=usage_checked(handler))
 
     pub = sub("pub", "publish a message, once, N times or at a rate until Ctrl-C")
-    pub.add_argument("topic")
+    complete_names(pub.add_argument("topic"), "topic")
     pub.add_argument("body", nargs="?", help="the body (or --file)")
     pub.add_argument("--file", help="read the body from this file ('-': stdin)")
     pub.add_argument(
@@ -192,7 +199,7 @@ def register(topics: argparse._SubParsersAction[argparse.ArgumentParser], common
     pub.set_defaults(handler=usage_checked(_pub))
 
     info = sub("info", "who publishes and subscribes to a topic (from announcements)")
-    info.add_argument("topic")
+    complete_names(info.add_argument("topic"), "topic")
     info.add_argument("--seconds", type=seconds, default=3.0, help="how long to listen (3)")
     info.set_defaults(handler=usage_checked(_info))
 
