@@ -18,7 +18,7 @@ from typing import IO
 
 from mailbus.cli import build_parser, main
 
-LIMIT_S = 15  # a child still running after this is killed (SIGALRM)
+LIMIT_S = 40  # a child still running after this is killed (SIGALRM)
 
 
 def start(argv: list[str]) -> tuple[int, IO[bytes], IO[bytes]]:

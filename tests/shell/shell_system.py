@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import mailbus
 from mailbus.options import options_from_mapping
@@ -15,6 +16,7 @@ from mailbus.postoffice.server import ServerThread
 from mailbus.trace import Tracer
 from postoffice.conftest import daemon_config
 
+RUNNER = Path(__file__).with_name("fork_runner.py")
 PASSWORD = "Zq9-letter-K3y-long"
 MAILBUS = [sys.executable, "-m", "mailbus"]
 WAIT_S = 30.0
@@ -96,3 +98,18 @@ class System:
 
 def json_lines(text: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def run_many(command_lines: list[list[str]], timeout: float = WAIT_S * 4) -> list[dict[str, Any]]:
+    """Each `mailbus` command line in a process of its own, all at once (fork_runner:
+    one interpreter start for all), as {"code", "stdout", "stderr"}."""
+    done = subprocess.run(
+        [sys.executable, str(RUNNER)],
+        input=json.dumps(command_lines),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=True,
+    )
+    results: list[dict[str, Any]] = json.loads(done.stdout)
+    return results

@@ -4,19 +4,14 @@ stdout, never a traceback (docs/shell.md, "Exit codes")."""
 
 from __future__ import annotations
 
-import json
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from shell.shell_system import WAIT_S
-
-RUNNER = Path(__file__).with_name("fork_runner.py")
+from shell.shell_system import run_many
 
 # Each subcommand with good arguments; NAME marks where a topic or service name goes.
 NAME = "\0name"
@@ -119,16 +114,7 @@ def answers(files: dict[str, Path]) -> dict[str, list[tuple[str, list[str], str,
     """Every case of every subcommand run, each in a process of its own (fork_runner:
     a hundred interpreters starting would cost minutes)."""
     cases = {command: bad_inputs(command, files) for command in COMMANDS}
-    lines = [args for command in COMMANDS for _, args, _ in cases[command]]
-    done = subprocess.run(
-        [sys.executable, str(RUNNER)],
-        input=json.dumps(lines),
-        capture_output=True,
-        text=True,
-        timeout=WAIT_S * 4,
-        check=True,
-    )
-    results = iter(json.loads(done.stdout))
+    results = iter(run_many([args for command in COMMANDS for _, args, _ in cases[command]]))
     return {command: [(*case, next(results)) for case in cases[command]] for command in COMMANDS}
 
 

@@ -171,7 +171,7 @@ def _empty_fixed_box(options: Options) -> None:
     before is not shown as live (--backlog keeps it)."""
     if not os.environ.get(BOX_ENV):
         return
-    from mailbus.postoffice.client import BoxInUse, NoSuchBox, PostOfficeError
+    from mailbus.postoffice.client import BoxInUse, NoSuchBox, NotAuthorized, PostOfficeError
     from mailbus.postoffice.transport import PostOfficeOptions
 
     opts = PostOfficeOptions.from_options(options)
@@ -181,6 +181,8 @@ def _empty_fixed_box(options: Options) -> None:
         client.empty()
     except NoSuchBox:
         pass  # the transport creates it, empty
+    except NotAuthorized:
+        raise CredentialsRefused(f"PostOffice refused the password for box {opts.box!r}") from None
     except BoxInUse:
         raise TransportError(
             f"box {opts.box!r} ({BOX_ENV}) is checked out by another connection: "
