@@ -234,7 +234,6 @@ class SmtpSender(EmailSender):
 
     def _outgoing(self, email: Email) -> _Outgoing:
         data = encode(email)
-        self.check_size(len(data))
         if self.settings.sign is not None:
             data = self.settings.sign(data)  # in the caller too: the queue holds it signed
         recipients = email.recipients or self.settings.default_recipients

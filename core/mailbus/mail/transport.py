@@ -207,10 +207,6 @@ def create_transport(options: Options, tracer: Tracer) -> Transport:
         tracer,
         backoff=Backoff(initial=min(0.2, cap), maximum=cap),
     )
-    # What the receivers read (`max-message-bytes`): a larger email would be sent and
-    # then skipped by every reader, so it is refused before sending.
-    sender.max_email_bytes = receiver_parameters(options, section)["max_message_bytes"]
-    sender.limit_option = "mail.max-message-bytes, what the receivers read"
     imap = imap_settings(options, section)
     routes = routes_of(section) if section.get("routing") == "sieve" else None
     # share = "relay": the participants of a host read through their relay (mailbus.mail.relay).

@@ -25,6 +25,7 @@ from mailbus.shell.session import (
     open_system,
     positive,
     read_text,
+    refuse_if_too_large,
     run,
     subcommand,
     traffic_of,
@@ -112,6 +113,7 @@ def _call(args: argparse.Namespace) -> int:
                 if args.json:
                     out.emit("", {"service": args.service, "status": "no_server"})
                 return ExitCode.FAILED
+            refuse_if_too_large(ctx, args.service, body)
             client = ctx.client(args.service)
             started = time.monotonic()
             try:

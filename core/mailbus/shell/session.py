@@ -194,6 +194,31 @@ def _empty_fixed_box(options: Options) -> None:
         client.close()
 
 
+def refuse_if_too_large(ctx: Context, name: str, body: str) -> None:
+    """MessageTooLarge if the email carrying `body` on `name` is over what the
+    transport delivers: the sender's own limit (PostOffice's letter limit), or over
+    mail what the receivers read (`[mail] max-message-bytes`: a larger mail is sent,
+    then skipped by every reader)."""
+    sender = ctx.sender
+    limit, option = sender.max_email_bytes, sender.limit_option
+    if limit is None and ctx.options.transport == "email":
+        from mailbus.mail.imap_receiver import DEFAULT_MAX_MESSAGE_BYTES
+
+        mail = ctx.options.sections.get("mail", {})
+        limit = mail.get("max-message-bytes", DEFAULT_MAX_MESSAGE_BYTES)
+        option = "mail.max-message-bytes, what the receivers read"
+    if not isinstance(limit, int):
+        return
+    from mailbus.email_message import encode
+
+    size = len(encode(ctx.outgoing(name, body, {})))
+    if size > limit:
+        raise MessageTooLarge(
+            f"the email is {size:,} bytes, over this transport's limit of {limit:,} bytes "
+            f"({option})"
+        )
+
+
 def traffic_of(ctx: Context) -> Traffic:
     """Every email `ctx` receives. For a context from `open_system`, from its start: a
     mail context with `start-uid` reads its backlog at the first poll, which can come

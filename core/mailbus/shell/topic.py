@@ -26,6 +26,7 @@ from mailbus.shell.session import (
     open_system,
     positive,
     read_text,
+    refuse_if_too_large,
     run,
     subcommand,
     traffic_of,
@@ -438,6 +439,7 @@ def _pub(args: argparse.Namespace) -> int:
 
         with open_system(args) as ctx:
             ctx.tracer.add_listener(failed)
+            refuse_if_too_large(ctx, args.topic, body)
             publisher = ctx.publisher(args.topic)
             started = time.monotonic()
             i = 0
