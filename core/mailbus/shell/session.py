@@ -41,11 +41,11 @@ INTERNAL_PREFIX = "_mailbus/"
 BOX_ENV = "MAILBUS_POSTOFFICE_BOX"
 
 
-# Errors in what the user typed or configured: exit 2, no server hint.
 class UsageError(ValueError):
     """Arguments that do not make sense together; the message says which."""
 
 
+# Errors in what the user typed or configured: exit 2, no server hint.
 USAGE_ERRORS = (ConfigError, QueryError, FieldPathError, InvalidNameError, UsageError)
 
 
