@@ -72,12 +72,17 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from mailbus.shell.completion import parse_args
+    try:
+        from mailbus.shell.completion import parse_args
 
-    parser, sub = build_parser()
-    importlib.import_module(WORKBENCH_COMMANDS).register(parser, sub)
-    args = parse_args(parser, argv)
-    return run(args, parser)
+        parser, sub = build_parser()
+        importlib.import_module(WORKBENCH_COMMANDS).register(parser, sub)
+        args = parse_args(parser, argv)
+        return run(args, parser)
+    except KeyboardInterrupt:
+        # Ctrl-C while the command was still starting (loading, connecting): one line.
+        print("mailbus: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

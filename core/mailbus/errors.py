@@ -40,5 +40,15 @@ class TransportError(MailbusError):
     """The transport could not send or receive; the operation may be retried."""
 
 
+class CredentialsRefused(TransportError):
+    """The server was reached and refused the username or password: the options, not
+    the server, need fixing."""
+
+
+class MessageTooLarge(TransportError):
+    """An email larger than the transport delivers, refused before it was sent; the
+    message names the limit and the option that sets it."""
+
+
 class ServiceTimeoutError(MailbusError, TimeoutError):
     """A service call got no response within its timeout."""

@@ -177,6 +177,11 @@ def load_options(
             raise ConfigError("MAILBUS_CONFIG_FILE", f"no such file: {path}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError("MAILBUS_CONFIG_FILE", f"{path} is not valid TOML: {exc}") from None
+        except UnicodeDecodeError:
+            raise ConfigError("MAILBUS_CONFIG_FILE", f"{path} is not UTF-8 text") from None
+        except OSError as exc:  # a directory, no permission, ...
+            why = exc.strerror or type(exc).__name__
+            raise ConfigError("MAILBUS_CONFIG_FILE", f"cannot read {path}: {why}") from None
     return options_from_mapping(raw, env)
 
 

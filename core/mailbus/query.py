@@ -14,7 +14,9 @@ grammar, mailbus.field_path): `celsius`, `pose.x`, `items.0.id` or `items[0].id`
 `topic/name.path` reads the field only on that topic: `sensors/temperature.celsius>25`.
 `signature=verified|unsigned|failed` reads a received email's signature status
 (docs/mail.md, "Signed mail"), where `failed` matches every "failed: why". In the topic
-filter, the other words are the fuzzy topic filter; `parse_where` takes terms only.
+filter, the other words are the fuzzy topic filter; `parse_where` takes terms only,
+and also `/regex/` (`/regex/i`: any case), a Python regular expression the body must
+match, as in the workbench's Find.
 
     robot signature=failed        topics like "robot", messages whose signature failed
     Client-GID=7f3a…  Subject~pose  celsius>25
@@ -93,12 +95,15 @@ class Term:
     topic: str | None = None  # `topic/name.path`: the field is read on this topic only
     path: tuple[Step, ...] = field(default=())  # the JSON path of `name`
     limit: float | None = None  # `value` as a number, when it is one (parsed once)
+    pattern: re.Pattern[str] | None = None  # `/regex/`: the body must match it
 
     @property
     def operator(self) -> str:
         return self.op or ("=" if self.exact else "~")
 
     def matches(self, event: QueryMessage, body: LazyBody | None = None) -> bool:
+        if self.pattern is not None:
+            return self.pattern.search(event.body or "") is not None
         if self.topic is not None and event.name != self.topic:
             return False
         found = _MISSING if self.topic is not None else _header(event, self.name)
@@ -160,9 +165,50 @@ def parse(text: str) -> Query:
     return Query(" ".join(words), tuple(terms))
 
 
+def parse_regex(word: str) -> Term | None:
+    """`/regex/` or `/regex/i` as a term on the body, None if `word` is not one;
+    QueryError if it is not a regular expression."""
+    if len(word) < 2 or not word.startswith("/") or not word.endswith(("/", "/i")):
+        return None
+    ignore_case = word.endswith("/i") and len(word) > 2
+    source = word[1:-2] if ignore_case else word[1:-1]
+    if not source:
+        raise QueryError(f"{word}: the regular expression is empty")
+    try:
+        pattern = re.compile(source, re.IGNORECASE if ignore_case else 0)
+    except re.error as exc:
+        raise QueryError(f"{word}: not a regular expression ({exc})") from None
+    return Term(word, False, word, "/", pattern=pattern)
+
+
+def _check_value(word: str, term: Term) -> None:
+    """Refuse what would silently match nothing: `x>>2`, `x==2`, `x>` (no value)."""
+    if term.value[:1] in ("=", "<", ">", "!", "~"):
+        raise QueryError(
+            f"{word!r}: the value {term.value!r} starts with an operator "
+            "(write Name=value, Name>n, Name>=n, ...)"
+        )
+    if term.op and not term.value:
+        raise QueryError(f"{word!r}: no value after {term.op!r}")
+
+
 def parse_where(text: str) -> Query:
-    """Terms only (`--where`, `where=`): every word must be a condition, all must hold."""
-    query = parse(text)
+    """Terms only (`--where`, `where=`): every word must be a condition or a `/regex/`,
+    all must hold."""
+    regexes: list[Term] = []
+    words: list[str] = []
+    for word in text.split():
+        found = parse_regex(word)
+        if found is None:
+            words.append(word)
+        else:
+            regexes.append(found)
+    query = parse(" ".join(words))
+    for word in words:
+        term = parse_term(word)
+        if term is not None:
+            _check_value(word, term)
+    query = Query(query.topic_text, (*query.terms, *regexes))
     if query.topic_text:
         word = query.topic_text.split()[0]
         raise QueryError(

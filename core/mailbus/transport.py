@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mailbus.email_message import Email, validate
+from mailbus.errors import MessageTooLarge
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,21 @@ class EmailSender(abc.ABC):
     Every email is validated here, once, whatever the transport: in-process delivery
     must refuse what a mail server would (header injection, bad names), or code that
     works in a unit test fails over mail. Transports implement `deliver`."""
+
+    # The largest encoded email this transport delivers (None: no known limit), and the
+    # option that sets it: `deliver` refuses a larger one at once (`check_size`) rather
+    # than let it fail later on a delivery thread, unseen by the caller.
+    max_email_bytes: int | None = None
+    limit_option: str = ""
+
+    def check_size(self, size: int) -> None:
+        """MessageTooLarge if an email of `size` bytes is over `max_email_bytes`."""
+        limit = self.max_email_bytes
+        if limit is not None and size > limit:
+            raise MessageTooLarge(
+                f"the email is {size:,} bytes, over this transport's limit of {limit:,} "
+                f"bytes ({self.limit_option or 'max-email-bytes'})"
+            )
 
     def send(self, email: Email) -> None:
         """Hand `email` to the transport; InvalidNameError if it would corrupt or inject

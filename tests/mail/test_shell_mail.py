@@ -95,24 +95,30 @@ def test_pub_then_echo_where_and_field_over_mail(
         path,
         "--json",
         "--count",
-        str(len(BODIES)),
+        str(sum(v is not None for v in values)),
         "--seconds",
         str(WAIT_S),
     )
     assert field.returncode == 0, field.stderr
-    assert [line["value"] for line in json_lines(field.stdout)] == list(values)
+    # A message without the field is skipped (said on stderr), never printed as null.
+    assert [line["value"] for line in json_lines(field.stdout)] == [
+        v for v in values if v is not None
+    ]
     listed = mailbus_run(config, user.password, "topic", "list", "--counts", "--json")
     assert listed.returncode == 0, listed.stderr
     assert {"topic": "lab/t", "count": len(BODIES)} in json_lines(listed.stdout)
 
 
-def test_a_wrong_password_is_a_connection_error_without_a_traceback(
+def test_a_wrong_password_is_a_usage_error_without_a_traceback(
     smtp_stack: MailStack, user: User, tmp_path: Path
 ) -> None:
+    """The server answered and refused: the options need fixing (exit 2), not a dead
+    server (docs/shell.md)."""
     config = write_config(tmp_path / "mailbus.toml", smtp_stack, user)
     done = mailbus_run(config, "not-the-password", "topic", "echo", "lab/t", "--seconds", "5")
-    assert done.returncode == 3, done.stderr
+    assert done.returncode == 2, done.stderr
     assert "check username and password" in done.stderr
+    assert "is the server running" not in done.stderr
     assert "Traceback" not in done.stderr
 
 
@@ -167,3 +173,18 @@ def test_service_hz_and_participants_over_mail_with_the_demo_running(
     finally:
         demo.terminate()
         demo.wait(WAIT_S)
+
+
+def test_pub_refuses_what_the_readers_would_skip(
+    smtp_stack: MailStack, user: User, tmp_path: Path
+) -> None:
+    """A mail over `[mail] max-message-bytes` would be sent, then skipped by every
+    reader: `topic pub` refuses it before sending, naming the limit (exit 1)."""
+    config = write_config(tmp_path / "mailbus.toml", smtp_stack, user)
+    config.write_text(config.read_text() + "max-message-bytes = 3000\n")
+    done = mailbus_run(config, user.password, "topic", "pub", "lab/big", "x" * 5000)
+    assert done.returncode == 1, done.stderr
+    assert "published" not in done.stdout and "Traceback" not in done.stderr
+    assert "limit of 3,000 bytes (mail.max-message-bytes" in done.stderr
+    small = mailbus_run(config, user.password, "topic", "pub", "lab/big", "x" * 500)
+    assert small.returncode == 0, small.stderr

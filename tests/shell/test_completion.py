@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
+import mailbus
 import pytest
+from mailbus.options import options_from_mapping
 
-MAILBUS = [sys.executable, "-m", "mailbus"]
+from shell.shell_system import MAILBUS, PASSWORD, System
 
 
 def complete(line: str) -> list[str]:
@@ -57,3 +58,33 @@ def test_completion_prints_a_script_for_each_shell(shell: str, marker: str) -> N
 def test_an_unknown_shell_is_a_usage_error() -> None:
     done = subprocess.run([*MAILBUS, "completion", "csh"], capture_output=True, text=True)
     assert done.returncode == 2 and "invalid choice: 'csh'" in done.stderr
+
+
+def test_topic_and_service_names_complete_from_the_running_system(
+    shared_system: System,
+) -> None:
+    """Names come from what the system the command line names (--config) shows: here a
+    participant that announces a publisher and a server."""
+    options = options_from_mapping(
+        {
+            "transport": "postoffice",
+            "announce-period-s": 0.2,
+            "postoffice": {"port": shared_system.port, "box": "lab.names", "password": PASSWORD},
+        }
+    )
+    config = str(shared_system.config("lab.completer"))
+    with mailbus.Context(options) as ctx:
+        entities = [ctx.publisher("lab/arm/pose"), ctx.publisher("lab/arm/speed")]
+        for publisher in entities:
+            publisher.publish("{}")
+        server = ctx.server("lab/arm/home")
+        assert complete(f"mailbus topic echo --config {config} lab/arm/") == [
+            "lab/arm/pose",
+            "lab/arm/speed",
+        ]
+        assert complete(f"mailbus service call --config {config} lab/") == ["lab/arm/home"]
+        assert complete(f"mailbus topic hz --config {config} lab/arm/pose lab/arm/s") == [
+            "lab/arm/speed"
+        ]
+        assert server.service == "lab/arm/home"  # kept alive until here
+    assert complete("mailbus topic echo --demo robot/p") == ["robot/pose"]

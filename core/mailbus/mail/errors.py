@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from mailbus.errors import TransportError
+from mailbus.errors import CredentialsRefused, TransportError
 
 
-class MailLoginError(TransportError):
+class MailLoginError(CredentialsRefused):
     """The server refused the username or password."""
 
 

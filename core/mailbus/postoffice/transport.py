@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mailbus.email_message import Email, encode, from_bytes, to_bytes
-from mailbus.errors import ConfigError, EmailFormatError, TransportError
+from mailbus.errors import ConfigError, CredentialsRefused, EmailFormatError, TransportError
 from mailbus.options import Options
 from mailbus.postoffice.background import (
     DEFAULT_MAX_PENDING,
@@ -85,6 +85,7 @@ PASSWORD_ENV = TRANSPORTS["postoffice"].secret_environment[0]
 ADDRESS_DOMAIN = "postoffice"
 SEND_SUFFIX = ".out"
 MAX_BATCH = 1000
+DEFAULT_MAX_LETTER_BYTES = 16 * 1024 * 1024  # ServerConfig.max_letter_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +103,9 @@ class PostOfficeOptions:
     observe_responses: bool = True  # responses to the group (observers see them)
     send_queue: int = DEFAULT_MAX_PENDING
     retry_for_s: float = DEFAULT_RETRY_FOR_S
+    # The daemon's letter limit (its --max-letter-bytes, 16 MiB by default): a larger
+    # letter is refused here, before it is queued, not lost on the delivery thread.
+    max_letter_bytes: int = DEFAULT_MAX_LETTER_BYTES
     # TLS (tls = true): the daemon's certificate is verified against ca-file (else the
     # system's trust store) for server-name (else host); cert-file/key-file for mutual TLS.
     tls: ssl.SSLContext | None = field(default=None, repr=False, compare=False)
@@ -136,6 +140,7 @@ class PostOfficeOptions:
             "keep-boxes",
             "send-queue",
             "retry-for-s",
+            "max-letter-bytes",
             "observe-responses",
             "tls",
             "ca-file",
@@ -186,7 +191,11 @@ class PostOfficeOptions:
         retry_for = get("retry-for-s", float, DEFAULT_RETRY_FOR_S)
         if not 0 < retry_for <= 7 * 86400:
             raise ConfigError("postoffice.retry-for-s", "must be > 0 and at most a week")
+        max_letter = get("max-letter-bytes", int, DEFAULT_MAX_LETTER_BYTES)
+        if not 0 < max_letter <= 0xFFFFFFFF:
+            raise ConfigError("postoffice.max-letter-bytes", "must be 1 to 4,294,967,295")
         return cls(
+            max_letter_bytes=max_letter,
             box=box,
             password=password,
             host=get("host", str, "127.0.0.1"),
@@ -266,7 +275,9 @@ class _Connection:
         except NotAuthorized:
             client.close()
             self.trace(PostOfficeKind.AUTH_FAILED, detail="wrong password for the box")
-            raise TransportError(f"PostOffice refused the password for box {self.box!r}") from None
+            raise CredentialsRefused(
+                f"PostOffice refused the password for box {self.box!r}"
+            ) from None
         except BoxInUse:
             client.close()
             raise TransportError(f"box {self.box!r} is checked out by another connection") from None
@@ -317,6 +328,8 @@ class PostOfficeSender(EmailSender):
     def __init__(self, opts: PostOfficeOptions, tracer: Tracer) -> None:
         self.opts = opts
         self._conn = _Connection(opts, opts.send_box, tracer, "send")
+        self.max_email_bytes = opts.max_letter_bytes
+        self.limit_option = "postoffice.max-letter-bytes, the daemon's --max-letter-bytes"
         self._lock = threading.Lock()
         self._closed = False
         self.sent = 0
@@ -336,11 +349,13 @@ class PostOfficeSender(EmailSender):
     def deliver(self, email: Email) -> None:
         """Queue `email` for the delivery thread."""
         data = encode(email)
+        self.check_size(len(data))
         self.delivery.put(self.targets(email), data, email.message_id, email.subject)
 
     def send_sync(self, email: Email) -> None:
         """Send `email` now; TransportError if the daemon cannot take it."""
         data = to_bytes(email)
+        self.check_size(len(data))
         for target in self.targets(email):
             self._send(target, data)
 
@@ -469,7 +484,7 @@ def create_transport(options: Options, tracer: Tracer) -> Transport:
     try:
         receiver._conn.get()  # fail now, with a clear error, if the daemon is not there
         sender._conn.get()
-    except TransportError:
+    except BaseException:  # Ctrl-C too: the boxes we created go with the connections
         sender.close()
         receiver.close()
         raise

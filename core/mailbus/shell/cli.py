@@ -9,7 +9,7 @@ import argparse
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from mailbus.shell import participant, service, topic
-    from mailbus.shell.session import add_common
+    from mailbus.shell.session import ShellParser, add_common
 
     common = argparse.ArgumentParser(add_help=False)
     add_common(common)
@@ -19,5 +19,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ("participant", participant, "the participants that announce themselves"),
     ):
         parser = sub.add_parser(name, help=text, description=text)
-        actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+        actions = parser.add_subparsers(
+            dest="action", metavar="ACTION", required=True, parser_class=ShellParser
+        )
         module.register(actions, common)

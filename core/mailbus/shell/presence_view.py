@@ -10,7 +10,7 @@ from mailbus import presence
 from mailbus.presence import Announcement, PresenceError, PresenceState
 from mailbus.shell.exit_codes import ExitCode
 from mailbus.shell.output import Output
-from mailbus.shell.session import deadline_after, open_system, run, traffic_of
+from mailbus.shell.session import deadline_after, listen, open_system, run, traffic_of
 from mailbus.trace import TraceEvent
 
 
@@ -70,14 +70,12 @@ def label(announcement: Announcement) -> str:
     return f"{announcement.name} ({announcement.host} pid {announcement.pid})"
 
 
-def gather(args: argparse.Namespace) -> Presence:
-    """The participants that announce themselves within `args.seconds`."""
+def gather(args: argparse.Namespace, summary: dict[str, Any]) -> Presence:
+    """The participants that announce themselves within `args.seconds` (or until
+    Ctrl-C, which `summary` then says)."""
     found = Presence()
     with open_system(args, listen=True) as ctx:
-        traffic = traffic_of(ctx)
-        deadline = deadline_after(args.seconds)
-        while (event := traffic.next(deadline)) is not None:
-            found.take(event)
+        listen(traffic_of(ctx), deadline_after(args.seconds), found.take, summary)
     return found
 
 
@@ -86,7 +84,7 @@ def entity_info(args: argparse.Namespace, what: str, name: str, kinds: tuple[str
     `name` (publishers and subscriptions, or servers and clients)."""
 
     def work(out: Output, summary: dict[str, Any]) -> ExitCode:
-        found = gather(args)
+        found = gather(args, summary)
         first, second = (found.holders(kind, name) for kind in kinds)
         keys = {
             "publisher": "publishers",

@@ -13,22 +13,31 @@ from mailbus import headers as H
 from mailbus.context import Context
 from mailbus.errors import ServiceTimeoutError
 from mailbus.service_traces import ServiceTraces, Trace, TraceStatus
+from mailbus.shell.completion import complete_names
 from mailbus.shell.exit_codes import ExitCode
 from mailbus.shell.output import Output, note
 from mailbus.shell.presence_view import Presence, entity_info
 from mailbus.shell.session import (
+    UsageError,
+    checked_name,
     deadline_after,
+    listen,
     open_system,
+    positive,
+    read_text,
+    refuse_if_too_large,
     run,
     subcommand,
     traffic_of,
     usage_checked,
 )
 from mailbus.shell.topic import matcher
+from mailbus.trace import TraceEvent
 
 EXAMPLES = {
     "list": "mailbus service list --seconds 5",
-    "call": "mailbus service call demo/add '[1, 2, 3]' --timeout 3 --json",
+    "call": "mailbus service call demo/add '[1, 2, 3]' --timeout 3 --json\n"
+    "  mailbus service call demo/add --file request.json   # or --file - (stdin)",
     "echo": "mailbus service echo 'demo/*'",
     "info": "mailbus service info demo/add",
 }
@@ -49,52 +58,66 @@ def register(services: argparse._SubParsersAction[argparse.ArgumentParser], comm
     def sub(name: str, help_text: str) -> argparse.ArgumentParser:
         return subcommand(services, common, name, help_text, EXAMPLES[name])
 
+    seconds = positive(float, "seconds")
     listing = sub("list", "services known from announcements and traffic")
-    listing.add_argument("--seconds", type=float, default=3.0, help="how long to listen (3)")
+    listing.add_argument("--seconds", type=seconds, default=3.0, help="how long to listen (3)")
     listing.set_defaults(handler=usage_checked(_list))
 
     call = sub("call", "call a service and print its response (exit 1: timeout or error)")
-    call.add_argument("service")
-    call.add_argument("body")
-    call.add_argument("--timeout", type=float, default=5.0, help="seconds to wait (5)")
+    complete_names(call.add_argument("service"), "service")
+    call.add_argument("body", nargs="?", help="the request body (or --file)")
+    call.add_argument("--file", help="read the request body from this file ('-': stdin)")
+    call.add_argument("--timeout", type=seconds, default=5.0, help="seconds to wait (5)")
     call.add_argument(
         "--wait",
         type=float,
         default=0.0,
         metavar="SECONDS",
-        help="first wait up to SECONDS for a server to announce the service (0: call at once)",
+        help="first wait up to SECONDS for a server to announce the service (0: call at "
+        "once; with --demo the demo's server is always waited for)",
     )
     call.set_defaults(handler=usage_checked(_call))
 
     echo = sub("echo", "each request with its response, latency and status")
-    echo.add_argument("service", help="a service or a glob")
-    echo.add_argument("--timeout", type=float, default=5.0, help="unanswered after this (5)")
-    echo.add_argument("--count", type=int, help="stop after N calls")
-    echo.add_argument("--seconds", type=float, help="stop after S seconds")
+    complete_names(echo.add_argument("service", help="a service or a glob"), "service")
+    echo.add_argument("--timeout", type=seconds, default=5.0, help="unanswered after this (5)")
+    echo.add_argument("--count", type=positive(int, "count"), help="stop after N calls")
+    echo.add_argument("--seconds", type=seconds, help="stop after S seconds (exit 1: no call)")
     echo.set_defaults(handler=usage_checked(_echo))
 
     info = sub("info", "who serves and calls a service (from announcements)")
-    info.add_argument("service")
-    info.add_argument("--seconds", type=float, default=3.0, help="how long to listen (3)")
+    complete_names(info.add_argument("service"), "service")
+    info.add_argument("--seconds", type=seconds, default=3.0, help="how long to listen (3)")
     info.set_defaults(handler=usage_checked(_info))
 
 
 def _call(args: argparse.Namespace) -> int:
+    checked_name(args.service, "service")
+    if (args.body is None) == (args.file is None):
+        raise UsageError("give the request body or --file, not both")
+    if not 0 <= args.wait < float("inf"):
+        raise UsageError(f"--wait must be 0 or more seconds, not {args.wait}")
+    body = read_text(args.file) if args.file is not None else args.body
+    # The demo's server starts on a thread of this command: wait for it, or the call can
+    # go before it exists (1 run in 20 had no response).
+    wait = max(args.wait, args.timeout) if args.demo else args.wait
+
     def work(out: Output, summary: dict[str, Any]) -> ExitCode:
-        with open_system(args, listen=args.wait > 0) as ctx:
-            if args.wait > 0 and not _server_announced(ctx, args.service, args.wait):
+        with open_system(args, listen=wait > 0) as ctx:
+            if wait > 0 and not _server_announced(ctx, args.service, wait):
                 summary["status"] = "no_server"
                 note(
-                    f"no server of {args.service} announced itself within {args.wait:g} s "
+                    f"no server of {args.service} announced itself within {wait:g} s "
                     "(servers announce only with announce-period-s set)"
                 )
                 if args.json:
                     out.emit("", {"service": args.service, "status": "no_server"})
                 return ExitCode.FAILED
+            refuse_if_too_large(ctx, args.service, body)
             client = ctx.client(args.service)
             started = time.monotonic()
             try:
-                response = client.call(args.body, args.timeout)
+                response = client.call(body, args.timeout)
             except ServiceTimeoutError:
                 summary["status"] = "timeout"
                 note(
@@ -130,10 +153,15 @@ def _server_announced(ctx: Context, service: str, seconds: float) -> bool:
     presence = Presence()
     traffic = traffic_of(ctx)
     deadline = deadline_after(seconds)
-    while (event := traffic.next(deadline)) is not None:
-        if presence.take(event) and presence.holders("server", service):
+    while True:
+        # A server of this context itself (the demo's, with --demo) needs no announcement.
+        if any(server.service == service for server in ctx.servers):
             return True
-    return False
+        event = traffic.next(min(deadline or float("inf"), time.monotonic() + 0.05))
+        if event is not None and presence.take(event) and presence.holders("server", service):
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
 
 
 class _Echoed(ServiceTraces):
@@ -163,6 +191,7 @@ class _Echoed(ServiceTraces):
 
 
 def _echo(args: argparse.Namespace) -> int:
+    checked_name(args.service, "service (or glob)")
     wanted = matcher(args.service)
 
     def work(out: Output, summary: dict[str, Any]) -> ExitCode:
@@ -207,6 +236,9 @@ def _echo(args: argparse.Namespace) -> int:
                     traces.show_overdue(time.time())
                 if deadline is not None and now >= deadline:
                     break
+        if not summary["calls"]:
+            note(f"no call of {args.service} within {args.seconds:g} s")
+            return ExitCode.FAILED
         return ExitCode.OK
 
     return run(args, work)
@@ -216,20 +248,25 @@ def _list(args: argparse.Namespace) -> int:
     def work(out: Output, summary: dict[str, Any]) -> ExitCode:
         presence = Presence()
         seen: set[str] = set()
+
+        def take(event: TraceEvent) -> None:
+            if not presence.take(event) and H.CLIENT_GID in event.headers:
+                seen.add(event.name)
+
         with open_system(args, listen=True) as ctx:
-            traffic = traffic_of(ctx)
-            deadline = deadline_after(args.seconds)
-            while (event := traffic.next(deadline)) is not None:
-                if not presence.take(event) and H.CLIENT_GID in event.headers:
-                    seen.add(event.name)
+            listen(traffic_of(ctx), deadline_after(args.seconds), take, summary)
         names = sorted(seen | presence.services())
         summary["services"] = len(names)
         for name in names:
             out.emit(name, {"service": name})
+        if not names and not summary.get("interrupted"):
+            note(f"no service seen within {args.seconds:g} s")
+            return ExitCode.FAILED
         return ExitCode.OK
 
     return run(args, work)
 
 
 def _info(args: argparse.Namespace) -> int:
+    checked_name(args.service, "service")
     return entity_info(args, "service", args.service, ("server", "client"))

@@ -1,33 +1,90 @@
 """What every shell tool does around its work: open the system the options name (or run
-the demo inside the command with --demo), watch what arrives, and turn each way of
-ending (done, Ctrl-C, a closed pipe, a bad option, an unreachable server) into its exit
-code and one line saying what to do."""
+the demo inside the command with --demo) through a mailbox of its own, watch what
+arrives, and turn each way of ending (done, Ctrl-C, a closed pipe, a bad option, an
+unreachable server, a refused password, a message too large) into its exit code and one
+line saying what to do."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
+import os
 import queue
+import secrets
 import sys
 import time
 import weakref
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NoReturn
 
 from mailbus.context import Context
-from mailbus.errors import ConfigError, MailbusError
+from mailbus.errors import (
+    ConfigError,
+    CredentialsRefused,
+    InvalidNameError,
+    MailbusError,
+    MessageTooLarge,
+    TransportError,
+)
 from mailbus.field_path import FieldPathError
+from mailbus.names import check_name
+from mailbus.options import Options
 from mailbus.query import QueryError
 from mailbus.shell.exit_codes import ExitCode
 from mailbus.shell.output import Output, PipeClosed, note
 from mailbus.trace import Kind, TraceEvent
 
 INTERNAL_PREFIX = "_mailbus/"
+# A fixed PostOffice box for the shell tools instead of one of their own per command.
+BOX_ENV = "MAILBUS_POSTOFFICE_BOX"
 
 
 class UsageError(ValueError):
     """Arguments that do not make sense together; the message says which."""
+
+
+# Errors in what the user typed or configured: exit 2, no server hint.
+USAGE_ERRORS = (ConfigError, QueryError, FieldPathError, InvalidNameError, UsageError)
+
+
+class ShellParser(argparse.ArgumentParser):
+    """A parser whose errors are one line (with where to read more), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+
+
+def checked_name(name: str, what: str = "topic") -> str:
+    """`name` if it can be a topic or service name (or a glob of them), else UsageError."""
+    try:
+        return check_name(name, what)
+    except InvalidNameError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def read_text(path: str, what: str = "--file") -> str:
+    """The UTF-8 text of `path` ('-': stdin); UsageError saying why it cannot be read."""
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read()
+    except FileNotFoundError:
+        raise UsageError(f"{what} {path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{what} {path}: is a directory") from None
+    except OSError as exc:
+        raise UsageError(f"{what} {path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"{what} {path}: not UTF-8 text (byte {exc.start}); a body is text, "
+            "such as JSON (base64-encode binary data)"
+        ) from None
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +101,11 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stats", action="store_true", help="a one-line JSON summary on stderr at the end"
     )
+    parser.add_argument(
+        "--backlog",
+        action="store_true",
+        help=f"with {BOX_ENV}: also show letters waiting in that box from before this command",
+    )
 
 
 _TRAFFIC: weakref.WeakKeyDictionary[Context, Traffic] = weakref.WeakKeyDictionary()
@@ -58,7 +120,9 @@ def open_system(args: argparse.Namespace, *, listen: bool = False) -> Iterator[C
     if args.demo:
         options = options_from_mapping({"announce-period-s": 1.0})
     else:
-        options = load_options(getattr(args, "config", None))
+        options = own_box(load_options(getattr(args, "config", None)))
+        if options.transport == "postoffice" and not args.backlog:
+            _empty_fixed_box(options)
     ctx = Context(options)
     if listen:
         _TRAFFIC[ctx] = Traffic(ctx)
@@ -74,6 +138,85 @@ def open_system(args: argparse.Namespace, *, listen: bool = False) -> Iterator[C
             yield ctx
         finally:
             demo.stop()
+
+
+def own_box(options: Options, environ: Mapping[str, str] | None = None) -> Options:
+    """On PostOffice, the options with a box of this command's own: `MAILBUS_POSTOFFICE_BOX`
+    if set, else a new one in the configured box's group, which the transport creates
+    and removes on exit. So two commands on one options file work at once, and none
+    reads letters left in a box by an earlier one."""
+    env = os.environ if environ is None else environ
+    table = dict(options.sections.get("postoffice", {}))
+    configured = table.get("box")
+    if options.transport != "postoffice" or not isinstance(configured, str) or not configured:
+        return options  # the transport's own check says what is wrong
+    if env.get(BOX_ENV):
+        table["box"] = env[BOX_ENV]
+    elif table.get("create", True) is True:
+        parent, _, leaf = configured.rpartition(".")
+        table.setdefault("group", parent)
+        # Letters and digits only (a box name is a.b.c); the pid and a random part
+        # keep commands from one another.
+        unique = f"{leaf}sh{os.getpid()}x{secrets.token_hex(3)}"
+        table["box"] = f"{parent}.{unique}" if parent else unique
+        table["keep-boxes"] = False
+    else:
+        return options  # create = false: only the configured box exists
+    sections = {**options.sections, "postoffice": table}
+    return dataclasses.replace(options, sections=sections)
+
+
+def _empty_fixed_box(options: Options) -> None:
+    """Empty the box `MAILBUS_POSTOFFICE_BOX` names, so that what waits there from
+    before is not shown as live (--backlog keeps it)."""
+    if not os.environ.get(BOX_ENV):
+        return
+    from mailbus.postoffice.client import BoxInUse, NoSuchBox, NotAuthorized, PostOfficeError
+    from mailbus.postoffice.transport import PostOfficeOptions
+
+    opts = PostOfficeOptions.from_options(options)
+    client = opts.client()
+    try:
+        client.check_out(opts.box, opts.password)
+        client.empty()
+    except NoSuchBox:
+        pass  # the transport creates it, empty
+    except NotAuthorized:
+        raise CredentialsRefused(f"PostOffice refused the password for box {opts.box!r}") from None
+    except BoxInUse:
+        raise TransportError(
+            f"box {opts.box!r} ({BOX_ENV}) is checked out by another connection: "
+            f"unset {BOX_ENV} to give this command a box of its own"
+        ) from None
+    except PostOfficeError as exc:
+        raise TransportError(f"PostOffice at {opts.host}:{opts.port}: {exc}") from exc
+    finally:
+        client.close()
+
+
+def refuse_if_too_large(ctx: Context, name: str, body: str) -> None:
+    """MessageTooLarge if the email carrying `body` on `name` is over what the
+    transport delivers: the sender's own limit (PostOffice's letter limit), or over
+    mail what the receivers read (`[mail] max-message-bytes`: a larger mail is sent,
+    then skipped by every reader)."""
+    sender = ctx.sender
+    limit, option = sender.max_email_bytes, sender.limit_option
+    if limit is None and ctx.options.transport == "email":
+        from mailbus.mail.imap_receiver import DEFAULT_MAX_MESSAGE_BYTES
+
+        mail = ctx.options.sections.get("mail", {})
+        limit = mail.get("max-message-bytes", DEFAULT_MAX_MESSAGE_BYTES)
+        option = "mail.max-message-bytes, what the receivers read"
+    if not isinstance(limit, int):
+        return
+    from mailbus.email_message import encode
+
+    size = len(encode(ctx.outgoing(name, body, {})))
+    if size > limit:
+        raise MessageTooLarge(
+            f"the email is {size:,} bytes, over this transport's limit of {limit:,} bytes "
+            f"({option})"
+        )
 
 
 def traffic_of(ctx: Context) -> Traffic:
@@ -96,6 +239,14 @@ class Traffic:
     def _take(self, event: TraceEvent) -> None:
         if event.kind == Kind.RECEIVED:
             self._queue.put(event)
+
+    def waiting(self) -> Iterator[TraceEvent]:
+        """The emails already here, without waiting."""
+        while True:
+            try:
+                yield self._queue.get_nowait()
+            except queue.Empty:
+                return
 
     def next(self, deadline: float | None) -> TraceEvent | None:
         """The next email, or None once `deadline` (monotonic) has passed."""
@@ -124,22 +275,30 @@ def run(args: argparse.Namespace, work: Callable[[Output, dict[str, Any]], ExitC
     summary: dict[str, Any] = {"command": f"{args.command} {args.action}"}
     started = time.monotonic()
     code = ExitCode.OK
+    where = f"mailbus {args.command} {args.action}"
     try:
         code = work(output, summary)
     except KeyboardInterrupt:
         summary["interrupted"] = True
-        note(_summary_line(summary))
     except PipeClosed:
         summary["pipe_closed"] = True
-    except (ConfigError, QueryError, FieldPathError, UsageError) as exc:
-        note(f"mailbus {args.command} {args.action}: {exc}")
+    except USAGE_ERRORS as exc:
+        note(f"{where}: {exc}")
         code = ExitCode.USAGE
-    except MailbusError as exc:
-        note(
-            f"mailbus {args.command} {args.action}: {exc}\n"
-            "  (is the server running, and --config the right file?)"
-        )
+    except CredentialsRefused as exc:
+        note(f"{where}: {exc} (check the password in --config or the environment)")
+        code = ExitCode.USAGE
+    except MessageTooLarge as exc:
+        note(f"{where}: not sent: {exc}")
+        code = ExitCode.FAILED
+    except TransportError as exc:
+        note(f"{where}: {exc}\n  (is the server running, and --config the right file?)")
         code = ExitCode.CONNECTION
+    except MailbusError as exc:
+        note(f"{where}: {exc}")
+        code = ExitCode.FAILED
+    if summary.get("interrupted"):
+        note(_summary_line(summary))
     summary["exit"] = int(code)
     summary["seconds"] = round(time.monotonic() - started, 3)
     if args.stats:
@@ -156,7 +315,7 @@ def subcommand(
 ) -> argparse.ArgumentParser:
     """One `mailbus topic|service|participant ACTION` with the common options and its
     example at the end of its --help."""
-    parser = actions.add_parser(
+    parser: argparse.ArgumentParser = actions.add_parser(
         name,
         help=help_text,
         parents=[common],
@@ -173,11 +332,44 @@ def usage_checked(handler: Callable[[argparse.Namespace], int]) -> Callable[...,
     def checked(args: argparse.Namespace) -> int:
         try:
             return handler(args)
-        except (QueryError, FieldPathError, UsageError, ConfigError) as exc:
+        except USAGE_ERRORS as exc:
             note(f"mailbus {args.command} {args.action}: {exc}")
             return int(ExitCode.USAGE)
 
     return checked
+
+
+def listen(
+    traffic: Traffic,
+    deadline: float | None,
+    take: Callable[[TraceEvent], object],
+    summary: dict[str, Any],
+) -> None:
+    """Feed `take` every email until `deadline`; Ctrl-C ends the listening, not the
+    command, so that what was gathered is still printed (then the summary line)."""
+    try:
+        while (event := traffic.next(deadline)) is not None:
+            take(event)
+    except KeyboardInterrupt:
+        summary["interrupted"] = True
+        for event in traffic.waiting():  # arrived before the Ctrl-C: gathered too
+            take(event)
+
+
+def positive(kind: type[float] | type[int], text_name: str) -> Callable[[str], Any]:
+    """An argparse type: a finite number above 0 (`--seconds`, `--rate`, `--count`)."""
+
+    def parse(text: str) -> float | int:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not (0 < value < float("inf")):
+            raise argparse.ArgumentTypeError(f"{text_name} must be above 0, not {text}")
+        return value
+
+    parse.__name__ = text_name
+    return parse
 
 
 def _summary_line(summary: dict[str, Any]) -> str:
