@@ -76,16 +76,16 @@ def _sent_by(parts: WorkbenchParts) -> frozenset[str]:
 
 def _received(parts: WorkbenchParts, until: TraceEvent | None) -> list[TraceEvent]:
     """The messages and answered requests the workbench keeps (its own came back to it
-    too), up to `until` when given. A request nobody answered (a misspelt service) is
-    left out: sent again, it would fail the test."""
+    too), up to `until` when given, and the responses to those requests (a request
+    without one is no input: sent again, it would fail the test)."""
     model = parts.model
     events = [r.event for name in model.topics.names() for r in model.topics.history(name)]
-    answered = [t.request for t in model.services.traces() if t.request and t.response]
-    events += {id(request): request for request in answered}.values()
-    if until is None:
-        return events
-    cut = _seen_ns(until)
-    return [e for e in events if _seen_ns(e) <= cut]
+    calls = [(t.request, t.response) for t in model.services.traces() if not t.duplicate]
+    events += [request for request, response in calls if request and response]
+    if until is not None:
+        cut = _seen_ns(until)
+        events = [e for e in events if _seen_ns(e) <= cut]
+    return events + [response for request, response in calls if request and response]
 
 
 def message_source(parts: WorkbenchParts, record: MessageRecord) -> str:
