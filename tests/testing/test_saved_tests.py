@@ -112,6 +112,10 @@ def event(kind: str, name: str, message_id: str, body: str = "{}") -> TraceEvent
     return TraceEvent(kind, 0, name=name, message_id=message_id, body=body, detail=detail)
 
 
+def answer(request_id: str) -> TraceEvent:
+    return TraceEvent(Kind.RESPONSE_MATCHED, 0, name="lot/fee", in_reply_to=request_id)
+
+
 def test_inputs_are_what_was_sent_before_and_the_system_answers_on_other_topics() -> None:
     P, R, Q = Kind.PUBLISHED, Kind.RECEIVED, Kind.REQUEST_SENT
     # The system in another process: what this context published is all input.
@@ -119,6 +123,7 @@ def test_inputs_are_what_was_sent_before_and_the_system_answers_on_other_topics(
         event(P, "lot/enter", "1", '{"plate": "A"}'),
         event(R, "lot/free", "2", '{"free": 2}'),
         event(Q, "lot/fee", "3", '{"plate": "A"}'),
+        answer("3"),
         event(R, "lot/free", "4", '{"free": 2}'),
     ]
     assert inputs_from_trace(remote, service="lot/fee") == [
@@ -139,6 +144,7 @@ def test_inputs_are_what_was_sent_before_and_the_system_answers_on_other_topics(
         event(R, "lot/exit", "3"),
         event(P, "lot/free", "4"),
         event(Q, "lot/fee", "5"),
+        answer("5"),
     ]
     assert [(i.name, i.answered_on) for i in inputs_from_trace(local, service="lot/fee")] == [
         ("lot/enter", "lot/free"),
@@ -146,6 +152,18 @@ def test_inputs_are_what_was_sent_before_and_the_system_answers_on_other_topics(
     ]
     with pytest.raises(ValueError, match="name a topic or a service"):
         inputs_from_trace(local)
+    # A call nobody answered (a misspelt service, a timeout) is no input: sent again it
+    # would fail the test, and the input after it is no answer to it.
+    unanswered = [
+        event(Q, "lot/nobody", "0"),
+        event(P, "lot/enter", "1"),
+        event(R, "lot/enter", "1"),
+        event(P, "lot/free", "2"),
+        event(R, "lot/free", "2"),
+    ]
+    assert inputs_from_trace(unanswered, topic="lot/free") == [
+        Input("message", "lot/enter", "{}", "lot/free")
+    ]
 
 
 def test_an_observer_that_keeps_what_it_received_tells_its_own_by_sender() -> None:
@@ -162,6 +180,7 @@ def test_an_observer_that_keeps_what_it_received_tells_its_own_by_sender() -> No
         received("request", "lot/fee", "mine", 5),
         received("message", "lot/exit", "mine", 4),
         received("message", "lot/free", "gate", 6),
+        TraceEvent(Kind.RECEIVED, 7, name="lot/fee", detail="response", in_reply_to="<5>"),
     ]
     assert inputs_from_received(seen, {"mine"}, service="lot/fee") == [
         Input("message", "lot/enter", "", "lot/free"),

@@ -90,6 +90,8 @@ class EngineHost:
         )
         self._publishers: dict[str, Publisher] = {}
         self._clients: dict[str, ServiceClient] = {}
+        # The GIDs of every publisher and client made above, closed ones too.
+        self._sent_by: set[str] = set()
         self._lock = threading.Lock()
         self._detach: list[Callable[[], None]] = []
         # Brokers shown on the Broker screen, by name (the demo adds one).
@@ -188,6 +190,13 @@ class EngineHost:
         if self.viewer:
             remove_viewer_boxes(self.options)
 
+    def sender_gids(self) -> frozenset[str]:
+        """The GIDs of the publishers and clients that Publish and Call used (closed
+        ones too): what the workbench sent, told from what others sent by the sender's
+        GID of each message and request it received."""
+        with self._lock:
+            return frozenset(self._sent_by)
+
     def wait_sets(self) -> list[WaitSet]:
         return self.context.wait_sets
 
@@ -197,6 +206,7 @@ class EngineHost:
             publisher = self._publishers.get(topic)
             if publisher is None:
                 publisher = self._publishers[topic] = self.context.publisher(topic)
+                self._sent_by.add(publisher.gid)
         return publisher.publish(body, headers)
 
     def call(self, service: str, body: str, timeout: float) -> CallResult:
@@ -205,6 +215,7 @@ class EngineHost:
             client = self._clients.get(service)
             if client is None:
                 client = self._clients[service] = self.context.client(service)
+                self._sent_by.add(client.gid)
         started = time.perf_counter()
         try:
             response = client.call(body, timeout)

@@ -83,10 +83,18 @@ def inputs_from_trace(
     (a message the context published was also taken in there), what it publishes is
     traced as the context's too: a topic first published right after an input, before
     anything else was sent, is the system's answer, not an input, and so is what nobody
-    in the context took in. Empty when the saved message or call was not seen."""
+    in the context took in. A request no response answered (timed out, misspelt) is
+    left out: sent again it would fail the test, and it answers nothing. Empty when the
+    saved message or call was not seen."""
     if (topic is None) == (service is None):
         raise ValueError("inputs_from_trace: name a topic or a service")
-    traced = [e for e in events if e.kind in _TRAFFIC]
+    events = list(events)
+    answered = {e.in_reply_to for e in events if e.in_reply_to and _is_response(e)}
+    traced = [
+        e
+        for e in events
+        if e.kind in _TRAFFIC and (e.kind != Kind.REQUEST_SENT or e.message_id in answered)
+    ]
 
     def saved(event: TraceEvent) -> bool:
         if topic is not None:
@@ -142,7 +150,8 @@ def inputs_from_received(
     """`inputs_from_trace` for an observer that keeps what it received only (the
     workbench): the messages and requests whose sender's GID is in `sent_by` (the
     saver's own publishers and clients) count as sent by it, the others as the
-    system's; `events` in any order (by reception time here)."""
+    system's; `events` in any order (by reception time here), with the responses
+    received (a request without one is left out)."""
     sent_kinds = {"message": Kind.PUBLISHED, "request": Kind.REQUEST_SENT}
     traced = []
     for event in sorted(events, key=lambda e: e.reception_timestamp_ns or e.time_ns):
@@ -154,6 +163,12 @@ def inputs_from_received(
 
 
 _TRAFFIC = {Kind.PUBLISHED, Kind.REQUEST_SENT, Kind.RECEIVED}
+
+
+def _is_response(event: TraceEvent) -> bool:
+    return event.kind == Kind.RESPONSE_MATCHED or (
+        event.kind == Kind.RECEIVED and event.detail == "response"
+    )
 
 
 def _is_message(event: TraceEvent) -> bool:

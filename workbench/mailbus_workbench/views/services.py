@@ -180,7 +180,9 @@ Select a call to see the request and the response side by side.
             self.notify("Select an answered call to save as a test", severity="warning")
             return
         request, response = trace.request.body or "", trace.response.body or ""
-        source = save_test.call_source(self.parts, trace.service, request, response)
+        source = save_test.call_source(
+            self.parts, trace.service, request, response, seen=trace.request
+        )
         save_test.offer(self, self.parts, f"a call to {trace.service}", trace.service, source)
 
     def action_export_calls(self) -> None:

@@ -294,8 +294,7 @@ Filter and Find terms: `Name=value`, `Name~part`, `Name!=value`, `Name>n`, `Name
             self.notify("Select a message to save as a test", severity="warning", timeout=3)
             return
         topic = record.event.name
-        bodies = [r.body for r in self.parts.model.topics.history(topic)]
-        source = save_test.message_source(self.parts, topic, record.body, bodies)
+        source = save_test.message_source(self.parts, record)
         save_test.offer(self, self.parts, f"a message on {topic}", topic, source)
 
     @property
