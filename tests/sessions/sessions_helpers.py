@@ -3,6 +3,7 @@ conftest.py, so `from conftest import ...` could find another part's)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,9 @@ from mailbus.sessions.recorder import Recorder
 from mailbus.trace import TraceEvent
 
 ROOT = Path(__file__).resolve().parents[2]
+# The benchmarks' session generators (bench/) make the large sessions some tests compare.
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))
 SAMPLES = ROOT / "sample_sessions"
 SAMPLE_NAMES = ("demo", "slow_service", "gaps")
 T = 1_700_000_000_000_000_000  # the tiny session's epoch, ns
