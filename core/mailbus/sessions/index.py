@@ -37,6 +37,7 @@ import contextlib
 import json
 import logging
 import os
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -643,7 +644,8 @@ def _unwritten(index: SessionIndex) -> SessionIndex:
 
 def _write_atomic(path: Path, data: Mapping[str, Any]) -> None:
     """Write `data` as JSON under a temporary name, then rename over `path`."""
-    temp = path.with_name(path.name + TEMP_SUFFIX)
+    # A name of its own: two readers building the same index at once never share it.
+    temp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}{TEMP_SUFFIX}")
     try:
         with open(temp, "w", encoding="utf-8") as handle:
             json.dump(data, handle, separators=(",", ":"))

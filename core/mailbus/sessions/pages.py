@@ -15,14 +15,17 @@ columns asked for are read (pyarrow `ParquetFile.read_row_group(..., columns=...
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
 from mailbus.extras import needs_extra
 from mailbus.sessions.index import RowGroup, SessionIndex
+from mailbus.sessions.reader import SessionError
 from mailbus.sessions.replay_rows import TIME, time_expr
 from mailbus.sessions.schema import COLUMN_NAMES
 
 with needs_extra("mailbus.sessions"):
     import polars as pl
+    import pyarrow as pa  # type: ignore[import-untyped]
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 # Columns added to schema version 1 later: read as null from parts that lack them.
@@ -37,11 +40,16 @@ class RowGroupReader:
         self.index = index
         self._files: dict[int, pq.ParquetFile] = {}
         self.groups_read = 0  # for tests and benchmarks: what was touched
+        self.pending_high_water = 0  # most rows time_ordered held waiting for their turn
 
     def _file(self, part: int) -> pq.ParquetFile:
         parquet = self._files.get(part)
         if parquet is None:
-            parquet = pq.ParquetFile(self.index.path / self.index.parts[part].file)
+            path = self.index.path / self.index.parts[part].file
+            try:
+                parquet = pq.ParquetFile(path)
+            except (pa.ArrowException, OSError) as exc:
+                raise _unreadable(path, exc) from None
             self._files[part] = parquet
         return parquet
 
@@ -75,7 +83,12 @@ class RowGroupReader:
         self, parquet: pq.ParquetFile, group: RowGroup, columns: list[str], present: set[str]
     ) -> pl.DataFrame:
         self.groups_read += 1
-        table = parquet.read_row_group(group.number, columns=[c for c in columns if c in present])
+        try:
+            table = parquet.read_row_group(
+                group.number, columns=[c for c in columns if c in present]
+            )
+        except (pa.ArrowException, OSError) as exc:
+            raise _unreadable(self.index.path / self.index.parts[group.part].file, exc) from None
         frame = pl.from_arrow(table)
         assert isinstance(frame, pl.DataFrame)
         missing = [c for c in columns if c not in present]
@@ -91,6 +104,10 @@ class RowGroupReader:
         )
 
 
+def _unreadable(path: Path, exc: BaseException) -> SessionError:
+    return SessionError(f"part {path} cannot be read: it is truncated or corrupt ({exc})")
+
+
 def time_ordered(
     reader: RowGroupReader,
     start_ns: int,
@@ -98,23 +115,30 @@ def time_ordered(
     columns: Sequence[str],
     where: pl.Expr | None = None,
     *,
+    groups: Callable[[RowGroup], bool] | None = None,
     cancelled: Callable[[], bool] | None = None,
 ) -> Iterator[pl.DataFrame]:
     """Frames of the rows with start_ns <= t <= stop_ns (None: no end) matching `where`,
-    sorted by (t, event_index) across frames. `cancelled()` true ends the stream."""
-    groups = reader.index.groups_in_time_order(start_ns, stop_ns)
+    sorted by (t, event_index) across frames; only the row groups `groups` accepts (all:
+    None) are read. `cancelled()` true ends the stream."""
+    order = [
+        g
+        for g in reader.index.groups_in_time_order(start_ns, stop_ns)
+        if groups is None or groups(g)
+    ]
     in_range = pl.col(TIME) >= start_ns
     if stop_ns is not None:
         in_range &= pl.col(TIME) <= stop_ns
     columns = list(dict.fromkeys([*columns, "event_index"]))
     pending: pl.DataFrame | None = None
-    for i, group in enumerate(groups):
+    for i, group in enumerate(order):
         if cancelled is not None and cancelled():
             return
         frame = reader.read(group, columns, where)
         frame = frame.filter(in_range)
         pending = frame if pending is None else pl.concat([pending, frame], how="vertical")
-        frontier = groups[i + 1].first_ns if i + 1 < len(groups) else None
+        reader.pending_high_water = max(reader.pending_high_water, pending.height)
+        frontier = order[i + 1].first_ns if i + 1 < len(order) else None
         if frontier is None:
             ready, pending = pending, None
         else:  # a row at the frontier may tie with an earlier event_index still unread
