@@ -24,8 +24,11 @@ from mailbus.sessions.index import (
 from mailbus.sessions.pages import RowGroupReader, read_rows, read_window
 from mailbus.sessions.player import replay_events
 from mailbus.sessions.reader import SessionError, open_session
+from mailbus.sessions.recorder import Recorder
 from mailbus.sessions.replay_rows import TIME, time_expr
-from sessions_helpers import SAMPLE_NAMES, SAMPLES
+from mailbus.trace import TraceEvent
+from sessions_helpers import MS, SAMPLE_NAMES, SAMPLES, T
+from waiting import eventually
 
 from bench.synthetic_sorted import write_synthetic
 
@@ -242,3 +245,80 @@ def test_on_a_read_only_directory_the_index_is_kept_in_memory(tmp_path: Path) ->
         assert index.notes[-1].endswith("index kept in memory")
         assert index.rows == 504
     assert sorted((p.name, p.read_bytes()) for p in path.iterdir()) == before
+
+
+def _shuffled_events(count: int) -> list[TraceEvent]:
+    """Received messages whose Source-Timestamps run up to 50 ms behind their reception
+    (late, out of order), each also published by the sender."""
+    events = []
+    for i in range(count):
+        sent = T + i * MS
+        late = (i * 7919 % 50) * MS
+        common = {"name": f"t{i % 3}", "message_id": f"<m{i}@t>", "source_gid": "P"}
+        events.append(
+            TraceEvent("message.published", sent, source_timestamp_ns=sent, body="x", **common)  # type: ignore[arg-type]
+        )
+        events.append(
+            TraceEvent(
+                "email.received",
+                sent + late,
+                source_timestamp_ns=sent,
+                reception_timestamp_ns=sent + late,
+                detail="message",
+                body="x",
+                **common,  # type: ignore[arg-type]
+            )
+        )
+    return sorted(events, key=lambda e: e.time_ns)  # recorded as they happen
+
+
+def test_the_recorder_writes_the_index_as_it_records(tmp_path: Path) -> None:
+    """Every batch closes its part here (max_part_bytes=1): the index follows them."""
+    path = tmp_path / "s"
+    recorder = Recorder(path, batch_rows=500, max_part_bytes=1)
+    events = _shuffled_events(2_000)
+    assert load_index(path, build=False).rows == 0  # written at the start
+    for n, event in enumerate(events, start=1):
+        recorder.listener(event)
+        if n == 2_000:  # halfway: the index follows the parts written so far
+            eventually(lambda: recorder.status()["parts"] >= 2, timeout=60)
+            session = open_session(path)
+            following = load_index(session)
+            assert following.rows == sum(p.rows for p in following.parts) >= 1_000
+            assert [p.file for p in following.parts] == [p.name for p in session.parts]
+            # A part renamed before the recorder rewrote the index is indexed in memory.
+            assert following.notes in (
+                (),
+                (
+                    "index extended with 1 new part(s)",
+                    "index kept in memory (the recorder writes it)",
+                ),
+            )
+    recorder.stop()
+    written = load_index(path, build=False)
+    assert written.notes == () and written.rows == len(events) and len(written.parts) >= 4
+    (path / INDEX_FILE).unlink()
+    rebuilt = load_index(path)  # the same as an index built from the parts afterwards
+    assert rebuilt.notes[0].startswith("no index") and rebuilt == written
+    assert written.emails() == len(replay_events(path)) == 2_000
+
+
+def test_the_recorder_writes_row_groups_sorted_by_time(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    events = _shuffled_events(1_000)
+    recorder = Recorder(path, batch_rows=100, row_group_rows=300)
+    for event in events:
+        recorder.listener(event)
+    recorder.stop()
+    index = load_index(path, build=False)
+    (part,) = index.parts
+    assert [g.rows for g in part.row_groups] == [300] * 6 + [200]
+    frame = pl.read_parquet(path / part.file).with_columns(time_expr())
+    recorded = pl.Series([e.source_timestamp_ns or e.time_ns for e in events])
+    assert not recorded.is_sorted()  # the events came out of time order
+    for group in part.row_groups:
+        rows = frame.slice(group.part_row, group.rows)
+        assert rows[TIME].is_sorted(), group
+        assert (rows[TIME].min(), rows[TIME].max()) == (group.first_ns, group.last_ns)
+    (path / INDEX_FILE).unlink()
+    assert load_index(path) == index

@@ -636,6 +636,11 @@ def load_index(
     return index if written else _unwritten(index)
 
 
+def write_index(path: Path, index: SessionIndex) -> None:
+    """Write `index` to `path` atomically (OSError when it cannot)."""
+    _write_atomic(path, index.to_json())
+
+
 def _unwritten(index: SessionIndex) -> SessionIndex:
     from dataclasses import replace
 
