@@ -24,7 +24,8 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from itertools import repeat
+from typing import TYPE_CHECKING
 
 from mailbus import headers as H
 from mailbus.email_message import Email, new_message_id
@@ -233,32 +234,52 @@ class _BoundedMap(OrderedDict[str, str]):
             self.popitem(last=False)
 
 
-def _event_from_row(row: Mapping[str, Any], origin_ns: int) -> ReplayEvent:
-    """The ReplayEvent of a chosen row (see replay_rows.choose_copies)."""
-    what = row["what"]
-    headers = _header_map(row["headers"])
-    client_gid = headers.get(H.CLIENT_GID, "")
-    if what == EnvelopeKind.REQUEST and not client_gid:
-        client_gid = row["source_gid"] or ""
-    raw = row.get("raw")
-    return ReplayEvent(
-        offset_ns=row[TIME] - origin_ns,
-        source_ns=row[TIME],
-        what=what,
-        name=row["name"],
-        source_gid=row["source_gid"] or "",
-        client_gid=client_gid,
-        sequence_number=row["sequence_number"] if row["sequence_number"] is not None else -1,
-        message_id=row["message_id"],
-        in_reply_to=row["in_reply_to"] or "",
-        references=tuple(row["references"] or ()),
-        headers=tuple(
-            (k, v) for k, v in headers.items() if k.lower() not in _ENGINE_HEADERS and v != REDACTED
-        ),
-        body=bytes(row["body"] or b"").decode("utf-8", "replace"),
-        truncated=bool(row["body_truncated"]),
-        raw=None if raw is None else bytes(raw),
+def _events_of(chosen: pl.DataFrame, origin_ns: int) -> Iterator[ReplayEvent]:
+    """The ReplayEvents of chosen rows (see replay_rows.choose_copies), built from whole
+    columns (several times cheaper than row by row)."""
+    request = EnvelopeKind.REQUEST.value
+    engine, client_header = _ENGINE_HEADERS, H.CLIENT_GID
+    raws = chosen.get_column("raw").to_list() if "raw" in chosen.columns else None
+    columns = zip(
+        chosen.get_column(TIME).to_list(),
+        chosen.get_column("what").to_list(),
+        chosen.get_column("name").to_list(),
+        chosen.get_column("source_gid").to_list(),
+        chosen.get_column("sequence_number").to_list(),
+        chosen.get_column("message_id").to_list(),
+        chosen.get_column("in_reply_to").to_list(),
+        chosen.get_column("references").to_list(),
+        chosen.get_column("headers").to_list(),
+        chosen.get_column("body").to_list(),
+        chosen.get_column("body_truncated").to_list(),
+        raws if raws is not None else repeat(None),
+        strict=False,
     )
+    for t, what, name, gid, seq, mid, reply, refs, hdrs, body, cut, raw in columns:
+        headers = _header_map(hdrs) if hdrs else {}
+        client_gid = headers.get(client_header, "")
+        if what == request and not client_gid:
+            client_gid = gid or ""
+        yield ReplayEvent(
+            offset_ns=t - origin_ns,
+            source_ns=t,
+            what=what,
+            name=name,
+            source_gid=gid or "",
+            client_gid=client_gid,
+            sequence_number=seq if seq is not None else -1,
+            message_id=mid,
+            in_reply_to=reply or "",
+            references=tuple(refs) if refs else (),
+            headers=tuple(
+                (k, v) for k, v in headers.items() if k.lower() not in engine and v != REDACTED
+            )
+            if headers
+            else (),
+            body=bytes(body).decode("utf-8", "replace") if body else "",
+            truncated=bool(cut),
+            raw=None if raw is None else bytes(raw),
+        )
 
 
 # What the player reads of each email's rows (and `raw`, from the received copies).
@@ -413,9 +434,7 @@ class Player:
             cancelled=cancelled,
         )
         for frame in frames:
-            chosen = choose_copies(email_rows(frame), seen)
-            for row in chosen.iter_rows(named=True):
-                yield _event_from_row(row, self.origin_ns)
+            yield from _events_of(choose_copies(email_rows(frame), seen), self.origin_ns)
 
     @property
     def events(self) -> list[ReplayEvent]:
