@@ -5,12 +5,8 @@ in memory on a read-only directory; seeking and paging through it."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
@@ -27,7 +23,7 @@ from mailbus.sessions.reader import SessionError, open_session
 from mailbus.sessions.recorder import Recorder
 from mailbus.sessions.replay_rows import TIME, time_expr
 from mailbus.trace import TraceEvent
-from sessions_helpers import MS, SAMPLE_NAMES, SAMPLES, T
+from sessions_helpers import MS, SAMPLE_NAMES, SAMPLES, T, read_only
 from waiting import eventually
 
 from bench.synthetic_sorted import write_synthetic
@@ -218,27 +214,10 @@ def test_a_truncated_part_is_named(synthetic: Path, tmp_path: Path) -> None:
     assert part.read_bytes() == data[: len(data) // 2]  # nothing rewritten
 
 
-@contextmanager
-def _read_only(path: Path) -> Iterator[None]:
-    """`path` read-only for this process: mode 0555, and for root (whom modes do not
-    stop) the immutable attribute."""
-    mode = path.stat().st_mode
-    path.chmod(0o555)
-    root = os.geteuid() == 0
-    if root:
-        subprocess.run(["chattr", "+i", str(path)], check=True, timeout=10)
-    try:
-        yield
-    finally:
-        if root:
-            subprocess.run(["chattr", "-i", str(path)], check=True, timeout=10)
-        path.chmod(mode)
-
-
 def test_on_a_read_only_directory_the_index_is_kept_in_memory(tmp_path: Path) -> None:
     path = _copy(SAMPLES / "slow_service", tmp_path)
     before = sorted((p.name, p.read_bytes()) for p in path.iterdir())
-    with _read_only(path):
+    with read_only(path):
         index = load_index(path)
         assert not index.written
         assert index.notes[-1].startswith(f"cannot write {INDEX_FILE} beside the parts")
