@@ -45,6 +45,9 @@ SMOKE: dict[str, list[list[str]]] = {
     "email_process_share": [["--quick", "--sizes", "1", "--order", "shared,own"]],
     "testing": [["--quick", "--messages", "5000", "--events", "5000"]],
     "cli": [["--quick"]],
+    # 100 k events, not --quick's 1 M (whose comparison with the global replay alone
+    # takes over a minute).
+    "replay": [["--sizes", "100k", "--stretch", "1"]],
 }
 # Figures a smoke run must measure (a number, not null).
 MEASURED = {"workbench": ("key_latency_p95_ms", "key_latency_p95_ms_10k_topics")}
@@ -61,7 +64,7 @@ def documented() -> set[str]:
 
 # Which test file runs which benchmarks: about two minutes each.
 SHARES = (
-    {"sessions", "email_e2e", "cli", "find", "stem"},
+    {"sessions", "email_e2e", "cli", "find", "stem", "replay"},
     {"sessions_many", "postoffice", "email_scale", "raw_recording", "outbox"},
     {
         "workbench",

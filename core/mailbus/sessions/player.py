@@ -70,6 +70,7 @@ DEFAULT_READ_AHEAD = 1_000  # emails read ahead of the sender (rosbag2's default
 DEFAULT_ID_MAP_SIZE = 100_000  # recorded -> replayed Message-IDs remembered for replies
 DEFAULT_GID_MAP_SIZE = 10_000  # recorded -> replayed GIDs
 INT64_MAX = 2**63 - 1
+_SLICE_ROWS = 1_024  # emails turned into Python objects at a time
 _ENGINE_HEADERS = {
     h.lower()
     for h in (
@@ -434,7 +435,10 @@ class Player:
             cancelled=cancelled,
         )
         for frame in frames:
-            yield from _events_of(choose_copies(email_rows(frame), seen), self.origin_ns)
+            chosen = choose_copies(email_rows(frame), seen)
+            # In slices: the first email is ready without converting a whole row group.
+            for start in range(0, chosen.height, _SLICE_ROWS):
+                yield from _events_of(chosen.slice(start, _SLICE_ROWS), self.origin_ns)
 
     @property
     def events(self) -> list[ReplayEvent]:

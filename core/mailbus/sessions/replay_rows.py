@@ -100,17 +100,21 @@ class SeenIds:
         return self._merged
 
 
-def choose_copies(emails: pl.DataFrame, seen: SeenIds) -> pl.DataFrame:
+def choose_copies(emails: pl.DataFrame, seen: SeenIds, *, ordered: bool = True) -> pl.DataFrame:
     """One row per Message-ID of `emails` (rows from `email_rows`): the sender's event
     when present, else the first received copy (by event_index); Message-IDs in `seen`
     dropped (a copy of an email chosen earlier), the chosen ones added to it. With a
     `raw` column, each chosen row gets the raw bytes of the first received copy that has
-    them (the sender's event has none). Sorted by (`_t`, event_index)."""
+    them (the sender's event has none). Sorted by (`_t`, event_index) when `ordered`."""
     if emails.height == 0:
         return emails
-    chosen = emails.sort("_received", "event_index").unique(
-        "message_id", keep="first", maintain_order=True
+    # One key orders the copies: the sender's first, then by event_index (unique in a
+    # session); the copy with the smallest key of its Message-ID is chosen.
+    keyed = emails.with_columns(
+        (pl.col("_received").cast(pl.Int64) * (1 << 62) + pl.col("event_index")).alias("_k")
     )
+    best = keyed.group_by("message_id").agg(pl.col("_k").min())
+    chosen = keyed.join(best.select("_k"), on="_k", how="semi").drop("_k")
     if len(seen):
         chosen = chosen.filter(~pl.col("message_id").is_in(seen.series().implode()))
     if "raw" in emails.columns:
@@ -126,4 +130,4 @@ def choose_copies(emails: pl.DataFrame, seen: SeenIds) -> pl.DataFrame:
             .drop("_raw")
         )
     seen.add(chosen["message_id"])
-    return chosen.sort(TIME, "event_index")
+    return chosen.sort(TIME, "event_index") if ordered else chosen
