@@ -69,8 +69,10 @@ INDEX_VERSION = 1
 BASE_WIDTH_NS = 1_000_000  # the finest histogram bin: 1 ms
 MAX_BINS = 4096  # histogram resolution: the span is cut into at most this many bins
 MAX_GROUP_NAMES = 64  # a row group lists its names when it holds at most this many
-# Rows of light columns counted at once while building (about 60 MB of Arrow data).
-BUILD_BATCH_ROWS = 1_048_576
+# Rows of light columns counted at once while building (about 15 MB of Arrow data).
+BUILD_BATCH_ROWS = 262_144
+# Message-IDs remembered across batches to drop a later copy (copies lie together).
+BUILD_SEEN_IDS = 65_536
 
 Progress = Callable[[int, int], None]  # (rows indexed, rows in all)
 
@@ -407,7 +409,7 @@ class IndexBuilder:
                     s.emails_last_ns,
                     Counter(s.histogram),
                 )
-        self.seen = SeenIds()
+        self.seen = SeenIds(BUILD_SEEN_IDS)
         self._groups: list[RowGroup] = []  # of the part being added
         self._part_rows = 0
 

@@ -386,6 +386,7 @@ class Player:
             kinds & pl.col("message_id").is_not_null() & pl.col("name").is_in(list(self.names))
         )
         self._total: int | None = None
+        self._events: list[ReplayEvent] | None = None
         self.sent = 0
         self.loops = 0
         self.truncated_bodies = 0
@@ -442,9 +443,11 @@ class Player:
 
     @property
     def events(self) -> list[ReplayEvent]:
-        """Every email of the window, read into memory: for small sessions and tests
-        (a large session streams; see `total` and `duration_s`)."""
-        return list(self.stream(self._lo))
+        """Every email of the window, read into memory once (then kept): for small
+        sessions and tests. A large session streams: use `total` and `duration_s`."""
+        if self._events is None:
+            self._events = list(self.stream(self._lo))
+        return self._events
 
     @property
     def total(self) -> int:

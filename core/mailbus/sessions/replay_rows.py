@@ -86,6 +86,8 @@ class SeenIds:
     def add(self, ids: pl.Series) -> None:
         if ids.len() == 0 or self.capacity <= 0:
             return
+        if ids.len() > self.capacity:
+            ids = ids.tail(self.capacity)  # the latest: copies of an email lie together
         self._chunks.append(ids)
         self._size += ids.len()
         while self._chunks and self._size - self._chunks[0].len() >= self.capacity:
