@@ -458,7 +458,7 @@ class IndexBuilder:
             acc.rows += int(n)
             acc.first_ns, acc.last_ns = _lo(acc.first_ns, int(lo)), _hi(acc.last_ns, int(hi))
             group_names.setdefault(int(g), []).append(str(name))
-        chosen = choose_copies(email_rows(frame), self.seen, ordered=False)
+        chosen = choose_copies(email_rows(frame), self.seen, ordered=False, by_hash=True)
         if chosen.height:
             per = chosen.group_by("name", "what").agg(
                 pl.len().alias("n"), pl.col(TIME).min().alias("lo"), pl.col(TIME).max().alias("hi")

@@ -102,12 +102,17 @@ class SeenIds:
         return self._merged
 
 
-def choose_copies(emails: pl.DataFrame, seen: SeenIds, *, ordered: bool = True) -> pl.DataFrame:
+def choose_copies(
+    emails: pl.DataFrame, seen: SeenIds, *, ordered: bool = True, by_hash: bool = False
+) -> pl.DataFrame:
     """One row per Message-ID of `emails` (rows from `email_rows`): the sender's event
     when present, else the first received copy (by event_index); Message-IDs in `seen`
     dropped (a copy of an email chosen earlier), the chosen ones added to it. With a
     `raw` column, each chosen row gets the raw bytes of the first received copy that has
-    them (the sender's event has none). Sorted by (`_t`, event_index) when `ordered`."""
+    them (the sender's event has none). Sorted by (`_t`, event_index) when `ordered`.
+    `by_hash` groups by a 64-bit hash of the Message-ID instead of the string (faster;
+    for counting only: two IDs of one frame colliding, odds about 10^-9 for a frame of
+    262,144 rows, would cost one count)."""
     if emails.height == 0:
         return emails
     # One key orders the copies: the sender's first, then by event_index (unique in a
@@ -115,7 +120,12 @@ def choose_copies(emails: pl.DataFrame, seen: SeenIds, *, ordered: bool = True) 
     keyed = emails.with_columns(
         (pl.col("_received").cast(pl.Int64) * (1 << 62) + pl.col("event_index")).alias("_k")
     )
-    best = keyed.group_by("message_id").agg(pl.col("_k").min())
+    if by_hash:
+        keyed = keyed.with_columns(pl.col("message_id").hash().alias("_id"))
+        best = keyed.group_by("_id").agg(pl.col("_k").min())
+        keyed = keyed.drop("_id")
+    else:
+        best = keyed.group_by("message_id").agg(pl.col("_k").min())
     chosen = keyed.join(best.select("_k"), on="_k", how="semi").drop("_k")
     if len(seen):
         chosen = chosen.filter(~pl.col("message_id").is_in(seen.series().implode()))
