@@ -46,6 +46,11 @@ SMOKE: dict[str, list[list[str]]] = {
     "testing": [["--quick", "--messages", "5000", "--events", "5000"]],
     "cli": [["--quick"]],
     "foxglove": [["--quick"]],
+    # 100 k events, not --quick's 1 M (whose comparison with the global replay alone
+    # takes over a minute).
+    "replay": [["--sizes", "100k", "--stretch", "1"]],
+    "mcap": [["--events", "20000"]],
+    "postoffice_wal": [["--letters", "5000", "--sync", "normal"]],
 }
 # Figures a smoke run must measure (a number, not null).
 MEASURED = {"workbench": ("key_latency_p95_ms", "key_latency_p95_ms_10k_topics")}
@@ -62,8 +67,8 @@ def documented() -> set[str]:
 
 # Which test file runs which benchmarks: about two minutes each.
 SHARES = (
-    {"sessions", "email_e2e", "cli", "find", "stem", "foxglove"},
-    {"sessions_many", "postoffice", "email_scale", "raw_recording", "outbox"},
+    {"sessions", "email_e2e", "cli", "find", "stem", "foxglove", "mcap"},
+    {"sessions_many", "postoffice", "email_scale", "raw_recording", "outbox", "replay"},
     {
         "workbench",
         "email_process_share",
@@ -72,6 +77,7 @@ SHARES = (
         "email_routed",
         "intraprocess",
         "broker",
+        "postoffice_wal",
     },
 )
 

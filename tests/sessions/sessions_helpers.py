@@ -3,6 +3,11 @@ conftest.py, so `from conftest import ...` could find another part's)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +15,9 @@ from mailbus.sessions.recorder import Recorder
 from mailbus.trace import TraceEvent
 
 ROOT = Path(__file__).resolve().parents[2]
+# The benchmarks' session generators (bench/) make the large sessions some tests compare.
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))
 SAMPLES = ROOT / "sample_sessions"
 SAMPLE_NAMES = ("demo", "slow_service", "gaps")
 T = 1_700_000_000_000_000_000  # the tiny session's epoch, ns
@@ -122,3 +130,20 @@ def tiny_events() -> list[TraceEvent]:
             )
         )
     return ev
+
+
+@contextmanager
+def read_only(path: Path) -> Iterator[None]:
+    """`path` read-only for this process: mode 0555, and for root (whom modes do not
+    stop) the immutable attribute."""
+    mode = path.stat().st_mode
+    path.chmod(0o555)
+    root = os.geteuid() == 0
+    if root:
+        subprocess.run(["chattr", "+i", str(path)], check=True, timeout=10)
+    try:
+        yield
+    finally:
+        if root:
+            subprocess.run(["chattr", "-i", str(path)], check=True, timeout=10)
+        path.chmod(mode)

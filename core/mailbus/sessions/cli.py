@@ -155,6 +155,22 @@ def _record(args: argparse.Namespace) -> int:
 
 
 # -- replay ---------------------------------------------------------------------------
+def _session_index(session: Any, progress: Progress) -> Any:
+    """The session's index, built (with a progress line) when it has none; what was done
+    (built, rebuilt, kept in memory) is said on stderr."""
+    from mailbus.sessions.index import load_index
+
+    def building(done: int, total: int) -> None:
+        progress.show(f"indexing {session.name} {bar(done, total)} {done:,}/{total:,} rows")
+
+    index = load_index(session, progress=building)
+    if index.notes:
+        progress.done()
+        for note in index.notes:
+            print(f"mailbus replay: {session.name}: {note}", file=sys.stderr)
+    return index
+
+
 def _replay(args: argparse.Namespace) -> int:
     from mailbus.errors import MailbusError
     from mailbus.sessions.mock import ServiceMock
@@ -182,8 +198,10 @@ def _replay(args: argparse.Namespace) -> int:
         session = open_session(args.session, allow_empty=False, skip_bad_parts=args.skip_bad_parts)
         remap = parse_remap(args.remap)
         check_prefix(args.prefix)
+        index = _session_index(session, progress)
         context = _context(args)
     except (SessionError, MailbusError, ValueError, OSError) as exc:
+        progress.done()
         return _error("replay", exc)
     recorder: Recorder | None = None
     mocks: list[ServiceMock] = []
@@ -207,6 +225,8 @@ def _replay(args: argparse.Namespace) -> int:
                     remap=remap,
                     prefix=args.prefix,
                     services=not args.no_services,
+                    read_ahead=args.read_ahead,
+                    index=index,
                 ).start()
             while not stop.wait(0.2):
                 if player is not None:
@@ -234,6 +254,9 @@ def _replay(args: argparse.Namespace) -> int:
         if recorder is not None:
             recorder.stop()
     summary = []
+    if player is not None and player.read_error:
+        progress.done(f"replayed {player.sent} of {player.total} emails")
+        return _error("replay", f"reading the session failed: {player.read_error}")
     if player is not None:
         summary.append(f"replayed {player.sent} of {player.total} emails")
         if player.errors:
@@ -329,6 +352,16 @@ def _size_mb(text: str) -> float:
     return value
 
 
+def _read_ahead(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text}") from None
+    if not 1 <= value <= 10_000_000:
+        raise argparse.ArgumentTypeError(f"must be from 1 to 10000000, got {text}")
+    return value
+
+
 def _non_negative(text: str) -> float:
     value = float(text)
     if value < 0:
@@ -398,6 +431,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     replay.add_argument("--mock-only", action="store_true", help="mock, do not replay")
     replay.add_argument("--record", metavar="SESSION_DIR", help="record the replay too")
     replay.add_argument("--skip-bad-parts", action="store_true")
+    replay.add_argument(
+        "--read-ahead",
+        type=_read_ahead,
+        default=1000,
+        metavar="N",
+        help="emails read ahead of the sender (memory bound; default 1000)",
+    )
     replay.set_defaults(handler=_replay)
 
     analyze = sub.add_parser("analyze", help="per-topic, service and sequence statistics")

@@ -17,13 +17,14 @@ seek (to an offset in seconds), stop, and `state`/`position_s`/`sent` to display
 
 from __future__ import annotations
 
-import bisect
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 from mailbus import headers as H
@@ -33,7 +34,9 @@ from mailbus.extras import needs_extra
 from mailbus.gid import new_gid
 from mailbus.names import check_name
 from mailbus.presence import TOPIC as PARTICIPANTS_TOPIC
+from mailbus.sessions.index import RowGroup, SessionIndex, load_index
 from mailbus.sessions.kinds import SessionKind
+from mailbus.sessions.pages import RowGroupReader, time_ordered
 from mailbus.sessions.reader import Session, open_session
 from mailbus.sessions.replay_options import (
     check_offset,
@@ -41,6 +44,15 @@ from mailbus.sessions.replay_options import (
     check_rate,
     compile_filter,
     offset_ns,
+)
+from mailbus.sessions.replay_rows import (
+    LIGHT_COLUMNS,
+    RECEIVED,
+    SENT_KINDS,
+    TIME,
+    SeenIds,
+    choose_copies,
+    email_rows,
 )
 from mailbus.sessions.schema import REDACTED
 from mailbus.trace import Kind
@@ -54,11 +66,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REPLAY_OF = H.REPLAY_OF
-SENT_KINDS = {
-    Kind.PUBLISHED: EnvelopeKind.MESSAGE.value,
-    Kind.REQUEST_SENT: EnvelopeKind.REQUEST.value,
-    Kind.RESPONSE_SENT: EnvelopeKind.RESPONSE.value,
-}
+DEFAULT_READ_AHEAD = 1_000  # emails read ahead of the sender (rosbag2's default queue)
+DEFAULT_ID_MAP_SIZE = 100_000  # recorded -> replayed Message-IDs remembered for replies
+DEFAULT_GID_MAP_SIZE = 10_000  # recorded -> replayed GIDs
+INT64_MAX = 2**63 - 1
+_SLICE_ROWS = 1_024  # emails turned into Python objects at a time
 _ENGINE_HEADERS = {
     h.lower()
     for h in (
@@ -210,14 +222,96 @@ def _recorded_raw(session: Session) -> dict[str, bytes]:
     return {row[0]: bytes(row[1]) for row in frame.iter_rows()}
 
 
+class _BoundedMap(OrderedDict[str, str]):
+    """A mapping that forgets its oldest entries beyond `capacity`."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self.capacity = capacity
+
+    def __setitem__(self, key: str, value: str) -> None:
+        super().__setitem__(key, value)
+        if len(self) > self.capacity:
+            self.popitem(last=False)
+
+
+def _events_of(chosen: pl.DataFrame, origin_ns: int) -> Iterator[ReplayEvent]:
+    """The ReplayEvents of chosen rows (see replay_rows.choose_copies), built from whole
+    columns (several times cheaper than row by row)."""
+    request = EnvelopeKind.REQUEST.value
+    engine, client_header = _ENGINE_HEADERS, H.CLIENT_GID
+    raws = chosen.get_column("raw").to_list() if "raw" in chosen.columns else None
+    columns = zip(
+        chosen.get_column(TIME).to_list(),
+        chosen.get_column("what").to_list(),
+        chosen.get_column("name").to_list(),
+        chosen.get_column("source_gid").to_list(),
+        chosen.get_column("sequence_number").to_list(),
+        chosen.get_column("message_id").to_list(),
+        chosen.get_column("in_reply_to").to_list(),
+        chosen.get_column("references").to_list(),
+        chosen.get_column("headers").to_list(),
+        chosen.get_column("body").to_list(),
+        chosen.get_column("body_truncated").to_list(),
+        raws if raws is not None else repeat(None),
+        strict=False,
+    )
+    for t, what, name, gid, seq, mid, reply, refs, hdrs, body, cut, raw in columns:
+        headers = _header_map(hdrs) if hdrs else {}
+        client_gid = headers.get(client_header, "")
+        if what == request and not client_gid:
+            client_gid = gid or ""
+        yield ReplayEvent(
+            offset_ns=t - origin_ns,
+            source_ns=t,
+            what=what,
+            name=name,
+            source_gid=gid or "",
+            client_gid=client_gid,
+            sequence_number=seq if seq is not None else -1,
+            message_id=mid,
+            in_reply_to=reply or "",
+            references=tuple(refs) if refs else (),
+            headers=tuple(
+                (k, v) for k, v in headers.items() if k.lower() not in engine and v != REDACTED
+            )
+            if headers
+            else (),
+            body=bytes(body).decode("utf-8", "replace") if body else "",
+            truncated=bool(cut),
+            raw=None if raw is None else bytes(raw),
+        )
+
+
+# What the player reads of each email's rows (and `raw`, from the received copies).
+_SEND_COLUMNS = (
+    *LIGHT_COLUMNS,
+    "source_gid",
+    "sequence_number",
+    "in_reply_to",
+    "references",
+    "headers",
+    "body",
+    "body_truncated",
+    "raw",
+)
+
+
 class Player:
-    """Re-sends a session's emails into `context` with the recorded timing.
+    """Re-sends a session's emails into `context` with the recorded timing, streaming.
 
     rate: speed factor (2.0 twice as fast). loop: start again at the end. start_s /
     stop_s: the window of the session to play, in seconds from its first email.
     include/exclude: regular expressions on topic and service names. remap: new names
     for topics or services. prefix: put before every (remapped) name, e.g. `replay/`.
     on_sent(player, event) is called after each email.
+
+    A reader thread reads the session's row groups in time order (only those of the
+    window and of the names replayed, and only the columns a replay needs) into a
+    read-ahead buffer of at most `read_ahead` emails; the sending thread sends each on
+    time. Memory holds that buffer, the row groups overlapping the time being read, and
+    the last `id_map_size` Message-ID mappings (docs/sessions.md, "Replay in bounded
+    memory"). `index` is the session's index (loaded, or built once, when not given).
     """
 
     def __init__(
@@ -235,6 +329,9 @@ class Player:
         prefix: str = "",
         services: bool = True,
         on_sent: Callable[[Player, ReplayEvent], None] | None = None,
+        read_ahead: int = DEFAULT_READ_AHEAD,
+        id_map_size: int = DEFAULT_ID_MAP_SIZE,
+        index: SessionIndex | None = None,
     ) -> None:
         rate = check_rate(rate)
         start_s = check_offset(start_s, "start_s")
@@ -242,6 +339,10 @@ class Player:
             stop_s = check_offset(stop_s, "stop_s")
             if stop_s < start_s:
                 raise ValueError(f"need start_s <= stop_s, got {start_s} > {stop_s}")
+        if read_ahead < 1 or id_map_size < 1:
+            raise ValueError("read_ahead and id_map_size must be at least 1")
+        include_re = compile_filter(include, "include")
+        exclude_re = compile_filter(exclude, "exclude")
         self.remap = dict(remap or {})
         for old, new in self.remap.items():
             check_name(prefix + new, f"remapped name for {old!r}")
@@ -250,38 +351,141 @@ class Player:
         self.rate = rate
         self.loop = loop
         self.on_sent = on_sent
-        events = replay_events(session, include=include, exclude=exclude, services=services)
-        lo, hi = offset_ns(start_s), None if stop_s is None else offset_ns(stop_s)
-        self.events = [e for e in events if e.offset_ns >= lo and (hi is None or e.offset_ns <= hi)]
-        self._offsets = [e.offset_ns for e in self.events]
-        self._window_start = lo
+        self.read_ahead = read_ahead
+        if not isinstance(session, Session):
+            session = open_session(session)
+        self.session = session
+        self.index = index if index is not None else load_index(session)
+        self.services = services
+        self.names = frozenset(
+            name
+            for name, stats in self.index.names.items()
+            if stats.email_count
+            and name != PARTICIPANTS_TOPIC
+            and (include_re is None or include_re.search(name))
+            and not (exclude_re is not None and exclude_re.search(name))
+            and (services or stats.emails.get(EnvelopeKind.MESSAGE.value, 0))
+        )
+        span = self.index.emails_range(self.names)
+        self.origin_ns = span[0] if span else 0
+        last = span[1] if span else 0
+        # Times are int64 nanoseconds: a window reaching past that reaches the end.
+        self._lo = min(self.origin_ns + offset_ns(start_s), INT64_MAX)
+        self._hi = None if stop_s is None else min(self.origin_ns + offset_ns(stop_s), INT64_MAX)
+        end = last if self._hi is None else min(last, self._hi)
+        self._empty = span is None or self._lo > end
+        self._last_offset = max(end - self.origin_ns, 0)
+        kinds = pl.col("kind").is_in(list(SENT_KINDS)) | (
+            (pl.col("kind") == RECEIVED) & pl.col("detail").is_not_null()
+        )
+        if not services:
+            kinds = (pl.col("kind") == Kind.PUBLISHED.value) | (
+                (pl.col("kind") == RECEIVED) & (pl.col("detail") == EnvelopeKind.MESSAGE.value)
+            )
+        self._where = (
+            kinds & pl.col("message_id").is_not_null() & pl.col("name").is_in(list(self.names))
+        )
+        self._total: int | None = None
+        self._events: list[ReplayEvent] | None = None
         self.sent = 0
         self.loops = 0
         self.truncated_bodies = 0
         self.errors = 0
-        self._index = 0
-        self._id_map: dict[str, str] = {}
-        self._gid_map: dict[str, str] = {}
+        self.read_error: str | None = None
+        self.read_ahead_high_water = 0
+        self.reader = RowGroupReader(self.index)
+        self._id_map: _BoundedMap = _BoundedMap(id_map_size)
+        self._gid_map: _BoundedMap = _BoundedMap(DEFAULT_GID_MAP_SIZE)
         self._cond = threading.Condition()
+        self._buffer: deque[ReplayEvent] = deque()
+        self._generation = 0  # a pass or a seek starts a new stream
+        self._stream_from = self._lo
+        self._stream_done = True  # no stream asked for yet
+        self._pending_anchor = True
+        self._position_ns = offset_ns(start_s)
+        self._pass_position = 0
+        self._pass_sent = 0
         self._paused = False
         self._steps = 0
         self._stopped = False
+        self._ended = False  # the sender is done: the reader ends
         self._anchor = 0.0  # monotonic time at which offset `_anchor_offset` is due
         self._anchor_offset = 0
         self._thread: threading.Thread | None = None
+        self._reader_thread: threading.Thread | None = None
         self.done = threading.Event()
+
+    # -- what is played ------------------------------------------------------------------
+    def _in_names(self, group: RowGroup) -> bool:
+        return group.names is None or not self.names.isdisjoint(group.names)
+
+    def stream(
+        self, start_ns: int, *, cancelled: Callable[[], bool] | None = None
+    ) -> Iterator[ReplayEvent]:
+        """The emails of the window from time `start_ns` on, in order, read lazily."""
+        if self._empty:
+            return
+        seen = SeenIds()
+        frames = time_ordered(
+            self.reader,
+            max(start_ns, self._lo),
+            self._hi,
+            _SEND_COLUMNS,
+            self._where,
+            groups=self._in_names,
+            cancelled=cancelled,
+        )
+        for frame in frames:
+            chosen = choose_copies(email_rows(frame), seen)
+            # In slices: the first email is ready without converting a whole row group.
+            for start in range(0, chosen.height, _SLICE_ROWS):
+                yield from _events_of(chosen.slice(start, _SLICE_ROWS), self.origin_ns)
+
+    @property
+    def events(self) -> list[ReplayEvent]:
+        """Every email of the window, read into memory once (then kept): for small
+        sessions and tests. A large session streams: use `total` and `duration_s`."""
+        if self._events is None:
+            self._events = list(self.stream(self._lo))
+        return self._events
+
+    @property
+    def total(self) -> int:
+        """Emails of the window (of one pass): from the index for the whole session,
+        else counted once from the light columns of the window's row groups."""
+        if self._total is None:
+            self._total = self._count()
+        return self._total
+
+    def _count(self) -> int:
+        if self._empty:
+            return 0
+        if self._lo <= self.origin_ns and self._hi is None:
+            return self.index.emails(self.names, services=self.services)
+        seen = SeenIds()
+        frames = time_ordered(
+            RowGroupReader(self.index),
+            self._lo,
+            self._hi,
+            LIGHT_COLUMNS,
+            self._where,
+            groups=self._in_names,
+        )
+        return sum(choose_copies(email_rows(frame), seen).height for frame in frames)
+
+    @property
+    def duration_s(self) -> float:
+        """Offset of the last email of the window (0.0 for none)."""
+        return 0.0 if self._empty else self._last_offset / 1e9
 
     @property
     def pass_position(self) -> int:
-        """Emails of the current pass sent or skipped over so far (0 to `total`)."""
+        """Emails of the current pass sent or skipped over so far (0 to `total`); after a
+        seek, the emails skipped are estimated from the index's histograms."""
         with self._cond:
-            return self._index
+            return self._pass_position
 
     # -- control -------------------------------------------------------------------------
-    @property
-    def total(self) -> int:
-        return len(self.events)
-
     @property
     def state(self) -> PlayerState:
         if self.done.is_set():
@@ -294,9 +498,9 @@ class Player:
     def position_s(self) -> float:
         """Offset in the session of the next email to send."""
         with self._cond:
-            if self._index < len(self._offsets):
-                return self._offsets[self._index] / 1e9
-            return self._offsets[-1] / 1e9 if self._offsets else 0.0
+            if self._buffer:
+                return self._buffer[0].offset_ns / 1e9
+            return min(self._position_ns, self._last_offset) / 1e9
 
     def start(self, *, paused: bool = False) -> Player:
         if self._thread is not None:
@@ -315,7 +519,7 @@ class Player:
         with self._cond:
             if self._paused:
                 self._paused = False
-                self._reanchor()
+                self._pending_anchor = True
             self._cond.notify_all()
 
     def step(self) -> None:
@@ -326,19 +530,33 @@ class Player:
 
     def seek(self, offset_s: float) -> None:
         """Continue from the first email at or after `offset_s` seconds (a finite number
-        >= 0, else ValueError; past the end: the end)."""
+        >= 0, else ValueError; past the end: the end). Reading restarts at the row group
+        holding that time."""
         target = offset_ns(check_offset(offset_s, "seek offset"))
         with self._cond:
-            self._index = bisect.bisect_left(self._offsets, target)
-            self._reanchor()
-            self._cond.notify_all()
+            self._position_ns = target
+            self._pass_position = self._emails_before(self.origin_ns + target)
+            self._restart(min(self.origin_ns + target, INT64_MAX))
+
+    def _emails_before(self, t_ns: int) -> int:
+        """Emails of the window before time `t_ns`, from the index's histograms (whole
+        bins: an estimate within one bin)."""
+        width = self.index.width_ns
+        count = 0
+        for name in self.names:
+            for b, n in self.index.names[name].histogram.items():
+                if (b + 1) * width <= t_ns and b * width >= self._lo - width:
+                    count += n
+        return min(count, self._total) if self._total is not None else count
 
     def stop(self, timeout: float = 5.0) -> None:
         with self._cond:
             self._stopped = True
+            self._generation += 1
             self._cond.notify_all()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
+        for thread in (self._thread, self._reader_thread):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(timeout)
         self.done.set()
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -350,22 +568,83 @@ class Player:
         self._thread = threading.current_thread()
         self._run()
 
-    # -- the loop ------------------------------------------------------------------------
-    def _reanchor(self) -> None:
-        offset = self._offsets[self._index] if self._index < len(self._offsets) else 0
+    # -- the reader ----------------------------------------------------------------------
+    def _restart(self, start_ns: int) -> None:
+        """(Holding the lock.) A new stream from time `start_ns`: the buffer is emptied
+        and the reader starts over there."""
+        self._generation += 1
+        self._buffer.clear()
+        self._stream_from = start_ns
+        self._stream_done = False
+        self._pending_anchor = True
+        if self._reader_thread is None:
+            self._reader_thread = threading.Thread(
+                target=self._read, name="mailbus-player-reader", daemon=True
+            )
+            self._reader_thread.start()
+        self._cond.notify_all()
+
+    def _read(self) -> None:
+        generation = -1
+        while True:
+            with self._cond:
+                while self._generation == generation and not (self._stopped or self._ended):
+                    self._cond.wait()
+                if self._stopped or self._ended:
+                    return
+                generation, start = self._generation, self._stream_from
+            try:
+                self._fill(generation, start)
+            except Exception as exc:  # a part that became unreadable: end, and say why
+                log.warning("replay: reading the session failed: %s", exc)
+                with self._cond:
+                    self.read_error = str(exc)
+                    self._stopped_reading(generation)
+                continue
+            with self._cond:
+                self._stopped_reading(generation)
+
+    def _stopped_reading(self, generation: int) -> None:
+        if generation == self._generation:
+            self._stream_done = True
+            self._cond.notify_all()
+
+    def _fill(self, generation: int, start: int) -> None:
+        def cancelled() -> bool:
+            return self._generation != generation or self._stopped or self._ended
+
+        for event in self.stream(start, cancelled=cancelled):
+            with self._cond:
+                while len(self._buffer) >= self.read_ahead and not cancelled():
+                    self._cond.wait()
+                if cancelled():
+                    return
+                self._buffer.append(event)
+                if len(self._buffer) > self.read_ahead_high_water:
+                    self.read_ahead_high_water = len(self._buffer)
+                self._cond.notify_all()
+
+    # -- the sender ----------------------------------------------------------------------
+    def _reanchor(self, offset: int) -> None:
         self._anchor = time.monotonic()
         self._anchor_offset = offset
+        self._pending_anchor = False
 
     def _run(self) -> None:
         try:
             with self._cond:
-                self._reanchor()
+                if self._reader_thread is None:  # else a seek before start() chose
+                    self._restart(self._lo)
             while True:
                 event = self._next_due()
                 if event is None:
                     break
                 self._send(event)
         finally:
+            with self._cond:
+                self._ended = True  # the reader ends too
+                self._generation += 1
+                self._cond.notify_all()
             self.done.set()
 
     def _next_due(self) -> ReplayEvent | None:
@@ -374,30 +653,40 @@ class Player:
             while True:
                 if self._stopped:
                     return None
-                if self._index >= len(self.events):
-                    if not self.loop or not self.events:
+                if not self._buffer:
+                    if not self._stream_done:
+                        self._cond.wait()  # the reader is behind
+                        continue
+                    if not self.loop or self._pass_sent == 0 or self.read_error:
                         return None
                     self.loops += 1
-                    self._index = 0
+                    self._pass_sent = 0
+                    self._pass_position = 0
+                    self._position_ns = self._lo - self.origin_ns
                     self._id_map.clear()  # a new pass is new traffic
-                    self._reanchor()
+                    self._restart(self._lo)
+                    continue
+                head = self._buffer[0]
+                if self._pending_anchor:
+                    self._reanchor(head.offset_ns)
                 if self._paused:
                     if self._steps:
                         self._steps -= 1
                         break
                     self._cond.wait()
                     continue
-                due = self._anchor + (self._offsets[self._index] - self._anchor_offset) / (
-                    1e9 * self.rate
-                )
+                due = self._anchor + (head.offset_ns - self._anchor_offset) / (1e9 * self.rate)
                 delay = due - time.monotonic()
                 if delay <= 0:
                     break
                 self._cond.wait(min(delay, threading.TIMEOUT_MAX))  # a slow rate: huge delays
-            event = self.events[self._index]
-            self._index += 1
+            event = self._buffer.popleft()
+            self._position_ns = event.offset_ns
+            self._pass_position += 1
+            self._pass_sent += 1
             if self._paused:  # stepping keeps the schedule anchored on the next email
-                self._reanchor()
+                self._pending_anchor = True
+            self._cond.notify_all()  # room in the read-ahead buffer
             return event
 
     def _gid(self, gid: str) -> str:
