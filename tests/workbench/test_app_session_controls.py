@@ -1,6 +1,7 @@
-"""Sessions controls that do what they say: a session's messages listed
-without playing it, a session picked from the recent ones or a directory tree, the loop
-switch applied to the replay under way, and a counter that reads true across passes."""
+"""Sessions controls that do what they say: a session's events listed a page at a time
+without playing it (paged by keys past the edge, and to the time of a seek), a session
+picked from the recent ones or a directory tree, the loop switch applied to the replay
+under way, and a counter that reads true across passes."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ async def test_open_lists_messages_remembers_it_and_the_picker_offers_it(
         await until(pilot, lambda: view.listed > 0, "the session's messages")
         table = app.query_one("#session-messages", DataTable)
         assert table.row_count == view.listed <= 500
-        assert "messages: the first" in str(table.border_title)
+        assert str(table.border_title).startswith(f"events 1-{view.listed} of ")
         assert view.player is None  # listed, not played
         recent = recent_sessions.load(view.recent_file)
         assert recent == [str(demo.resolve())]
@@ -126,3 +127,64 @@ async def test_loop_switch_applies_to_the_replay_under_way(
         app.query_one("#play-loop", Switch).value = False
         await until(pilot, lambda: view.player.state == "finished", "the end", timeout=60)
         view.player.stop()
+
+
+async def test_a_session_without_an_index_opens_pages_by_keys_and_follows_a_seek(
+    engine: EngineHost, tmp_path: Path
+) -> None:
+    from mailbus.sessions.index import INDEX_FILE
+    from mailbus.sessions.reader import open_session
+    from mailbus_workbench.views.sessions.playback import PlaybackPane
+
+    from bench.sessions import synthetic_session
+
+    session = tmp_path / "big"
+    synthetic_session(session, 3_000, part_rows=1_000)  # three parts, no index
+    assert not (session / INDEX_FILE).exists()
+    total = open_session(session).rows  # from the parts' footers
+    app = WorkbenchApp(engine=engine, settings=settings(tmp_path))
+    posted = Posted()
+    async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
+        await pilot.pause()
+        await pilot.press("9")
+        view = app.query_one(SessionsView)
+        table = app.query_one("#session-messages", DataTable)
+        app.query_one("#play-path", Input).value = str(session)
+        await pilot.press("f6")
+        await until(pilot, lambda: view.listed > 0, "the first page")
+        status = str(app.query_one("#play-status", Static).render())
+        assert f"{total:,} events" in status and "3 parts" in status  # how big it is
+        assert "no index: built it" in status  # built once, said so, kept beside the parts
+        assert (session / INDEX_FILE).exists()
+        assert str(table.border_title).startswith(f"events 1-500 of {total:,}")
+        first_page = [table.get_row_at(i) for i in range(table.row_count)]
+
+        def listed() -> int:
+            return len(posted.of(PlaybackPane._Listed))
+
+        # Down past the last row reads the next page, up past the first the one before.
+        table.focus()
+        await pilot.press("ctrl+end")
+        await until(pilot, lambda: table.cursor_row == table.row_count - 1, "the last row")
+        pages = listed()
+        await pilot.press("down")
+        await until(pilot, lambda: listed() > pages, "the next page")
+        assert str(table.border_title).startswith(f"events 501-1,000 of {total:,}")
+        assert table.cursor_row == 0
+        pages = listed()
+        await pilot.press("up")
+        await until(pilot, lambda: listed() > pages, "the page before")
+        assert str(table.border_title).startswith(f"events 1-500 of {total:,}")
+        assert table.cursor_row == table.row_count - 1  # the row just above the one left
+        assert [table.get_row_at(i) for i in range(table.row_count)] == first_page
+
+        # A seek lists the events from that time on.
+        duration = view.playback.opened.duration_s  # type: ignore[union-attr]
+        seek = app.query_one("#play-seek", Input)
+        seek.value = f"{duration / 2:.3f}"
+        seek.focus()
+        pages = listed()
+        await pilot.press("enter")
+        await until(pilot, lambda: listed() > pages, "the page at the seek")
+        assert not str(table.border_title).startswith("events 1-500")
+        assert float(table.get_row_at(0)[0]) >= duration / 2 - 0.001

@@ -1,6 +1,8 @@
 """What the Sessions view does with the sessions part, typed and in one place: start a
-recorder, open a session, build a player (under the replay prefix by default) and read the
-timeline of an open session. Each call may take seconds: the view runs them in workers.
+recorder, open a session with its index (built once, streaming, for a session recorded
+without one), build a player (under the replay prefix by default) and draw the timeline
+of an open session from its index. Opening an unindexed session may take as long as
+reading it once: the view runs these calls in workers.
 
 mailbus.sessions needs polars; it is imported when used, so the workbench runs (with
 Sessions disabled) where it is not installed."""
@@ -9,16 +11,17 @@ from __future__ import annotations
 
 import importlib.util
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mailbus import headers as H
 
-from mailbus_workbench.model.timeline import Timeline, build_timeline
+from mailbus_workbench.model.timeline import Timeline, timeline_from_index
 
 if TYPE_CHECKING:
     from mailbus.context import Context
+    from mailbus.sessions.index import SessionIndex
     from mailbus.sessions.player import Player
     from mailbus.sessions.reader import Session
     from mailbus.sessions.recorder import Recorder
@@ -47,22 +50,48 @@ def start_recorder(directory: str, context: Context) -> Recorder:
 @dataclass(frozen=True, slots=True)
 class OpenedSession:
     session: Session
-    rows: int  # events in the session
+    index: SessionIndex
+
+    @property
+    def rows(self) -> int:
+        """Events in the session."""
+        return self.index.rows
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(part.bytes for part in self.index.parts)
+
+    @property
+    def duration_s(self) -> float:
+        return self.index.duration_ns / 1e9
+
+    @property
+    def origin_ns(self) -> int:
+        """The time of the first email a replay sends: offset 0 of the timeline, the
+        player and the seek field."""
+        from mailbus.presence import TOPIC as PARTICIPANTS_TOPIC
+
+        span = self.index.emails_range(n for n in self.index.names if n != PARTICIPANTS_TOPIC)
+        return span[0] if span else (self.index.first_ns or 0)
 
 
-def open_session(path: str) -> OpenedSession:
-    """Open `path` (SessionError, OSError on a bad session)."""
+def open_session(path: str, progress: Callable[[int, int], None] | None = None) -> OpenedSession:
+    """Open `path` and its index (SessionError, OSError on a bad session). A session
+    without an index gets one, built once in bounded memory; `progress(rows indexed,
+    rows in all)` is called meanwhile."""
+    from mailbus.sessions.index import load_index
     from mailbus.sessions.reader import open_session as open_path
 
     session = open_path(path)
-    return OpenedSession(session, session.rows)  # rows: reads each part's footer
+    return OpenedSession(session, load_index(session, progress=progress))
 
 
-def session_timeline(session: Session) -> Timeline:
-    """The timeline of what a replay of `session` sends, with the player's offsets."""
-    from mailbus.sessions.player import replay_events
+def session_timeline(opened: OpenedSession) -> Timeline:
+    """The timeline of what a replay of the session sends, with the player's offsets,
+    drawn from the index (nothing of the parts is read)."""
+    from mailbus.presence import TOPIC as PARTICIPANTS_TOPIC
 
-    return build_timeline((e.name, e.offset_ns) for e in replay_events(session))
+    return timeline_from_index(opened.index, skip=(PARTICIPANTS_TOPIC,))
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,11 +101,19 @@ class ReplayOptions:
     prefix: str = DEFAULT_REPLAY_PREFIX  # "" replays under the recorded names
 
 
-def build_player(session: Session, context: Context, options: ReplayOptions) -> Player:
-    """A player of `session` into `context` (ValueError on bad options)."""
+def build_player(opened: OpenedSession, context: Context, options: ReplayOptions) -> Player:
+    """A player of the session into `context` (ValueError on bad options). It streams
+    from the session's index: nothing is read before it starts."""
     from mailbus.sessions.player import Player
 
-    return Player(session, context, rate=options.rate, loop=options.loop, prefix=options.prefix)
+    return Player(
+        opened.session,
+        context,
+        rate=options.rate,
+        loop=options.loop,
+        prefix=options.prefix,
+        index=opened.index,
+    )
 
 
 def is_replayed(headers: Mapping[str, str]) -> bool:

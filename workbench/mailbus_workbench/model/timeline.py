@@ -7,8 +7,12 @@ The bar resamples the bins to its width and maps columns to offsets and back."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mailbus.sessions.index import SessionIndex
 
 BINS = 1024  # fine bins per row; any bar narrower than this resamples them exactly
 MAX_ROWS = 6  # named rows; the rest are summed in an `other` row
@@ -52,6 +56,39 @@ def build_timeline(emails: Iterable[tuple[str, int]], max_rows: int = MAX_ROWS) 
         for name, row_bins in zip(names, bins, strict=True)
     )
     return Timeline(duration_ns / 1e9, rows)
+
+
+def timeline_from_index(index: SessionIndex, skip: Collection[str] = ()) -> Timeline:
+    """The timeline of the emails a replay sends, from a session's index: its counts and
+    histograms per name, nothing read from the parts. Offsets run from the first email
+    of the names shown (the player's origin), as `build_timeline` counts them."""
+    counts = {
+        name: stats.email_count
+        for name, stats in index.names.items()
+        if stats.email_count and name not in skip
+    }
+    span = index.emails_range(counts)
+    if span is None:
+        return Timeline(0.0, ())
+    first_ns, last_ns = span
+    named = [name for name, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+    rest: list[str] = []
+    if len(named) > MAX_ROWS:
+        named, rest = named[: MAX_ROWS - 1], named[MAX_ROWS - 1 :]
+
+    def bins(names: Iterable[str]) -> tuple[int, ...]:
+        total = [0] * BINS
+        for name in names:
+            for i, count in enumerate(
+                index.density(BINS, name, first_ns=first_ns, last_ns=last_ns)
+            ):
+                total[i] += count
+        return tuple(total)
+
+    rows = [TimelineRow(name, counts[name], bins((name,))) for name in named]
+    if rest:
+        rows.append(TimelineRow(OTHER, sum(counts[name] for name in rest), bins(rest)))
+    return Timeline((last_ns - first_ns) / 1e9, tuple(rows))
 
 
 def bin_of(offset_ns: int, duration_ns: int) -> int:

@@ -1,12 +1,17 @@
-"""The playback pane: open a recorded session (listing its messages and drawing its
-timeline without playing it) and play it back into the observed context, under the
-replay prefix by default, with pause, step, seek (field, keys or mouse on the timeline),
-rate and loop."""
+"""The playback pane: open a recorded session (drawing its timeline from its index and
+paging through its events without playing it) and play it back into the observed
+context, under the replay prefix by default, with pause, step, seek (field, keys or mouse
+on the timeline), rate and loop.
+
+Whatever the session's size, the UI thread only draws: opening (and building the index
+of a session recorded without one), reading a page and building the streaming player run
+in workers, and each reads only what it shows."""
 
 from __future__ import annotations
 
 import contextlib
 import math
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,7 +21,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import Button, DataTable, Input, Label, ProgressBar, Static, Switch
+from textual.widgets import Button, Input, Label, ProgressBar, Static, Switch
 
 from mailbus_workbench.model import recent_sessions, session_control
 from mailbus_workbench.model.session_control import (
@@ -25,7 +30,7 @@ from mailbus_workbench.model.session_control import (
     OpenedSession,
     ReplayOptions,
 )
-from mailbus_workbench.model.session_messages import SessionMessages, first_messages
+from mailbus_workbench.model.session_messages import SessionPage, page, page_at
 from mailbus_workbench.model.timeline import Timeline
 from mailbus_workbench.parts import WorkbenchParts
 from mailbus_workbench.textual_internals import MeasuredTable
@@ -36,8 +41,58 @@ if TYPE_CHECKING:
     from mailbus.sessions.player import Player
     from mailbus.sessions.reader import Session
 
-LISTED_MESSAGES = 500  # of an open session, listed without playing it
 LIVE = ("playing", "paused")
+PROGRESS_EVERY_S = 0.25  # the index being built: the status is updated this often
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+
+
+def _span(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {secs:02d} s"
+
+
+class EventTable(MeasuredTable[str | Text]):
+    """One page of the session's events; moving past its first or last row asks for the
+    page before or after (`PageWanted`), so the list pages through any session."""
+
+    class PageWanted(Message):
+        def __init__(self, direction: int) -> None:
+            super().__init__()
+            self.direction = direction  # -1 the page before, 1 the page after
+
+    def action_cursor_down(self) -> None:
+        if self.row_count and self.cursor_row >= self.row_count - 1:
+            self.post_message(self.PageWanted(1))
+            return
+        super().action_cursor_down()
+
+    def action_cursor_up(self) -> None:
+        if self.row_count and self.cursor_row <= 0:
+            self.post_message(self.PageWanted(-1))
+            return
+        super().action_cursor_up()
+
+    def action_page_down(self) -> None:
+        if self.row_count and self.cursor_row >= self.row_count - 1:
+            self.post_message(self.PageWanted(1))
+            return
+        super().action_page_down()
+
+    def action_page_up(self) -> None:
+        if self.row_count and self.cursor_row <= 0:
+            self.post_message(self.PageWanted(-1))
+            return
+        super().action_page_up()
 
 
 class PlaybackPane(Vertical):
@@ -61,12 +116,22 @@ class PlaybackPane(Vertical):
             self.opened = opened
             self.error = error
 
-    class _Listed(Message):  # the listing worker's result
-        def __init__(self, session: Session, listing: SessionMessages | None, error: str) -> None:
+    class _Indexing(Message):  # the opening worker building the index: how far
+        def __init__(self, path: str, done: int, total: int) -> None:
+            super().__init__()
+            self.path = path
+            self.done = done
+            self.total = total
+
+    class _Listed(Message):  # the paging worker's result
+        def __init__(
+            self, session: Session, listing: SessionPage | None, error: str, cursor: int
+        ) -> None:
             super().__init__()
             self.session = session
             self.listing = listing
             self.error = error
+            self.cursor = cursor  # the row to put the cursor on: 0, or -1 for the last
 
     class _TimelineRead(Message):  # the timeline worker's result
         def __init__(self, session: Session, timeline: Timeline | None, error: str) -> None:
@@ -92,9 +157,11 @@ class PlaybackPane(Vertical):
     def __init__(self, parts: WorkbenchParts) -> None:
         super().__init__()
         self.parts = parts
-        self.session: Session | None = None
+        self.opened: OpenedSession | None = None
         self.player: Player | None = None
         self.listed = 0
+        self.page: SessionPage | None = None
+        self._opening = ""  # the path being opened: its indexing progress is shown
         self.last_error = ""
         self._building = False  # a player is being built: timeline seeks wait for it
         self._pending_seek: float | None = None
@@ -118,7 +185,11 @@ class PlaybackPane(Vertical):
         yield ProgressBar(total=1, id="play-progress", show_eta=False)
         yield Static("No session open.", id="play-status", classes="status", markup=False)
         yield TimelineBar(id="play-timeline")
-        yield MeasuredTable(id="session-messages", cursor_type="row", zebra_stripes=True)
+        yield EventTable(id="session-messages", cursor_type="row", zebra_stripes=True)
+
+    @property
+    def session(self) -> Session | None:
+        return self.opened.session if self.opened is not None else None
 
     # -- opening --------------------------------------------------------------------------
     @property
@@ -127,15 +198,37 @@ class PlaybackPane(Vertical):
 
     def open_path(self, path: str) -> None:
         self.show_status(Text(f"opening {path} …", style="dim"))
+        self._opening = path
         self._open(path)
 
     @work(thread=True, exclusive=True, group="session-open")
     def _open(self, path: str) -> None:
+        shown = 0.0
+
+        def progress(done: int, total: int) -> None:
+            nonlocal shown
+            now = time.monotonic()
+            if now - shown >= PROGRESS_EVERY_S:
+                shown = now
+                self.post_message(self._Indexing(path, done, total))
+
         try:
-            opened, error = session_control.open_session(path), ""
+            opened, error = session_control.open_session(path, progress), ""
         except Exception as exc:  # SessionError and OSError name the file
             opened, error = None, str(exc)
         self.post_message(self._Opened(path, opened, error))
+
+    @on(_Indexing)
+    def _indexing(self, event: _Indexing) -> None:
+        if event.path == self._opening:
+            share = event.done / event.total if event.total else 0.0
+            self.show_status(
+                Text(
+                    f"indexing {event.path} (once; recorded without an index): "
+                    f"{event.done:,} of {event.total:,} events ({share:.0%}) …",
+                    style="dim",
+                )
+            )
 
     @on(_Opened)
     def _opened(self, result: _Opened) -> None:
@@ -143,7 +236,10 @@ class PlaybackPane(Vertical):
             self.player.stop()
             self.player = None
         opened, path = result.opened, result.path
-        self.session = opened.session if opened is not None else None
+        if path == self._opening:
+            self._opening = ""
+        self.opened = opened
+        self.page = None
         self.query_one(TimelineBar).show(None)
         if opened is None:
             self.show_status(Text(f"Cannot open {path}: {result.error}", style="red"))
@@ -153,21 +249,26 @@ class PlaybackPane(Vertical):
         with contextlib.suppress(OSError):  # the list is a convenience; opening worked
             recent_sessions.remember(self.recent_file, path)
         session = opened.session
-        self.show_status(
-            f"{session.name}: {opened.rows} events, {len(session.parts)} parts, "
+        line = Text(
+            f"{session.name}: {opened.rows:,} events over {_span(opened.duration_s)}, "
+            f"{len(session.parts)} part{'' if len(session.parts) == 1 else 's'}, "
+            f"{_size(opened.size_bytes)}, "
             f"status {session.manifest.get('status', '?')}"
         )
+        for note in opened.index.notes:  # built, extended, rebuilt or kept in memory
+            line.append(f"\n{note}", style="dim")
+        self.show_status(line)
         self.post_message(self.SessionOpened(path, opened.rows))
-        self._list_messages(session)
-        self._read_timeline(session)
+        self._list_page(opened, 0, 0)
+        self._read_timeline(opened)
 
     @work(thread=True, exclusive=True, group="session-timeline")
-    def _read_timeline(self, session: Session) -> None:
+    def _read_timeline(self, opened: OpenedSession) -> None:
         try:
-            timeline, error = session_control.session_timeline(session), ""
-        except Exception as exc:  # a part that cannot be read: say so, keep the session
+            timeline, error = session_control.session_timeline(opened), ""
+        except Exception as exc:  # an index that cannot be used: say so, keep the session
             timeline, error = None, str(exc)
-        self.post_message(self._TimelineRead(session, timeline, error))
+        self.post_message(self._TimelineRead(opened.session, timeline, error))
 
     @on(_TimelineRead)
     def _timeline_read(self, result: _TimelineRead) -> None:
@@ -179,25 +280,51 @@ class PlaybackPane(Vertical):
         self.query_one(TimelineBar).show(result.timeline)
 
     @work(thread=True, exclusive=True, group="session-list")
-    def _list_messages(self, session: Session) -> None:
+    def _list_page(
+        self, opened: OpenedSession, first_row: int, cursor: int, at_ns: int | None = None
+    ) -> None:
+        # exclusive: a page asked for while another is read (a drag) replaces it
         try:
-            listing, error = first_messages(session, LISTED_MESSAGES), ""
+            if at_ns is not None:
+                listing = page_at(opened.index, at_ns, origin_ns=opened.origin_ns)
+            else:
+                listing = page(opened.index, first_row, origin_ns=opened.origin_ns)
+            error = ""
         except Exception as exc:  # a part that cannot be read: say so, keep the session
             listing, error = None, str(exc)
-        self.post_message(self._Listed(session, listing, error))
+        self.post_message(self._Listed(opened.session, listing, error, cursor))
+
+    @on(EventTable.PageWanted)
+    def _page_wanted(self, event: EventTable.PageWanted) -> None:
+        event.stop()
+        current, opened = self.page, self.opened
+        if current is None or opened is None:
+            return
+        if event.direction > 0 and current.last_row < current.total:
+            self._list_page(opened, current.last_row, 0)
+        elif event.direction < 0 and current.first_row > 0:
+            self._list_page(opened, current.first_row - len(current.rows), -1)
+
+    def list_at(self, offset_s: float) -> None:
+        """Page the event list to the events at `offset_s` of the session (a seek)."""
+        opened = self.opened
+        if opened is not None:
+            self._list_page(opened, 0, 0, at_ns=opened.origin_ns + int(offset_s * 1e9))
 
     @on(_Listed)
     def _listed(self, result: _Listed) -> None:
         if result.session is not self.session:
             return  # another session was opened meanwhile (its own listing follows)
-        table = self.query_one("#session-messages", DataTable)
-        table.clear(columns=True)
+        table = self.query_one("#session-messages", EventTable)
         listing = result.listing
         if listing is None:
-            self.show_status(Text(f"Cannot list the session's messages: {result.error}", "red"))
+            table.clear(columns=True)
+            self.show_status(Text(f"Cannot list the session's events: {result.error}", "red"))
             return
-        for label in ("t (s)", "what", "topic / service", "bytes", "body"):
-            table.add_column(label)
+        if not table.columns:
+            for label in ("t (s)", "what", "topic / service", "bytes", "body"):
+                table.add_column(label)
+        table.clear()
         for row in listing.rows:
             table.add_row(
                 f"{row.offset_s:.3f}",
@@ -206,8 +333,16 @@ class PlaybackPane(Vertical):
                 str(row.size),
                 fmt.plain(row.preview),
             )
+        self.page = listing
         self.listed = len(listing.rows)
-        table.border_title = f"messages: the first {len(listing.rows)} of {listing.total}"
+        if listing.rows:
+            table.move_cursor(row=len(listing.rows) - 1 if result.cursor < 0 else 0)
+            table.border_title = (
+                f"events {listing.first_row + 1:,}-{listing.last_row:,} of {listing.total:,}"
+                " (↑/↓ past the edge for more)"
+            )
+        else:
+            table.border_title = "no events"
 
     # -- playing --------------------------------------------------------------------------
     def _options(self) -> ReplayOptions | None:
@@ -240,7 +375,7 @@ class PlaybackPane(Vertical):
     def _new_player(self, *, paused: bool, then: Callable[[Player], None] | None) -> None:
         self.last_error = ""
         engine = self.parts.engine
-        if self.session is None or engine is None:
+        if self.opened is None or engine is None:
             self.show_status(
                 Text("Open a session first." if engine else "No engine to play into.", "red")
             )
@@ -248,23 +383,23 @@ class PlaybackPane(Vertical):
         options = self._options()
         if options is None:
             return
-        self.show_status(Text("loading the session's events …", style="dim"))
+        self.show_status(Text("starting the player …", style="dim"))
         self._building = True
-        self._build_player(self.session, options, paused, then)
+        self._build_player(self.opened, options, paused, then)
 
     @work(thread=True, exclusive=True, group="player")
     def _build_player(
         self,
-        session: Session,
+        opened: OpenedSession,
         options: ReplayOptions,
         paused: bool,
         then: Callable[[Player], None] | None,
     ) -> None:
-        # Reading and ordering every event of a large session takes seconds.
+        # The player streams from the index: cheap, but off the UI thread all the same.
         engine = self.parts.engine
         assert engine is not None
         try:
-            player = session_control.build_player(session, engine.context, options)
+            player = session_control.build_player(opened, engine.context, options)
         except Exception as exc:  # ValueError of the options, SessionError: shown
             self.post_message(self._PlayerBuilt(None, paused, None, str(exc)))
             return
@@ -306,11 +441,13 @@ class PlaybackPane(Vertical):
             self.show_status(Text("seek to a second of the session, 0 or more", style="red"))
             return
         self.with_player(lambda player: player.seek(offset))
+        self.list_at(offset)
 
     @on(TimelineBar.Seeked)
     def _seek_timeline(self, event: TimelineBar.Seeked) -> None:
         offset = event.offset_s
         self.query_one("#play-seek", Input).value = f"{offset:.2f}"
+        self.list_at(offset)
         if self._building and (self.player is None or self.player.state not in LIVE):
             self._pending_seek = offset  # a drag: one player, sought when built
             return
@@ -338,7 +475,7 @@ class PlaybackPane(Vertical):
         player = self.player
         if player is None:
             return
-        duration = player.events[-1].offset_ns / 1e9 if player.events else 0.0
+        duration = player.duration_s
         bar = self.query_one("#play-progress", ProgressBar)
         done = duration if player.state == "finished" else player.position_s
         bar.update(total=max(duration, 0.001), progress=min(done, duration))

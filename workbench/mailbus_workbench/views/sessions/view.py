@@ -49,8 +49,11 @@ position): click or drag it, or focus it and press **←/→** (shift: bigger st
 **Home** and **End**; or type a second in the seek field (Enter). Rate (Enter) and the
 loop switch apply at once, to the replay under way. **ctrl+o** (or F6 with no path)
 picks a session from a directory tree or the recent sessions (a stopped recording is the
-first of them). An open session's messages are listed below without playing it (the
-first 500).
+first of them). An open session's events are listed below without playing it, a page
+at a time: **↑/↓** past the first or last row reads the page before or after, and a
+seek lists the events at that time. The timeline and the player read the session's
+index (built once for a session recorded without one), so a session of any size opens,
+plays and seeks at once.
 
 **F9** opens the analysis of the open session (topics, services, calls, orphans,
 sequences) on the engine you pick: polars, or Spark (slow to start, for big sessions).
