@@ -474,6 +474,13 @@ class Player:
         return sum(choose_copies(email_rows(frame), seen).height for frame in frames)
 
     @property
+    def buffered(self) -> int:
+        """Emails read ahead and waiting to be sent: after a seek, more than 0 once the
+        email at the new position is read (the seek has landed)."""
+        with self._cond:
+            return len(self._buffer)
+
+    @property
     def duration_s(self) -> float:
         """Offset of the last email of the window (0.0 for none)."""
         return 0.0 if self._empty else self._last_offset / 1e9
