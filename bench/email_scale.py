@@ -126,7 +126,7 @@ def session_cpu_s(leaders: list[int]) -> float:
 
 
 def server_leaders(stack: MailStack) -> list[int]:
-    return [p.pid for p in (stack._dovecot, stack._postfix) if p is not None]
+    return stack.server_pids()
 
 
 # -- participants -----------------------------------------------------------------------------

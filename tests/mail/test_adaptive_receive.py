@@ -160,10 +160,10 @@ def test_a_connection_lost_in_idle_is_reopened_and_mail_still_comes(
         receiver: Any = ctx.transport.receiver
         assert wait_until(lambda: receiver.counters["idles"] >= 1, 15), "never went to IDLE"
         try:
-            mail_stack.stop_dovecot()
+            mail_stack.stop_imap()
             assert wait_until(lambda: receiver.counters["disconnects"] >= 1, 15)
         finally:
-            mail_stack.start_dovecot()
+            mail_stack.start_imap()
         assert wait_until(lambda: receiver.counters["connections_opened"] >= 2, 20)
         assert wait_until(lambda: receiver.counters["idles"] >= 2, 15)  # quiet again
         ctx.publisher("after").publish("back")

@@ -270,9 +270,9 @@ def test_a_relay_whose_server_goes_away_in_idle_reconnects_and_goes_on(tmp_path:
             participant = RelayReceiver(socket, max_message_bytes=1 << 20)
             participant.connect()
             eventually(lambda: MailKind.IDLE in events, 10, "the relay in IDLE", wake=seen)
-            stack.stop_dovecot()
+            stack.stop_imap()
             eventually(lambda: MailKind.DISCONNECTED in events, 10, "the drop seen", wake=seen)
-            stack.start_dovecot()
+            stack.start_imap()
             stack.deliver(user.address, b"Subject: after the restart\r\n\r\nhello\r\n")
             got: list[Any] = []
             eventually(lambda: got.extend(participant.receive(0.2)) or got, 30)
