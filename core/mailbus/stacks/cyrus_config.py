@@ -28,7 +28,9 @@ def imapd_conf(stack: CyrusStack) -> str:
         "lmtpsocket": stack.lmtp_socket,
         "notifysocket": c / "socket" / "notify",
         "servername": SERVERNAME,
-        "syslog_prefix": f"mailbus-cyrus-{stack.imap_port}",
+        # No syslog_prefix: Cyrus writes it into every message's X-Cyrus-Session-Id, and
+        # a longer one makes that header pass 78 characters, which the stdlib's
+        # email package refolds when it writes the message back (an .eml round trip).
         # The master and every service run as this user (the stack's own, not root).
         "cyrus_user": stack.run_user,
         "admins": stack.admin_name,

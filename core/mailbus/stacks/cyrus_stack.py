@@ -18,9 +18,11 @@ gives the master's stderr and Postfix's log.
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -79,7 +81,16 @@ class CyrusStack(MailStack):
         if self.is_root:
             self.run_user, self.run_group = "cyrus", "mail"
         self._cyrus: subprocess.Popen[bytes] | None = None
-        self.cyrus_dir = self.root / "cyrus"
+        # Cyrus fsyncs every delivery and has no switch against it (Dovecot runs with
+        # mail_fsync = never here): its databases and partition live in memory when
+        # the machine has /dev/shm, as a throw-away test server may.
+        shm = Path("/dev/shm")
+        memory = shm.is_dir() and os.access(shm, os.W_OK)
+        self.cyrus_dir = (
+            Path(tempfile.mkdtemp(prefix="mailbus-cyrus-", dir=shm))
+            if memory
+            else self.root / "cyrus"
+        )
         self.imapd_conf = self.cyrus_dir / "imapd.conf"
         self.cyrus_conf_file = self.cyrus_dir / "cyrus.conf"
         self.sasldb = self.cyrus_dir / "sasldb2"
@@ -92,6 +103,13 @@ class CyrusStack(MailStack):
         # The global admin: creates and deletes mailboxes, sets quotas.
         self.admin_name = "cyrusadmin"
         self.admin_password = secrets.token_urlsafe(16)
+
+    def stop(self) -> None:
+        try:
+            super().stop()
+        finally:
+            if not self.keep_dir and not self.cyrus_dir.is_relative_to(self.root):
+                shutil.rmtree(self.cyrus_dir, ignore_errors=True)
 
     # -- the IMAP server --------------------------------------------------------------
     def _write_imap_config(self) -> None:
