@@ -13,7 +13,8 @@ Measured in the same run, each beside its baseline:
   Mailbus starting at UID 1, against the reference's strategy (timed on the first
   part of the same backlog: its cost per message is constant);
 - the first message after 10 s of quiet (the receiver waits in IDLE by then), beside the
-  server's own IDLE announcement delay (a bare client in IDLE, mail delivered over LMTP).
+  server's own IDLE announcement delay (bench.imap_probes: mail delivered over LMTP ->
+  EXISTS seen by a bare client in IDLE).
 
 The last stdout line is one JSON object with the keys of shared/BENCH.md.
 """
@@ -42,6 +43,8 @@ from mailbus.options import Options, options_from_mapping
 from mailbus.stacks.mail_servers import SERVERS, new_mail_stack
 from mailbus.stacks.mailstack import MailStack, User
 from mailbus.transport import EmailReceiver, Inbound, RawEmail, Transport
+
+from bench.imap_probes import idle_notification_delay_ms
 
 PERIOD_MS = 10.0
 QUIET_S = 10.0  # the quiet spell before the first message of a burst
@@ -326,31 +329,6 @@ def first_message_after_quiet(stack: MailStack, samples: int, quiet_s: float) ->
     return out
 
 
-def idle_announcement(stack: MailStack, samples: int) -> list[float]:
-    """The server's own delay: LMTP delivery done -> EXISTS in a bare client's IDLE."""
-    user = stack.add_user()
-    client = imap_client(stack, user)
-    client.select_folder("INBOX", readonly=True)
-    out = []
-    try:
-        for i in range(samples):
-            client.idle()
-            stack.deliver(user.address, mailbus_bytes(user, f"announce-{i}"))
-            delivered = time.perf_counter_ns()
-            deadline = time.monotonic() + 10
-            seen = False
-            while not seen and time.monotonic() < deadline:
-                seen = any(r[1] == b"EXISTS" for r in client.idle_check(timeout=0.5))
-            announced = time.perf_counter_ns()
-            client.idle_done()
-            if not seen:
-                raise RuntimeError(f"the server never announced message {i} in IDLE")
-            out.append((announced - delivered) / 1e6)
-    finally:
-        client.logout()
-    return out
-
-
 def fill_backlog(stack: MailStack, user: User, n: int) -> None:
     """Put n Mailbus emails into the inbox with IMAP MULTIAPPEND (500 per command; one
     APPEND each on Cyrus, which refuses imapclient's MULTIAPPEND as "Missing required
@@ -434,7 +412,7 @@ def main() -> int:
 
         quiet_samples = 3 if args.quick else 5
         log(f"IDLE announcement: the server's own delay, {quiet_samples * 2} deliveries")
-        announce = idle_announcement(stack, quiet_samples * 2)
+        announce = idle_notification_delay_ms(stack, quiet_samples * 2)
         log(f"  p50 {statistics.median(announce):.1f} ms max {max(announce):.1f}")
         log(f"first message after {QUIET_S:.0f} s of quiet, {quiet_samples} samples")
         first = first_message_after_quiet(stack, quiet_samples, QUIET_S)

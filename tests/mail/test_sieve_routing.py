@@ -138,6 +138,23 @@ def test_a_quiet_routed_receiver_idles_and_notify_wakes_it_for_its_folder(
 
 
 @pytest.mark.mailstack
+def test_a_subscription_made_before_init_reads_its_folder(
+    mail_stack: MailStack, user: User, options_for: OptionsFactory
+) -> None:
+    # The way to catch up (docs/mail.md): entities first, then init. The routed receiver
+    # was told only of entities made after init, and read no folder at all.
+    routed = {"routing": "sieve", "routed-topics": [TOPIC], "url-sieve": mail_stack.sieve_url}
+    ctx = mailbus.Context(options_for(user, mail=routed))
+    sub = ctx.subscription(TOPIC, depth=10)
+    with ctx, mailbus.Context(options_for(user)) as publisher:
+        receiver: Any = ctx.transport.receiver
+        assert receiver.folders == [folder_name("mailbus", "t", TOPIC)]
+        publisher.publisher(TOPIC).publish("made before init")
+        message = mailbus.wait_for_message(sub, 15.0)
+        assert message is not None and message.body == "made before init"
+
+
+@pytest.mark.mailstack
 def test_one_message_after_another_in_one_folder_keeps_coming(
     mail_stack: MailStack, user: User, options_for: OptionsFactory
 ) -> None:
