@@ -133,6 +133,7 @@ class ImapReceiver(EmailReceiver):
         self._backlog = False  # the last poll read only a chunk of what is there
         self._just_polled = False  # no wait since the last poll: IDLE may start now
         self._fetch_due = True  # fetch at the next poll even if NOOP reports nothing
+        self._expunged = False  # IDLE saw an EXPUNGE: the next poll checks the mailbox
         self._quiet = False  # in IDLE since the last mail (mail.idle said so)
 
     # -- connection ----------------------------------------------------------------------
@@ -228,9 +229,13 @@ class ImapReceiver(EmailReceiver):
             return []
         imap_wire.clear_untagged(client)
         imap_wire.command(client, "NOOP")
-        if imap_wire.has_untagged(client, "NO"):
+        expunged, self._expunged = self._expunged, False
+        if expunged or any(imap_wire.has_untagged(client, k) for k in ("NO", "EXPUNGE")):
             # Dovecot answers NOOP with an untagged NO when the examined mailbox was
             # deleted (and maybe recreated) under it, and goes on showing the old one.
+            # Cyrus expunges every message of a mailbox renamed away under its reader
+            # and then shows it nothing for ever: after an EXPUNGE, ask whether the
+            # name still holds the mailbox examined (one STATUS; EXPUNGE is rare here).
             self._check_uidvalidity(client)
         self.counters["polls"] += 1
         if not (self._fetch_due or imap_wire.has_untagged(client, "EXISTS")):
@@ -321,6 +326,9 @@ class ImapReceiver(EmailReceiver):
                 (len(r) > 1 and r[1] in (b"EXISTS", b"RECENT")) or r[:1] == (b"STATUS",)
                 for r in responses
             ):
+                return True
+            if any(len(r) > 1 and r[1] == b"EXPUNGE" for r in responses):
+                self._expunged = True  # the next poll checks the mailbox is still there
                 return True
             # imapclient's idle_check swallows EOF and returns nothing at once: a closed
             # connection looks like an empty slice that did not wait.

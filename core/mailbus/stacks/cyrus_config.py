@@ -75,7 +75,7 @@ START {{
 SERVICES {{
   imap cmd="{imapd} -C {conf}" listen="{HOST}:{stack.imap_port}" prefork=0 maxchild={limit}
   imaps cmd="{imapd} -s -C {conf}" listen="{HOST}:{stack.imaps_port}" prefork=0 maxchild={limit}
-  sieve cmd="timsieved -C {conf}" listen="{HOST}:{stack.sieve_port}" prefork=0 maxchild=20
+  sieve cmd="timsieved -C {conf}" listen="{HOST}:{stack.sieve_port}" prefork=0 maxchild={limit}
   lmtpunix cmd="lmtpd -C {conf}" listen="{stack.lmtp_socket}" prefork=0 maxchild=20
 }}
 EVENTS {{

@@ -225,8 +225,11 @@ class CyrusStack(MailStack):
 
     def set_quota(self, user: User, storage_kb: int) -> None:
         """Limit the user's mailboxes to `storage_kb` (delivery over it is refused)."""
+        import imapclient
+
+        quota = imapclient.imapclient.Quota(self.inbox_of(user), "STORAGE", 0, storage_kb)
         with self.admin() as admin:
-            admin.set_quota(self.inbox_of(user), [(b"STORAGE", storage_kb)])
+            admin.set_quota([quota])
 
     def _saslpasswd(self, db: Path, name: str, password: str, realm: str) -> None:
         done = subprocess.run(
