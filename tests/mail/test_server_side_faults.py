@@ -38,6 +38,9 @@ def test_a_mailbox_deleted_and_made_again_under_its_reader_is_read_from_its_new_
             sub = ctx.subscription("work", depth=10)
             other.append("Work", _mailbus_email(user, "first"))
             assert take(sub, 1) == ["first"]
+            # Quiet first, so that the receiver is in IDLE (Dovecot then sends an untagged
+            # NO, Cyrus closes the connection; between polls Dovecot answers NOOP so).
+            assert events.wait_for("mail.idle"), "never went to IDLE"
             # Deleted while the receiver has it EXAMINEd; made again at once: a new
             # UIDVALIDITY, and its first message has UID 1 again.
             other.delete_folder("Work")

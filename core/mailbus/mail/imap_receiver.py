@@ -133,7 +133,7 @@ class ImapReceiver(EmailReceiver):
         self._backlog = False  # the last poll read only a chunk of what is there
         self._just_polled = False  # no wait since the last poll: IDLE may start now
         self._fetch_due = True  # fetch at the next poll even if NOOP reports nothing
-        self._expunged = False  # IDLE saw an EXPUNGE: the next poll checks the mailbox
+        self._check_mailbox = False  # IDLE saw EXPUNGE or NO: the next poll checks it
         self._quiet = False  # in IDLE since the last mail (mail.idle said so)
 
     # -- connection ----------------------------------------------------------------------
@@ -229,8 +229,8 @@ class ImapReceiver(EmailReceiver):
             return []
         imap_wire.clear_untagged(client)
         imap_wire.command(client, "NOOP")
-        expunged, self._expunged = self._expunged, False
-        if expunged or any(imap_wire.has_untagged(client, k) for k in ("NO", "EXPUNGE")):
+        check, self._check_mailbox = self._check_mailbox, False
+        if check or any(imap_wire.has_untagged(client, k) for k in ("NO", "EXPUNGE")):
             # Dovecot answers NOOP with an untagged NO when the examined mailbox was
             # deleted (and maybe recreated) under it, and goes on showing the old one.
             # Cyrus expunges every message of a mailbox renamed away under its reader
@@ -327,8 +327,10 @@ class ImapReceiver(EmailReceiver):
                 for r in responses
             ):
                 return True
-            if any(len(r) > 1 and r[1] == b"EXPUNGE" for r in responses):
-                self._expunged = True  # the next poll checks the mailbox is still there
+            # EXPUNGE (Cyrus, a mailbox renamed away) or an untagged NO (Dovecot, the
+            # mailbox deleted): the next poll checks the mailbox is still the one examined.
+            if any((len(r) > 1 and r[1] == b"EXPUNGE") or r[:1] == (b"NO",) for r in responses):
+                self._check_mailbox = True
                 return True
             # imapclient's idle_check swallows EOF and returns nothing at once: a closed
             # connection looks like an empty slice that did not wait.
