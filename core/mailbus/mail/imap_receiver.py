@@ -94,6 +94,10 @@ class ImapReceiver(EmailReceiver):
     # wake() ends any wait within a quarter of a second (an IDLE checks it per slice).
     idle_wait_s = 1.0
 
+    # Whether IDLE's EXPUNGE or NO makes the next poll check the examined mailbox (the
+    # routed receiver reads many folders; NOTIFY brings NO about folders not there yet).
+    watches_its_mailbox = True
+
     def __init__(
         self,
         settings: ImapSettings,
@@ -329,7 +333,9 @@ class ImapReceiver(EmailReceiver):
                 return True
             # EXPUNGE (Cyrus, a mailbox renamed away) or an untagged NO (Dovecot, the
             # mailbox deleted): the next poll checks the mailbox is still the one examined.
-            if any((len(r) > 1 and r[1] == b"EXPUNGE") or r[:1] == (b"NO",) for r in responses):
+            if self.watches_its_mailbox and any(
+                (len(r) > 1 and r[1] == b"EXPUNGE") or r[:1] == (b"NO",) for r in responses
+            ):
                 self._check_mailbox = True
                 return True
             # imapclient's idle_check swallows EOF and returns nothing at once: a closed
