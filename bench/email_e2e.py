@@ -1,6 +1,7 @@
-"""End to end over a real mail stack on loopback (Postfix + Dovecot, TLS everywhere).
+"""End to end over a real mail stack on loopback (Postfix + Dovecot or Cyrus IMAP, TLS
+everywhere).
 
-    python -m bench.email_e2e [--quick]
+    python -m bench.email_e2e [--quick] [--server dovecot|cyrus]
 
 Measured in the same run, each beside its baseline:
 - throughput: N messages published and taken through Mailbus (pycurl SMTPS sender,
@@ -10,7 +11,10 @@ Measured in the same run, each beside its baseline:
   reference's strategy (EXAMINE, then one UID FETCH per poll) at the same poll period;
 - catch-up: messages/s read from a backlog already in the inbox (5,000 messages) by
   Mailbus starting at UID 1, against the reference's strategy (timed on the first
-  part of the same backlog: its cost per message is constant).
+  part of the same backlog: its cost per message is constant);
+- the first message after 10 s of quiet (the receiver waits in IDLE by then), beside the
+  server's own IDLE announcement delay (bench.imap_probes: mail delivered over LMTP ->
+  EXISTS seen by a bare client in IDLE).
 
 The last stdout line is one JSON object with the keys of shared/BENCH.md.
 """
@@ -36,10 +40,14 @@ from mailbus.email_message import Email, to_bytes
 from mailbus.mail.tls import TlsSettings, ssl_context
 from mailbus.mail.transport import create_transport
 from mailbus.options import Options, options_from_mapping
+from mailbus.stacks.mail_servers import SERVERS, new_mail_stack
 from mailbus.stacks.mailstack import MailStack, User
 from mailbus.transport import EmailReceiver, Inbound, RawEmail, Transport
 
+from bench.imap_probes import idle_notification_delay_ms
+
 PERIOD_MS = 10.0
+QUIET_S = 10.0  # the quiet spell before the first message of a burst
 
 
 def log(text: str) -> None:
@@ -294,14 +302,47 @@ def latency_floor(stack: MailStack, samples: int) -> list[float]:
     return out
 
 
+def first_message_after_quiet(stack: MailStack, samples: int, quiet_s: float) -> list[float]:
+    """Publish -> take of one message after `quiet_s` without mail (default schedule:
+    IDLE once quiet for 2 s)."""
+    ctx = mailbus.Context(options(stack, stack.add_user()))
+    with ctx:
+        sub = ctx.subscription("bench", depth=10)
+        pub = ctx.publisher("bench")
+        pub.publish("warm-up")
+        if mailbus.wait_for_message(sub, 10.0) is None:
+            raise RuntimeError("first-message warm-up never arrived")
+        out = []
+        for i in range(samples):
+            time.sleep(quiet_s)  # the quiet spell is what is measured, not a wait
+            start = time.perf_counter_ns()
+            pub.publish(f"q{i}")
+            if mailbus.wait_for_message(sub, 40.0) is None:
+                raise RuntimeError(f"first message {i} after the quiet never arrived")
+            out.append((time.perf_counter_ns() - start) / 1e6)
+            log(f"  sample {i}: {out[-1]:.1f} ms")
+        idles = int(ctx.transport.receiver.counters["idles"])  # type: ignore[union-attr]
+        if idles < samples:
+            raise RuntimeError(
+                f"the receiver went to IDLE {idles} times for {samples} quiet spells"
+            )
+    return out
+
+
 def fill_backlog(stack: MailStack, user: User, n: int) -> None:
-    """Put n Mailbus emails into the inbox with IMAP MULTIAPPEND (500 per command),
-    then examine it once so that Dovecot's own indexing is not part of the timing."""
+    """Put n Mailbus emails into the inbox with IMAP MULTIAPPEND (500 per command; one
+    APPEND each on Cyrus, which refuses imapclient's MULTIAPPEND as "Missing required
+    argument"), then examine it once so that the server's own indexing is not part of
+    the timing."""
     client = imap_client(stack, user)
     try:
         for first in range(0, n, 500):
             batch = [mailbus_bytes(user, f"b{i}") for i in range(first, min(n, first + 500))]
-            client.multiappend("INBOX", batch)
+            if stack.server == "cyrus":
+                for data in batch:
+                    client.append("INBOX", data)
+            else:
+                client.multiappend("INBOX", batch)
             log(f"  backlog {first + len(batch)}/{n}")
         client.select_folder("INBOX", readonly=True)
     finally:
@@ -325,16 +366,17 @@ def catchup(ctx: Any, n: int, timeout: float) -> tuple[int, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer messages (about 30 s)")
+    parser.add_argument("--server", choices=SERVERS, default="dovecot", help="the IMAP server")
     args = parser.parse_args()
     n_throughput = 300 if args.quick else 2000
     samples = 40 if args.quick else 150
     backlog = 1000 if args.quick else 5000
     reference_budget_s = 4.0 if args.quick else 8.0
 
-    with MailStack() as stack:
+    with new_mail_stack(args.server) as stack:
         if not stack.has_postfix:
             log(f"NOTE: {stack.why_no_postfix}; SMTP goes through the LMTP relay")
-        log(f"stack up: {stack.smtps_url} {stack.imaps_url}")
+        log(f"stack up ({stack.server}): {stack.smtps_url} {stack.imaps_url}")
         smtp_server = stack.smtp_server
 
         log(f"throughput: floor (smtplib + bare imapclient), {n_throughput} messages")
@@ -367,6 +409,14 @@ def main() -> int:
         idle_options = options(stack, stack.add_user(), period_ms=2000.0, idle="always")
         idle_lat = latency_context(mailbus.Context(idle_options), idle_samples)
         log(f"  p50 {statistics.median(idle_lat):.1f} ms")
+
+        quiet_samples = 3 if args.quick else 5
+        log(f"IDLE announcement: the server's own delay, {quiet_samples * 2} deliveries")
+        announce = idle_notification_delay_ms(stack, quiet_samples * 2)
+        log(f"  p50 {statistics.median(announce):.1f} ms max {max(announce):.1f}")
+        log(f"first message after {QUIET_S:.0f} s of quiet, {quiet_samples} samples")
+        first = first_message_after_quiet(stack, quiet_samples, QUIET_S)
+        log(f"  p50 {statistics.median(first):.1f} ms")
 
         user = stack.add_user()
         log(f"catch-up: filling a backlog of {backlog} messages")
@@ -401,11 +451,16 @@ def main() -> int:
         "reference_strategy_latency_p50_ms": round(statistics.median(ref_lat), 2),
         "reference_strategy_latency_p95_ms": round(percentile(ref_lat, 0.95), 2),
         "idle_latency_p50_ms": round(statistics.median(idle_lat), 2),
+        "idle_first_message_ms": round(statistics.median(first), 2),
+        "idle_first_message_max_ms": round(max(first), 2),
+        "idle_announce_p50_ms": round(statistics.median(announce), 2),
+        "idle_announce_max_ms": round(max(announce), 2),
         "catchup_msgs_per_s": round(ours_cu, 1),
         "reference_catchup_msgs_per_s": round(ref_cu, 1),
         "catchup_speedup_vs_reference": round(ours_cu / ref_cu, 2),
         "poll_period_ms": PERIOD_MS,
         "smtp_server": smtp_server,
+        "imap_server": args.server,
         "messages": n_throughput,
         "latency_samples": samples,
         "backlog": backlog,

@@ -1,7 +1,8 @@
 """Email at scale: N subscriber processes on one inbox of the real loopback stack
-(Postfix + Dovecot, TLS), a publisher at 20 msg/s.
+(Postfix + Dovecot or Cyrus IMAP, TLS), a publisher at 20 msg/s.
 
     python -m bench.email_scale [--quick] [--sizes 1,8,32,100] [--modes baseline,relay]
+                                [--server dovecot|cyrus]
 
 For each receive mode and each N it starts N participant processes (this module with
 `--participant`), each a Mailbus context with one subscription on the same account,
@@ -20,7 +21,9 @@ Modes, in the same run: `baseline` is today's strategy (a 10 ms poll per partici
 relay (`mailbus mail-relay`, its own process, the adaptive receiver) reading the inbox
 for every participant (`[mail] share = "relay"`); its CPU counts as the participants'
 and its IMAP bytes as theirs. `adaptive` (keys `adaptive_`, only with --modes) is every
-participant reading the inbox itself with the adaptive receiver. Also measured:
+participant reading the inbox itself with the adaptive receiver; `routed` (keys
+`routed_`, only with --modes) is every participant in the routed mode, the server's
+Sieve filing the topic into its folder (script installed over ManageSieve). Also measured:
 Dovecot's IDLE notification delay (mail delivered over LMTP -> EXISTS seen by an idling
 client) and one poll as two round trips (NOOP, then UID FETCH) against NOOP alone.
 
@@ -47,6 +50,7 @@ from typing import Any
 
 import mailbus
 from mailbus.options import options_from_mapping
+from mailbus.stacks.mail_servers import SERVERS, new_mail_stack
 from mailbus.stacks.mailstack import MailStack, User
 
 from bench.imap_probes import idle_notification_delay_ms, poll_rates
@@ -62,8 +66,9 @@ MODES: dict[str, dict[str, Any]] = {
     "baseline": {"polling-period-ms": 10.0, "mail": {"idle": "never"}},
     "adaptive": {"mail": {}},
     "relay": {"mail": {"share": "relay"}},
+    "routed": {"mail": {"routing": "sieve", "routed-topics": [TOPIC]}},
 }
-PREFIX = {"relay": "", "baseline": "baseline_", "adaptive": "adaptive_"}
+PREFIX = {"relay": "", "baseline": "baseline_", "adaptive": "adaptive_", "routed": "routed_"}
 
 
 def log(text: str) -> None:
@@ -89,6 +94,8 @@ def raw_options(stack: MailStack, user: User, mode: str) -> dict[str, Any]:
     }
     if "polling-period-ms" in settings:
         raw["polling-period-ms"] = settings["polling-period-ms"]
+    if mode == "routed":
+        raw["mail"]["url-sieve"] = stack.sieve_url
     if mode == "relay":
         # Short, so that it fits in sun_path whatever TMPDIR is; one relay per user.
         raw["mail"]["relay-socket"] = f"/tmp/mailbus-bench-{os.getpid()}-{user.name}.sock"
@@ -126,7 +133,7 @@ def session_cpu_s(leaders: list[int]) -> float:
 
 
 def server_leaders(stack: MailStack) -> list[int]:
-    return [p.pid for p in (stack._dovecot, stack._postfix) if p is not None]
+    return stack.server_pids()
 
 
 # -- participants -----------------------------------------------------------------------------
@@ -363,6 +370,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer messages, N up to 32")
     parser.add_argument("--sizes", default=None, help="participants, e.g. 1,8,32,100")
     parser.add_argument("--modes", default="baseline,relay")
+    parser.add_argument("--server", choices=SERVERS, default="dovecot", help="the IMAP server")
     parser.add_argument("--participant", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--relay", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -377,11 +385,11 @@ def main() -> int:
     idle_window_s = 5.0 if args.quick else 10.0
     points: dict[tuple[str, int], Point] = {}
     failed: list[str] = []
-    # One account carries every participant: lift Dovecot's per-account limit (10).
-    with MailStack(max_userip_connections=max(sizes) + 20) as stack:
+    # One account carries every participant: lift the per-account limit (10).
+    with new_mail_stack(args.server, max_userip_connections=max(sizes) + 20) as stack:
         if not stack.has_postfix:
             log(f"NOTE: {stack.why_no_postfix}; SMTP goes through the LMTP relay")
-        log("Dovecot IDLE notification delay (LMTP delivery -> EXISTS)")
+        log(f"{stack.server} IDLE notification delay (LMTP delivery -> EXISTS)")
         idle_delay = idle_notification_delay_ms(stack, 5 if args.quick else 10)
         log(f"  p50 {statistics.median(idle_delay):.0f} ms max {max(idle_delay):.0f} ms")
         two_trips, noop_only = poll_rates(stack, 2.0 if args.quick else 4.0)
@@ -460,6 +468,7 @@ def main() -> int:
         "modes": modes,
         "failed_points": failed,
         "quick": args.quick,
+        "imap_server": args.server,
     }
     print(json.dumps(result))
     return 0

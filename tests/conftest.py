@@ -32,7 +32,13 @@ if TESTS not in sys.path:
 
 
 @pytest.fixture(scope="session")
-def mail_stack() -> Iterator[Any]:
+def mail_stack(dovecot_stack: Any) -> Any:
+    """The mail stack outside tests/mail (which runs on every server): Dovecot's."""
+    return dovecot_stack
+
+
+@pytest.fixture(scope="session")
+def dovecot_stack() -> Iterator[Any]:
     """One Dovecot + Postfix on loopback for the session (mailbus.stacks.mailstack); every
     test makes its own users, so the mail and stem tests share it."""
     from mailbus.stacks.mailstack import MailStack
@@ -42,6 +48,16 @@ def mail_stack() -> Iterator[Any]:
         # Said loudly: without root the SMTP side is not tested against Postfix.
         print(f"\nMAILSTACK: {stack.why_no_postfix}; SMTP goes through the LMTP relay")
     with stack:
+        yield stack
+
+
+@pytest.fixture(scope="session")
+def cyrus_stack() -> Iterator[Any]:
+    """One Cyrus IMAP + Postfix on loopback for the session (mailbus.stacks.cyrus_stack):
+    the mail tests run on it as on Dovecot (tests/mail/conftest.py)."""
+    from mailbus.stacks.cyrus_stack import CyrusStack
+
+    with CyrusStack() as stack:
         yield stack
 
 

@@ -162,6 +162,9 @@ class Context:
                     self._gate = None
                 raise
             self._state = ContextState.INITIALISED
+        # Entities made before init(): the receiver learns of them now (a routed
+        # receiver reads only the folders of what it is told; it was told nothing).
+        self._tell_receiver()
         return self
 
     def shutdown(self) -> None:

@@ -20,6 +20,7 @@ from mailbus.email_message import Email, from_bytes, to_bytes
 from mailbus.mail.errors import MailConnectError
 from mailbus.mail.smtp_sender import SmtpSender, SmtpSettings
 from mailbus.mail.tls import TlsSettings, ssl_context
+from mailbus.stacks.mail_servers import new_mail_stack
 from mailbus.stacks.mailstack import MailStack, User
 from test_integration import Events, take
 
@@ -86,8 +87,9 @@ class FetchLog:
 
 
 @pytest.fixture(scope="module")
-def own_stack() -> Iterator[MailStack]:
-    with MailStack() as stack:
+def own_stack(mail_server: str) -> Iterator[MailStack]:
+    """A stack of the test's server that these tests may stop and start."""
+    with new_mail_stack(mail_server) as stack:
         yield stack
 
 
@@ -95,7 +97,7 @@ def own_stack() -> Iterator[MailStack]:
 def running(own_stack: MailStack) -> Iterator[MailStack]:
     """The stack, with both servers running again after the test whatever happened."""
     yield own_stack
-    own_stack.start_dovecot()
+    own_stack.start_imap()
     own_stack.start_smtp()
 
 
@@ -115,12 +117,12 @@ def test_dovecot_stopped_mid_stream_resumes_nothing_lost_nothing_twice(running: 
         assert len(first) == 3
         # Stop Dovecot while the stream is under way: Postfix keeps what it cannot
         # deliver over LMTP, the receiver loses its connection.
-        running.stop_dovecot()
+        running.stop_imap()
         events.wait_for("mail.disconnected")
         for i in range(20, 30):
             pub.publish(f"m{i}")
         events.wait_for("mail.reconnect_failed")
-        running.start_dovecot()
+        running.start_imap()
         # Postfix retries what it deferred within seconds (see the backoff in
         # mailstack.py): wait, bounded, until it has handed everything to Dovecot,
         # then for the receiver to read it.
@@ -240,6 +242,7 @@ def _admin(stack: MailStack, user: User) -> imapclient.IMAPClient:
     return client
 
 
+@pytest.mark.parametrize("mail_server", ["dovecot"], indirect=True)  # removes its maildir
 def test_uidvalidity_change_rereads_the_recreated_mailbox(running: MailStack) -> None:
     user = running.add_user()
     admin = _admin(running, user)
@@ -255,10 +258,10 @@ def test_uidvalidity_change_rereads_the_recreated_mailbox(running: MailStack) ->
         admin.logout()
         # Recreate the mailbox while no session has it open (Dovecot stopped): it gets
         # a new UIDVALIDITY and its first message UID 1 again.
-        running.stop_dovecot()
+        running.stop_imap()
         events.wait_for("mail.disconnected")
         shutil.rmtree(running.dovecot_dir / "mail" / user.address / ".Work")
-        running.start_dovecot()
+        running.start_imap()
         admin = _admin(running, user)
         admin.create_folder("Work")
         admin.append("Work", _mailbus_email(user, "second"))

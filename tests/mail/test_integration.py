@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import smtplib
 import threading
 import time
 import warnings
@@ -92,8 +93,9 @@ def test_starttls_on_both_sides(
         "postfix/smtpd/smtpd" in line and f"sasl_username={user.address}" in line
         for line in postfix_log.splitlines()
     )
-    dovecot_log = smtp_stack.dovecot_log.read_text()
-    assert any(
+    # (Cyrus logs only to syslog; its IMAP side is IMAPS here, TLS from the start.)
+    dovecot_log = smtp_stack.dovecot_log.read_text() if smtp_stack.server == "dovecot" else ""
+    assert smtp_stack.server != "dovecot" or any(
         f"user=<{user.address}>" in line and "TLS" in line and "Login:" in line
         for line in dovecot_log.splitlines()
     )
@@ -175,16 +177,31 @@ def test_foreign_and_malformed_mail_are_skipped_reported_and_the_stream_goes_on(
         pub = ctx.publisher("t")
         pub.publish("before")
         assert take(sub, 1) == ["before"]
-        for raw in (NEWSLETTER, MALFORMED, BAD_BASE64):
-            smtp_stack.deliver(user.address, raw)
+        stored: list[str] = []
+        refused: list[bytes] = []
+        for reason, raw in (
+            ("foreign", NEWSLETTER),
+            ("malformed", MALFORMED),
+            ("malformed", BAD_BASE64),
+        ):
+            try:
+                smtp_stack.deliver(user.address, raw)
+                stored.append(reason)
+            except smtplib.SMTPDataError as exc:
+                assert exc.smtp_code == 554  # refused for good, loudly, at delivery
+                refused.append(raw)
+        # Dovecot stores all three; Cyrus refuses at its LMTP door a message without a
+        # header block (554 5.6.0 "Message contains invalid header") and one with a NUL.
+        assert refused == ([] if smtp_stack.server == "dovecot" else [MALFORMED, BAD_BASE64])
         pub.publish("after")
         assert take(sub, 1) == ["after"]
-        skipped = events.wait_for(Kind.SKIPPED, 3)
+        skipped = events.wait_for(Kind.SKIPPED, len(stored))
         reasons = sorted(str(e.extra["reason"]) for e in skipped)
-        assert reasons == ["foreign", "malformed", "malformed"]
+        assert reasons == sorted(stored)
         origins = [str(e.extra["origin"]) for e in skipped]
-        assert all(o.startswith("uid:") for o in origins) and len(set(origins)) == 3
-    assert ctx.counters["foreign"] == 1 and ctx.counters["malformed"] == 2
+        assert all(o.startswith("uid:") for o in origins) and len(set(origins)) == len(stored)
+    assert ctx.counters["foreign"] == 1
+    assert ctx.counters["malformed"] == stored.count("malformed")
 
 
 def test_oversized_mail_is_reported_not_fetched_whole(

@@ -63,7 +63,12 @@ def test_eml_export_is_exactly_what_the_server_delivered(
     assert eml.exact and data == server_bytes
     # The stdlib reads it as the email it is, and writes back the identical bytes.
     parsed = message_from_bytes(data, policy=compat32)
-    assert parsed.as_bytes(policy=compat32.clone(linesep="\r\n")) == server_bytes
+    again = parsed.as_bytes(policy=compat32.clone(linesep="\r\n"))
+    assert again == server_bytes, [
+        (a, b)
+        for a, b in zip(again.split(b"\r\n"), server_bytes.split(b"\r\n"), strict=False)
+        if a != b
+    ][:3]
     assert parsed["Message-ID"] == event.message_id and parsed["Subject"] == TOPIC
     assert parsed["Received"] is not None and parsed["Date"] is not None  # the server's
     assert parsed.get_payload(decode=True).decode(parsed.get_content_charset()) == BODY

@@ -485,10 +485,10 @@ def test_after_a_lost_connection_every_context_keeps_receiving(
         receiver: Any = contexts[0].transport.receiver
         counters = receiver.counters
         try:
-            mail_stack.stop_dovecot()
+            mail_stack.stop_imap()
             eventually(lambda: counters["disconnects"] >= 1, WAIT_S)
         finally:
-            mail_stack.start_dovecot()
+            mail_stack.start_imap()
         eventually(lambda: counters["connections_opened"] >= 2, WAIT_S)
         contexts[1].publisher("back").publish("again")
         for sub in subs:

@@ -94,6 +94,10 @@ class ImapReceiver(EmailReceiver):
     # wake() ends any wait within a quarter of a second (an IDLE checks it per slice).
     idle_wait_s = 1.0
 
+    # Whether IDLE's EXPUNGE or NO makes the next poll check the examined mailbox (the
+    # routed receiver reads many folders; NOTIFY brings NO about folders not there yet).
+    watches_its_mailbox = True
+
     def __init__(
         self,
         settings: ImapSettings,
@@ -133,6 +137,7 @@ class ImapReceiver(EmailReceiver):
         self._backlog = False  # the last poll read only a chunk of what is there
         self._just_polled = False  # no wait since the last poll: IDLE may start now
         self._fetch_due = True  # fetch at the next poll even if NOOP reports nothing
+        self._check_mailbox = False  # IDLE saw EXPUNGE or NO: the next poll checks it
         self._quiet = False  # in IDLE since the last mail (mail.idle said so)
 
     # -- connection ----------------------------------------------------------------------
@@ -228,9 +233,13 @@ class ImapReceiver(EmailReceiver):
             return []
         imap_wire.clear_untagged(client)
         imap_wire.command(client, "NOOP")
-        if imap_wire.has_untagged(client, "NO"):
+        check, self._check_mailbox = self._check_mailbox, False
+        if check or any(imap_wire.has_untagged(client, k) for k in ("NO", "EXPUNGE")):
             # Dovecot answers NOOP with an untagged NO when the examined mailbox was
             # deleted (and maybe recreated) under it, and goes on showing the old one.
+            # Cyrus expunges every message of a mailbox renamed away under its reader
+            # and then shows it nothing for ever: after an EXPUNGE, ask whether the
+            # name still holds the mailbox examined (one STATUS; EXPUNGE is rare here).
             self._check_uidvalidity(client)
         self.counters["polls"] += 1
         if not (self._fetch_due or imap_wire.has_untagged(client, "EXISTS")):
@@ -321,6 +330,13 @@ class ImapReceiver(EmailReceiver):
                 (len(r) > 1 and r[1] in (b"EXISTS", b"RECENT")) or r[:1] == (b"STATUS",)
                 for r in responses
             ):
+                return True
+            # EXPUNGE (Cyrus, a mailbox renamed away) or an untagged NO (Dovecot, the
+            # mailbox deleted): the next poll checks the mailbox is still the one examined.
+            if self.watches_its_mailbox and any(
+                (len(r) > 1 and r[1] == b"EXPUNGE") or r[:1] == (b"NO",) for r in responses
+            ):
+                self._check_mailbox = True
                 return True
             # imapclient's idle_check swallows EOF and returns nothing at once: a closed
             # connection looks like an empty slice that did not wait.

@@ -34,7 +34,12 @@ CONNECTION_ERRORS = (OSError, imaplib.IMAP4.error, imap_errors.IMAPClientError, 
 
 # RFC 5530 response codes a server gives when the password was right but the account
 # has too many connections; Dovecot also names its setting in the text.
-_LIMIT_CODES = ("[LIMIT]", "[UNAVAILABLE]", "Maximum number of connections")
+_LIMIT_CODES = (
+    "[LIMIT]",
+    "[UNAVAILABLE]",
+    "Maximum number of connections",  # Dovecot
+    "Too many open connections",  # Cyrus IMAP (maxlogins_per_user)
+)
 
 
 def connection_limit_refusal(text: str) -> str | None:
@@ -109,7 +114,8 @@ def open_session(s: ImapSettings, tracer: Tracer) -> imapclient.IMAPClient:
                     f"IMAP server {s.server} refused another connection for "
                     f"{s.username!r}: {limit}. Each participant holds one IMAP "
                     "connection; run fewer participants on this account, or raise the "
-                    "server's limit (Dovecot: mail_max_userip_connections)"
+                    "server's limit (Dovecot: mail_max_userip_connections, Cyrus: "
+                    "maxlogins_per_user)"
                 ) from None
             raise MailLoginError(
                 f"IMAP login to {s.server} as {s.username!r} was refused: "

@@ -69,6 +69,8 @@ def folder_status(lines: list[Any]) -> dict[str, dict[bytes, int]]:
 
 
 class RoutedImapReceiver(ImapReceiver):
+    watches_its_mailbox = False  # its folders are checked by LIST-STATUS / STATUS
+
     def __init__(
         self,
         settings: ImapSettings,

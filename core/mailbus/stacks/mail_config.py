@@ -109,7 +109,6 @@ protocol imap {{
 
 
 def postfix_main_cf(stack: MailStack, spool: Path, data: Path) -> str:
-    auth_socket = stack.dovecot_dir / "run" / "auth-postfix"
     refuse = (
         f"inline:{{ {{ {REJECTED}=550 5.1.1 no such user }}, "
         f"{{ {DEFERRED}=450 4.2.1 mailbox busy, try again later }} }}"
@@ -148,8 +147,7 @@ smtpd_tls_key_file = {stack.key_file}
 smtpd_tls_security_level = may
 smtpd_tls_auth_only = yes
 smtpd_sasl_auth_enable = yes
-smtpd_sasl_type = dovecot
-smtpd_sasl_path = {auth_socket}
+{stack.postfix_sasl_config()}
 smtpd_relay_restrictions = permit_sasl_authenticated, permit_mynetworks, reject_unauth_destination
 # One address the server refuses for good (5xx), to test permanent failures, and one
 # it refuses for now (4xx), to test retries.

@@ -12,7 +12,9 @@ the tests (tests/conftest.py), the benchmarks and users' own tests:
 Postfix needs root. Without root (or with `postfix=False`) the SMTP ports are served
 by a small relay (lmtp_relay.py) that delivers over LMTP straight into Dovecot;
 `stack.has_postfix` is then False and `stack.why_no_postfix` says why.
-`start_smtp()` / `stop_smtp()` start and stop whichever SMTP server the stack runs.
+`start_smtp()` / `stop_smtp()` start and stop whichever SMTP server the stack runs,
+`start_imap()` / `stop_imap()` the IMAP server (`server` names it: "dovecot" here,
+"cyrus" for the Cyrus stack, cyrus_stack.CyrusStack, which keeps this interface).
 """
 
 from __future__ import annotations
@@ -89,6 +91,8 @@ def wait_for_port(port: int, deadline: float) -> bool:
 
 
 class MailStack:
+    server = "dovecot"
+
     def __init__(
         self,
         *,
@@ -172,8 +176,8 @@ class MailStack:
 
     def start(self) -> None:
         self._write_certificates()
-        self._write_dovecot_config()
-        self.start_dovecot()
+        self._write_imap_config()
+        self.start_imap()
         if self.has_postfix:
             self._write_postfix_config()
         self.start_smtp()
@@ -224,7 +228,7 @@ class MailStack:
 
     def stop(self) -> None:
         errors: list[BaseException] = []
-        for stop in (self.stop_smtp, self.stop_dovecot):
+        for stop in (self.stop_smtp, self.stop_imap):
             try:
                 stop()
             except BaseException as exc:  # stop the other server all the same
@@ -252,6 +256,38 @@ class MailStack:
         if self.is_root:
             for path in paths:
                 shutil.chown(path, self.run_user, self.run_group)
+
+    # -- the IMAP server (Dovecot here; a subclass runs another) -------------------------
+    def _write_imap_config(self) -> None:
+        self._write_dovecot_config()
+
+    def start_imap(self, timeout: float = 15.0) -> None:
+        """Start the IMAP server (and its LMTP and ManageSieve) if it is not running."""
+        self.start_dovecot(timeout)
+
+    def stop_imap(self, timeout: float = 10.0) -> None:
+        self.stop_dovecot(timeout)
+
+    @property
+    def imap_running(self) -> bool:
+        return self.dovecot_running
+
+    @property
+    def imap_log(self) -> Path:
+        return self.dovecot_log
+
+    def server_pids(self) -> list[int]:
+        """The process ids of the servers' masters (the IMAP server's and Postfix's)."""
+        return [p.pid for p in (self._imap_process(), self._postfix) if p is not None]
+
+    def _imap_process(self) -> subprocess.Popen[bytes] | None:
+        return self._dovecot
+
+    def postfix_sasl_config(self) -> str:
+        """main.cf lines that make Postfix check SMTP logins against the IMAP server's
+        accounts: through Dovecot's auth socket here."""
+        auth_socket = self.dovecot_dir / "run" / "auth-postfix"
+        return f"smtpd_sasl_type = dovecot\nsmtpd_sasl_path = {auth_socket}"
 
     # -- Dovecot ------------------------------------------------------------------------
     def _write_dovecot_config(self) -> None:
@@ -465,8 +501,8 @@ class MailStack:
 
     def logs(self, lines: int = 60) -> str:
         return (
-            "--- dovecot ---\n"
-            + log_tail(self.dovecot_log, lines)
+            f"--- {self.server} ---\n"
+            + log_tail(self.imap_log, lines)
             + "\n--- postfix ---\n"
             + log_tail(self.postfix_log, lines)
         )

@@ -1,5 +1,6 @@
-"""Where the loopback mail stack (Dovecot + Postfix) comes from: mailbus.stacks, the same
-stack our own tests and benchmarks start. Only `start_mail_stack` knows it."""
+"""Where the loopback mail stack (Dovecot or Cyrus IMAP, and Postfix) comes from:
+mailbus.stacks, the same stacks our own tests and benchmarks start. Only
+`start_mail_stack` knows them."""
 
 from __future__ import annotations
 
@@ -8,17 +9,19 @@ from typing import Any
 from mailbus.testing.buses import BusError
 
 
-def start_mail_stack() -> Any:
-    """A started `MailStack` (stop it with `.stop()`); BusError when it cannot start."""
-    from mailbus.stacks.mailstack import MailStack, MailStackError
+def start_mail_stack(server: str = "dovecot") -> Any:
+    """A started `MailStack` running `server` (stop it with `.stop()`); BusError when it
+    cannot start."""
+    from mailbus.stacks.mail_servers import new_mail_stack
+    from mailbus.stacks.mailstack import MailStackError
 
-    stack = MailStack()
+    stack = new_mail_stack(server)
     try:
         stack.start()
     except MailStackError as exc:
         stack.stop()
         raise BusError(
-            f"--mailbus-transport=mail needs Dovecot (and Postfix, as root) on this machine: "
+            f"--mailbus-transport=mail needs {server} (and Postfix, as root) on this machine: "
             f"{exc}; point --mailbus-config at your own mail server instead"
         ) from None
     except BaseException:

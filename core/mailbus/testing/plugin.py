@@ -25,6 +25,7 @@ from mailbus.extras import needs_extra
 with needs_extra("mailbus.testing", "test"):
     import pytest
 
+from mailbus.stacks.mail_servers import SERVERS
 from mailbus.testing.buses import (
     TRANSPORT_NAMES,
     Bus,
@@ -80,6 +81,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="FILE",
         default=None,
         help="run the bus on these options (your own system) instead of --mailbus-transport",
+    )
+    group.addoption(
+        "--mailbus-mail-server",
+        choices=SERVERS,
+        default=None,
+        help="the IMAP server of the loopback mail stack (--mailbus-transport=mail): "
+        "dovecot (default) or cyrus",
     )
     group.addoption(
         "--mailbus-seed", type=int, default=None, help="the seed of every faults() call"
@@ -185,11 +193,11 @@ def mailbus_postoffice(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pos
 
 
 @pytest.fixture(scope="session")
-def mailbus_mail_stack() -> Iterator[Any]:
+def mailbus_mail_stack(request: pytest.FixtureRequest) -> Iterator[Any]:
     """One loopback mail server for the run (an account per test)."""
     from mailbus.testing.mailstack_link import start_mail_stack
 
-    stack = start_mail_stack()
+    stack = start_mail_stack(request.config.getoption("mailbus_mail_server") or "dovecot")
     yield stack
     stack.stop()
 

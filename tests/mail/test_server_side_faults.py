@@ -1,0 +1,104 @@
+"""Bad input from the server side, on every server of the suite: the mailbox a reader
+holds is deleted (then made again, with a new UIDVALIDITY) or renamed away, and the
+account's quota is full. Nothing is lost and nothing is skipped without a word."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import imapclient
+import mailbus
+import pytest
+from conftest import OptionsFactory
+from mailbus.mail.tls import TlsSettings, ssl_context
+from mailbus.stacks.mailstack import HOST, MailStack, User
+from test_faults import _mailbus_email
+from test_integration import Events, take
+
+pytestmark = pytest.mark.mailstack
+
+
+def client_of(stack: MailStack, user: User) -> imapclient.IMAPClient:
+    context = ssl_context(TlsSettings(ca_file=stack.ca_file))
+    client = imapclient.IMAPClient(HOST, stack.imaps_port, ssl=True, ssl_context=context)
+    client.login(user.address, user.password)
+    return client
+
+
+def test_a_mailbox_deleted_and_made_again_under_its_reader_is_read_from_its_new_start(
+    mail_stack: MailStack, user: User, options_for: OptionsFactory
+) -> None:
+    other = client_of(mail_stack, user)
+    other.create_folder("Work")
+    ctx = mailbus.Context(options_for(user, mail={"mailbox": "Work", "reconnect-max-s": 0.3}))
+    events = Events()
+    ctx.tracer.add_listener(events)
+    try:
+        with ctx:
+            sub = ctx.subscription("work", depth=10)
+            other.append("Work", _mailbus_email(user, "first"))
+            assert take(sub, 1) == ["first"]
+            # Quiet first, so that the receiver is in IDLE (Dovecot then sends an untagged
+            # NO, Cyrus closes the connection; between polls Dovecot answers NOOP so).
+            assert events.wait_for("mail.idle"), "never went to IDLE"
+            # Deleted while the receiver has it EXAMINEd; made again at once: a new
+            # UIDVALIDITY, and its first message has UID 1 again.
+            other.delete_folder("Work")
+            other.create_folder("Work")
+            other.append("Work", _mailbus_email(user, "second"))
+            assert take(sub, 1, timeout=20) == ["second"], events.items[-10:]
+            [changed] = events.wait_for("mail.uidvalidity_changed")
+            assert changed.extra["old"] != changed.extra["new"]
+    finally:
+        other.logout()
+
+
+def test_a_mailbox_renamed_away_from_its_reader_is_reported_and_read_when_back(
+    mail_stack: MailStack, user: User, options_for: OptionsFactory
+) -> None:
+    other = client_of(mail_stack, user)
+    other.create_folder("Work")
+    ctx = mailbus.Context(options_for(user, mail={"mailbox": "Work", "reconnect-max-s": 0.3}))
+    events = Events()
+    ctx.tracer.add_listener(events)
+    try:
+        with ctx:
+            sub = ctx.subscription("work", depth=10)
+            other.append("Work", _mailbus_email(user, "first"))
+            assert take(sub, 1) == ["first"]
+            other.rename_folder("Work", "Archive")
+            # The reader loses its mailbox: it says so (a failed reconnection names
+            # the missing mailbox) instead of reading nothing in silence.
+            failed = events.wait_for("mail.reconnect_failed")
+            assert any("Work" in (e.detail or "") for e in failed), [e.detail for e in failed]
+            other.create_folder("Work")
+            other.append("Work", _mailbus_email(user, "second"))
+            assert take(sub, 1, timeout=20) == ["second"]
+        assert ctx.counters["received"] == 2
+    finally:
+        other.logout()
+
+
+@pytest.mark.parametrize(
+    "mail_server", ["cyrus"], indirect=True
+)  # the stack's Dovecot has no quota
+def test_mail_over_a_full_quota_waits_in_the_queue_and_arrives_when_there_is_room(
+    mail_stack: Any, user: User, options_for: OptionsFactory
+) -> None:
+    mail_stack.set_quota(user, 1)  # 1 KiB: full after the first message
+    ctx = mailbus.Context(options_for(user))
+    with ctx:
+        sub = ctx.subscription("q", depth=20)
+        pub = ctx.publisher("q")
+        pub.publish("x" * 2000)  # over the quota by itself: Cyrus still takes the first
+        assert take(sub, 1) == ["x" * 2000]
+        for i in range(3):
+            pub.publish(f"over quota {i}")
+        sender: Any = ctx.transport.sender
+        assert sender.flush(10)  # Postfix took them: the refusal is LMTP's, later
+        assert take(sub, 3, timeout=3) == []  # refused for now (452), kept by Postfix
+        if mail_stack.has_postfix:
+            assert "Mail queue is empty" not in mail_stack.postfix_queue()
+            assert "quota" in mail_stack.postfix_log_of_queue().lower()
+        mail_stack.set_quota(user, 10_000)
+        assert sorted(take(sub, 3, timeout=30)) == [f"over quota {i}" for i in range(3)]
