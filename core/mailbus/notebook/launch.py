@@ -101,13 +101,21 @@ def notebook_path(directory: Path, config: Path | None) -> Path:
     return directory / name
 
 
-def jupyter_command(path: Path, extra: Sequence[str]) -> list[str]:
+ALLOW_ROOT = "--allow-root"
+
+
+def jupyter_command(path: Path, extra: Sequence[str], *, euid: int | None = None) -> list[str]:
+    """JupyterLab's command line; as root (the usual user in a container) with
+    `--allow-root`, which JupyterLab otherwise demands before it starts."""
+    options = list(extra)
+    if (os.geteuid() if euid is None else euid) == 0 and ALLOW_ROOT not in options:
+        options.append(ALLOW_ROOT)
     return [
         sys.executable,
         "-m",
         "jupyterlab",
         f"--ServerApp.root_dir={path.parent}",
-        *extra,
+        *options,
         str(path),
     ]
 
