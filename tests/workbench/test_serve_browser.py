@@ -288,3 +288,14 @@ def test_two_browser_viewers_on_one_postoffice_box_name(tmp_path: Path) -> None:
         if demo is not None:
             stop(demo)
         stop(daemon)
+
+
+def test_keys_typed_before_any_click_reach_the_workbench(tmp_path: Path) -> None:
+    """A page opened and typed into, never clicked: the keys went nowhere (the page's
+    focus stayed on the document); the terminal takes the focus once it is drawn."""
+    env = {**os.environ, "MAILBUS_WORKBENCH_DIR": str(tmp_path / "config")}
+    with served(env) as url, chromium() as browser:
+        viewer = Viewer(browser, url)
+        viewer.wait_for(r"sensors")
+        viewer.page.keyboard.press("2")  # no click before: the Services view's key
+        viewer.wait_for(r"answered \d+ +late \d+ +pending \d+", 15)
