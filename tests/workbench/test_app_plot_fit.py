@@ -74,6 +74,8 @@ async def test_rate_without_a_topic_and_a_field_no_message_has_are_refused() -> 
     app = fixed_app()
     async with app.run_test(size=(120, 36)) as pilot:
         view, box = await open_plot(app, pilot)
+        empty = app.query_one("#plot-empty", Static)
+        assert empty.display and "Nothing plotted yet" in str(empty.render())
         await type_series(pilot, "rate()")
         error = str(app.query_one("#plot-error", Static).render())
         assert "rate() needs a topic: rate(robot/pose)" in error

@@ -332,8 +332,8 @@ not seen yet is added with a hint (it fills when a message comes).
             )
         elif not series:
             empty.update(NO_SERIES)
-        empty.display = not fitted
-        chart.display = bool(fitted)
+        empty.display = not series or not fitted
+        chart.display = bool(series) and bool(fitted)
         drawing = (
             end,
             self.window_s,
