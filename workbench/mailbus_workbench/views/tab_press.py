@@ -54,6 +54,8 @@ class TabPressFocus(App[int]):
         still had the focus: a body typed right after Tab landed in the topic field. A
         widget that takes Tab itself (a binding of its own, a TextArea that indents) keeps
         it."""
+        if key not in ("tab", "shift+tab"):  # every other key: no binding chain walked
+            return False
         active = self.screen.active_bindings.get(key)
         move = FOCUS_MOVES.get(active.binding.action) if active is not None else None
         focused = self.screen.focused
