@@ -81,3 +81,41 @@ def test_a_served_workbench_needs_a_system_other_processes_reach(tmp_path: Path)
         workbench(inprocess)
     with pytest.raises(ConfigError, match="no such options file"):
         workbench(tmp_path / "missing.toml")
+
+
+def test_as_root_jupyterlab_is_told_to_allow_it() -> None:
+    path = Path("/srv/mailbus-live.ipynb")
+    assert "--allow-root" in launch.jupyter_command(path, ["--no-browser"], euid=0)
+    assert "--allow-root" not in launch.jupyter_command(path, ["--no-browser"], euid=1000)
+    given = launch.jupyter_command(path, ["--allow-root"], euid=0)
+    assert given.count("--allow-root") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flag", [[], ["--allow-root"]], ids=["as-is", "allow-root-given"])
+def test_mailbus_notebook_as_root_starts_jupyterlab(tmp_path: Path, flag: list[str]) -> None:
+    """In a container the user is root: JupyterLab refused to start ("Running as root is
+    not recommended. Use --allow-root to bypass."), and our parser refused --allow-root.
+    Here Jupyter's own configuration does not allow root, as on a fresh machine."""
+    import os
+    import secrets
+    import sys
+
+    if os.geteuid() != 0:
+        pytest.skip("runs as root only: what a container's user is")
+    from test_browser import free_port, lab, lab_env
+
+    env = lab_env(tmp_path)
+    (Path(env["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.json").write_text(
+        json.dumps({"ServerApp": {"ip": "127.0.0.1"}})  # root not allowed by configuration
+    )
+    root = tmp_path / "root"
+    root.mkdir()
+    port, token = free_port(), secrets.token_hex(16)
+    env["JUPYTER_TOKEN"] = token
+    command = [
+        *(sys.executable, "-m", "mailbus_workbench", "notebook", *flag),
+        *("--no-browser", "--port", str(port), "--dir", str(root)),
+    ]
+    with lab(command, env, port, token):  # JupyterLab answers on its port
+        assert (root / "mailbus-live.ipynb").exists()

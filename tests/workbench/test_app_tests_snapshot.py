@@ -11,6 +11,7 @@ from mailbus_workbench.model.junit import parse_junit
 from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.views.tests import RunResult, TestsView
 from textual.pilot import Pilot
+from wb_helpers import screen_text, until
 
 REPORT = """<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests">
 <testsuite name="pytest" errors="0" failures="1" skipped="0" tests="3" time="2.481">
@@ -51,3 +52,24 @@ def test_the_tests_view_after_a_run_with_a_failure(snap_compare, tmp_path: Path)
         await pilot.pause()
 
     assert snap_compare(app, run_before=run_before, terminal_size=(120, 34))
+
+
+async def test_at_120_columns_no_row_of_the_tests_is_cut(tmp_path: Path) -> None:
+    """The table took half the width: a check's name ran under the report beside it."""
+    settings = Settings(
+        keymap_file=tmp_path / "keymap.toml",
+        templates_file=tmp_path / "templates.toml",
+        tests_folder=tmp_path,
+    )
+    app = WorkbenchApp(settings=settings, live=False)
+    async with app.run_test(size=(120, 34)) as pilot:
+        await pilot.pause()
+        await pilot.press("T")
+        view = app.query_one(TestsView)
+        view.post_message(TestsView.Finished(RunResult(1, parse_junit(REPORT), "", "", False)))
+        await until(pilot, lambda: view.report is not None, "the report")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "✘ expected 1 message on 'sensors/temperature' …" in text, text
+        for name in ("✔ topic sensors/temperature", "✔ service demo/add", "✘ test_never_matches"):
+            assert name in text, text

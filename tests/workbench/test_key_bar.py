@@ -94,3 +94,41 @@ async def test_a_click_on_a_view_key_drawn_without_its_title_shows_that_view() -
         column = line.index(" N P T views") + 1
         await pilot.click(KeyBar, offset=(column, 0))
         await until(pilot, lambda: app.active_view_id == "participants", "Participants")
+
+
+@pytest.mark.parametrize("width", [80, 120])
+async def test_the_views_with_many_keys_still_show_how_to_leave_them(width: int) -> None:
+    """Sessions and Tests filled the bar with their own keys and dropped every key that
+    shows a view; Plot opens on a field, where the bar showed no way out at all."""
+    app = fixed_app()
+    async with app.run_test(size=(width, 36)) as pilot:
+        bar = app.query_one(KeyBar)
+        for key in "9T":
+            await pilot.press("escape", key)
+            await until(pilot, lambda: "Help" in descriptions(bar), "the keys")
+            line = str(bar.render())
+            assert " N P T views " in line, line
+            assert line.rstrip().endswith("^p Commands"), line
+        await pilot.press("escape", "P")
+        await until(pilot, lambda: app.active_view_id == "plot", "the Plot view")
+        assert isinstance(app.focused, Input)  # Plot opens on its field
+        await until(pilot, lambda: "Leave field" in descriptions(bar), "the way out")
+        line = str(bar.render())
+        assert " esc Leave field " in line, line
+        # What the bar says works: escape, then a view key.
+        await pilot.press("escape", "1")
+        await until(pilot, lambda: app.active_view_id == "topics", "the Topics view")
+        assert "Leave field" not in descriptions(bar)  # out of the field: not listed
+
+
+async def test_a_click_on_the_shortest_view_keys_shows_that_view() -> None:
+    app = fixed_app()
+    async with app.run_test(size=(80, 36)) as pilot:
+        bar = app.query_one(KeyBar)
+        await until(pilot, lambda: "Help" in descriptions(bar), "the keys")
+        await pilot.press("escape", "9")
+        await until(pilot, lambda: "Record" in descriptions(bar), "the Sessions keys")
+        line = str(bar.render())
+        column = line.index(" 0-9 N P T views") + len(" 0-9 N P ")
+        await pilot.click(KeyBar, offset=(column, 0))
+        await until(pilot, lambda: app.active_view_id == "tests", "the Tests view")

@@ -59,7 +59,10 @@ def test_rate_and_latency() -> None:
         ("robot/pose.x[", "cannot read the field path"),
         ("robot/pose..x", "cannot read the field path"),
         ('robot/pose["open', "cannot read the field path"),
-        ("rate( )", "must not be empty"),
+        ("rate( )", r"rate\(\) needs a topic: rate\(robot/pose\)"),
+        ("rate()", r"rate\(\) needs a topic"),
+        ("latency()", r"latency\(\) needs a service"),
+        ("rate(robot/pose", r"write rate\(topic\)"),
         ("bad\x07name.x", "control character"),
     ],
 )

@@ -9,7 +9,8 @@ from textual.message import Message
 from textual.screen import Screen
 from waiting import until
 
-__all__ = ["Posted", "layouts_of", "until"]  # until: the Pilot twin of waiting.eventually
+# until: the Pilot twin of waiting.eventually
+__all__ = ["Posted", "layouts_of", "screen_text", "until"]
 
 
 def layouts_of(screen: Screen[Any]) -> list[str]:
@@ -44,3 +45,9 @@ class Posted:
 
     def of(self, kind: type[Message]) -> list[Message]:
         return [m for m in self.messages if isinstance(m, kind)]
+
+
+def screen_text(app: Any) -> str:
+    """What the terminal shows now, as lines of text (the screen's last composition)."""
+    strips = app.screen._compositor.render_strips()
+    return "\n".join("".join(segment.text for segment in strip) for strip in strips)

@@ -409,6 +409,11 @@ class WorkbenchApp(TabPressFocus):
         assert isinstance(view, PlotView)
         view.add_series(event.series)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "leave_field":  # listed on the key bar, and acting, from a field only
+            return isinstance(self.focused, Input | TextArea)
+        return True
+
     def action_leave_field(self) -> None:
         """From a text field to the view's main non-text widget, so keys act again."""
         if isinstance(self.focused, Input | TextArea):

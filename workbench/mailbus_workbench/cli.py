@@ -45,6 +45,8 @@ def _notebook(args: argparse.Namespace) -> int:
     from mailbus.notebook.launch import run_notebook
 
     extra = ["--no-browser"] if args.no_browser else []
+    if args.allow_root:
+        extra.append("--allow-root")
     if args.port is not None:
         extra.append(f"--port={args.port}")
     return run_notebook(args.config, args.dir, extra)
@@ -84,4 +86,9 @@ def register(
     notebook.add_argument("--dir", default=".", help="where the notebook is written")
     notebook.add_argument("--port", type=int, default=None, help="JupyterLab's port")
     notebook.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    notebook.add_argument(
+        "--allow-root",
+        action="store_true",
+        help="let JupyterLab run as root (given by itself when run as root)",
+    )
     notebook.set_defaults(handler=_notebook)

@@ -13,6 +13,7 @@ import contextlib
 import os
 import shlex
 import sys
+import tempfile
 from pathlib import Path
 
 
@@ -23,6 +24,32 @@ def serve_command(config: str | None) -> str:
     if config:
         parts += ["--config", str(Path(config).resolve())]
     return shlex.join(parts)
+
+
+# Added to textual-serve's page: the terminal takes the keyboard focus as soon as it
+# exists, so keys typed before any click reach the workbench (they went nowhere: the
+# page's focus stayed on the document until a click on the terminal).
+FOCUS_SCRIPT = """<script>
+  (function focusTerminal(tries) {
+    const input = document.querySelector("#terminal .xterm-helper-textarea");
+    const idle = !document.activeElement || document.activeElement === document.body;
+    if (input) { if (idle) input.focus(); return; }
+    if (tries > 0) setTimeout(() => focusTerminal(tries - 1), 50);
+  })(600);
+</script>
+"""
+PAGE = "app_index.html"
+
+
+def page_templates(directory: Path) -> Path:
+    """textual-serve's page template with FOCUS_SCRIPT added, written in `directory`."""
+    import textual_serve
+
+    page = (Path(textual_serve.__file__).parent / "templates" / PAGE).read_text("utf-8")
+    if "</body>" not in page:
+        raise RuntimeError(f"textual-serve's {PAGE} has no </body>: update FOCUS_SCRIPT")
+    (directory / PAGE).write_text(page.replace("</body>", FOCUS_SCRIPT + "</body>", 1), "utf-8")
+    return directory
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -41,12 +68,14 @@ def _serve(args: argparse.Namespace) -> int:
 
             config = str(stack.enter_context(ServedDemo()).pages_config)
             print("the demo system runs once; every page watches it", flush=True)
+        templates = page_templates(Path(stack.enter_context(tempfile.TemporaryDirectory())))
         server = Server(
             serve_command(config),
             host=args.host,
             port=args.port,
             title="Mailbus workbench",
             public_url=args.public_url,
+            templates_path=templates,
         )
         print(f"serving the workbench on http://{args.host}:{args.port}", flush=True)
         server.serve()

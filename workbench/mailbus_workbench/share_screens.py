@@ -31,8 +31,9 @@ class ExportScreen(ModalScreen[Path | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
     DEFAULT_CSS = """
     ExportScreen { align: center middle; }
-    ExportScreen > Vertical { width: 80; height: auto; border: thick $accent; padding: 1 2;
-                              background: $surface; }
+    ExportScreen > Vertical { width: 80; max-width: 100%; height: auto; border: thick $accent;
+                              padding: 1 2; background: $surface; }
+    ExportScreen Label { width: 1fr; }  /* a long title or hint wraps, never cut */
     ExportScreen #export-hint { color: $text-muted; }
     ExportScreen #export-error { color: $error; height: auto; }
     """

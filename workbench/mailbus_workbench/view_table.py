@@ -69,8 +69,9 @@ APP_BINDINGS: list[Binding] = [
     Binding("N", "show('participants')", "Participants", show=False, id="view.participants"),
     Binding("P", "show('plot')", "Plot", show=False, id="view.plot"),
     Binding("T", "show('tests')", "Tests", show=False, id="view.tests"),
-    # In a text field digits are typed: escape leaves the field, then they switch.
-    Binding("escape", "leave_field", "Leave field", show=False, id="leave"),
+    # In a text field digits are typed: escape leaves the field, then they switch. The
+    # key bar shows it only there (WorkbenchApp.check_action), in place of the view keys.
+    Binding("escape", "leave_field", "Leave field", id="leave"),
     Binding("f1,question_mark", "help", "Help", id="help"),
     Binding("colon", "command_palette", "Commands", show=False, id="palette"),
     # Any binding to the palette action makes Textual drop its own ctrl+p: keep it,

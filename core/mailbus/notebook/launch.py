@@ -8,7 +8,7 @@ import importlib.util
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 NEEDS = ("jupyterlab", "anywidget", "altair")
@@ -101,13 +101,34 @@ def notebook_path(directory: Path, config: Path | None) -> Path:
     return directory / name
 
 
-def jupyter_command(path: Path, extra: Sequence[str]) -> list[str]:
+ALLOW_ROOT = "--allow-root"
+# JupyterLab defaults of our own (a user's settings still win): the notebook is saved 2 s
+# after a change, not 120 s, so that a page reloaded soon after a cell drew the monitor
+# finds its output in the file and draws it again from the kernel's live widget.
+JUPYTER_DEFAULTS = Path(__file__).with_name("jupyter")
+
+
+def jupyter_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` with our JupyterLab defaults on Jupyter's configuration path."""
+    path = [
+        str(JUPYTER_DEFAULTS),
+        *filter(None, environ.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep)),
+    ]
+    return {**environ, "JUPYTER_CONFIG_PATH": os.pathsep.join(path)}
+
+
+def jupyter_command(path: Path, extra: Sequence[str], *, euid: int | None = None) -> list[str]:
+    """JupyterLab's command line; as root (the usual user in a container) with
+    `--allow-root`, which JupyterLab otherwise demands before it starts."""
+    options = list(extra)
+    if (os.geteuid() if euid is None else euid) == 0 and ALLOW_ROOT not in options:
+        options.append(ALLOW_ROOT)
     return [
         sys.executable,
         "-m",
         "jupyterlab",
         f"--ServerApp.root_dir={path.parent}",
-        *extra,
+        *options,
         str(path),
     ]
 
@@ -142,5 +163,5 @@ def run_notebook(
         # JupyterLab takes this process's place: Ctrl+C reaches it alone, and it shuts
         # its kernels down as it does when started by hand.
         command = jupyter_command(path, extra)
-        os.execv(command[0], command)  # noqa: S606 (a list of arguments: no shell)
+        os.execve(command[0], command, jupyter_env(os.environ))  # noqa: S606 (no shell)
     return 0

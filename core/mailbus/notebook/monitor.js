@@ -20,6 +20,10 @@ const CSS = `
 .mailbus-monitor th { text-align: left; border-bottom: 1px solid #ccc; padding: 1px 6px; }
 .mailbus-monitor td { padding: 1px 6px; white-space: nowrap; }
 .mailbus-monitor td.num, .mailbus-monitor th.num { text-align: right; font-variant-numeric: tabular-nums; }
+/* A long topic name is elided (whole on hover), never pushing count and rate out of view. */
+.mailbus-monitor table.mailbus-topics { table-layout: fixed; }
+.mailbus-monitor table.mailbus-topics th.num { width: 64px; }
+.mailbus-monitor table.mailbus-topics td:first-child { overflow: hidden; text-overflow: ellipsis; }
 .mailbus-monitor tr.mailbus-topic, .mailbus-monitor tr.mailbus-call, .mailbus-monitor tr.mailbus-group { cursor: pointer; }
 .mailbus-monitor tr.selected { background: rgba(31,119,180,0.15); font-weight: bold; }
 .mailbus-monitor tr.mailbus-group td { color: #666; }
@@ -29,7 +33,9 @@ const CSS = `
 .mailbus-monitor details { margin-left: 12px; }
 .mailbus-monitor .jk { color: #7a3e9d; } .mailbus-monitor .jn { color: #1f77b4; } .mailbus-monitor .js { color: #2a7b2a; }
 .mailbus-monitor .mailbus-charts { display: flex; flex-wrap: wrap; gap: 12px; margin: 8px 0; }
-.mailbus-monitor .mailbus-chart-box { flex: 0 0 auto; width: 460px; }
+.mailbus-monitor .mailbus-chart-box { flex: 0 0 auto; width: 460px; min-width: 0; }
+/* A long name wraps inside its own chart, never over the chart beside it. */
+.mailbus-monitor .mailbus-chart-title, .mailbus-monitor .mailbus-key { overflow-wrap: anywhere; min-width: 0; }
 .mailbus-monitor .mailbus-callsbox { max-height: 190px; overflow: auto; }
 .mailbus-monitor .mailbus-legend { display: flex; flex-wrap: wrap; gap: 2px 12px; }
 .mailbus-monitor .mailbus-key::before { content: "━ "; color: var(--c); }
@@ -255,6 +261,7 @@ function render({ model, el }) {
           row.className = "mailbus-group";
           row.dataset.group = g;
           row.insertCell().textContent = `${"  ".repeat(i - 1)}${collapsed.has(g) ? "▸" : "▾"} ${parts[i - 1]}/`;
+          row.cells[0].title = `${g}/`;
           row.insertCell().textContent = sum.count;
           row.insertCell().textContent = stopped || !sum.rated ? "–" : sum.rate.toFixed(1);
           row.cells[1].className = row.cells[2].className = "num";

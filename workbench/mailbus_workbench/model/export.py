@@ -117,19 +117,47 @@ def frame(rows: list[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFrame:
 
 MESSAGE_JSON_HOLDS = (
     "A JSON document: topic, number, time received (UTC), the email's headers as they"
-    " came (raw values), the body as text and, when it is JSON, parsed."
+    " came (raw values; every header of the bytes that arrived, Date, From and"
+    " Content-Type too, when they were kept), the body as text and, when it is JSON, parsed."
 )
 
 
-def raw_headers(event: TraceEvent) -> dict[str, str]:
-    """The email's headers with their values as they came (no UI formatting)."""
-    headers = {"Subject": event.name}
+def raw_headers(event: TraceEvent) -> dict[str, str | list[str]]:
+    """The email's headers with their values as they came (no UI formatting): the
+    Mailbus headers, then, when the bytes that arrived were kept, every other header in
+    them (Date, From, MIME-Version, Content-Type, Received...; a repeated one as a list)."""
+    headers: dict[str, str | list[str]] = {"Subject": event.name}
     if event.message_id:
         headers["Message-ID"] = event.message_id
     if event.in_reply_to:
         headers["In-Reply-To"] = event.in_reply_to
     headers.update((str(k), str(v)) for k, v in event.headers.items())
+    if event.raw is not None:
+        known = {name.lower() for name in headers}
+        for name, value in _headers_in(event.raw):
+            if name.lower() in known:
+                continue
+            kept = headers.get(name)
+            if kept is None:
+                headers[name] = value
+            elif isinstance(kept, list):
+                kept.append(value)
+            else:
+                headers[name] = [kept, value]
     return headers
+
+
+def _headers_in(raw: bytes) -> list[tuple[str, str]]:
+    """The header fields of an RFC 5322 message in order, unfolded, decoded as UTF-8 (a
+    byte that is not becomes U+FFFD, so the JSON stays valid)."""
+    head = re.split(rb"\r?\n\r?\n", raw, maxsplit=1)[0].decode("utf-8", "replace")
+    unfolded = re.sub(r"\r?\n(?=[ \t])", "", head)
+    fields = []
+    for line in unfolded.splitlines():
+        name, colon, value = line.partition(":")
+        if colon and name and not any(c.isspace() for c in name):
+            fields.append((name, value.strip(" \t")))
+    return fields
 
 
 def message_json(record: MessageRecord) -> str:

@@ -83,3 +83,29 @@ def save_axes_mode(path: Path, mode: AxesMode) -> None:
     temporary = path.with_name(path.name + ".tmp")
     temporary.write_text(f'axes = "{mode.value}"\n', "utf-8")
     temporary.replace(path)
+
+
+# The least a plot needs to be read: its frame, three rows of data, the time ticks and
+# its axis name (below this plotext draws its labels upside down and no data at all);
+# and the width of a y axis's labels with room for a curve.
+MIN_PANEL_ROWS = 7
+MIN_PANEL_COLUMNS = 30
+
+
+def grid(count: int, width: int, height: int) -> tuple[int, int, int]:
+    """How `count` plots fit a chart of `width` x `height` cells: (rows, columns, plots
+    drawn). Stacked in one column while each keeps MIN_PANEL_ROWS, else side by side in
+    more columns; the plots that still do not fit are left out (drawn < count), and
+    none is drawn when not one fits. A size of 0 (not laid out yet) fits everything."""
+    if count <= 0:
+        return 1, 1, 0
+    if width <= 0 or height <= 0:
+        return count, 1, count
+    most_rows, most_columns = height // MIN_PANEL_ROWS, width // MIN_PANEL_COLUMNS
+    if most_rows == 0 or most_columns == 0:
+        return 0, 0, 0
+    for columns in range(1, most_columns + 1):
+        rows = -(-count // columns)
+        if rows <= most_rows:
+            return rows, columns, count
+    return most_rows, most_columns, most_rows * most_columns

@@ -51,7 +51,10 @@ __all__ = [
 
 MAX_FIELDS = 200  # numeric fields offered per topic
 
-_FUNCTION = re.compile(r"(rate|latency)\((.+)\)\Z", re.DOTALL)
+_FUNCTION = re.compile(r"(rate|latency)\((.*)\)\Z", re.DOTALL)
+# A series function's name and its parenthesis, however the rest is written: `rate()`,
+# `rate(robot/pose` are never taken for a topic of that name.
+_FUNCTION_START = re.compile(r"(rate|latency)\s*\(")
 
 
 class SeriesKind(StrEnum):
@@ -97,10 +100,16 @@ def parse(text: str, topics: Collection[str] = ()) -> SeriesKey:
     if not text:
         raise PathError("name a series: topic.field, rate(topic) or latency(service)")
     function = _FUNCTION.match(text)
+    if function is None and (start := _FUNCTION_START.match(text)) is not None:
+        what = "service" if start.group(1) == "latency" else "topic"
+        raise PathError(f"write {start.group(1)}({what}), one {what} name between the parentheses")
     try:
         if function is not None:
             kind, name = function.groups()
             what = "service" if kind == "latency" else "topic"
+            if not name.strip():
+                example = "demo/add" if kind == "latency" else "robot/pose"
+                raise PathError(f"{kind}() needs a {what}: {kind}({example})")
             return SeriesKey(SeriesKind(kind), check_name(name.strip(), what))
         topic, rest = _split_topic(text, topics)
         return SeriesKey(SeriesKind.FIELD, check_name(topic), parse_steps(rest))

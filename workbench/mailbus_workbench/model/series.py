@@ -36,6 +36,20 @@ RATE_BUCKET_S = 1.0  # a rate series gets one point per second
 COMPLETION_MESSAGES = 20  # newest kept messages of each topic walked for field names
 
 Point = tuple[float, float]  # (seconds since the epoch, value)
+OFFERED_FIELDS = 6  # numeric fields named when a field is refused
+
+
+def _no_number(key: SeriesKey, bodies: list[str]) -> str:
+    """Why a field no kept message has is refused, with the numbers the topic has."""
+    at = format_path(key.path) or " (the body itself)"
+    offered: dict[str, None] = {}
+    for body in reversed(bodies[-COMPLETION_MESSAGES:]):
+        for path in numeric_paths(decode(body)):
+            offered.setdefault(key.name + format_path(path))
+    said = f"no message kept on {key.name} has a number at {at}"
+    if not offered:
+        return said + " (its messages hold no JSON number)"
+    return said + "; try " + ", ".join(list(offered)[:OFFERED_FIELDS])
 
 
 def _seen_s(event: TraceEvent) -> float:
@@ -135,6 +149,8 @@ class SeriesStore:
             else:
                 for record in history:
                     self._field(series, decode(record.body), record.time_s)
+                if history and not series.points:
+                    raise PathError(_no_number(key, [r.body for r in history]))
                 self._fields.setdefault(key.name, []).append(series)
         self.series[name] = series
         self.version += 1

@@ -15,7 +15,10 @@ from textual.widgets.option_list import Option
 from textual_plotext import PlotextPlot
 
 from mailbus_workbench.model.plot_layout import (
+    MIN_PANEL_COLUMNS,
+    MIN_PANEL_ROWS,
     function_problem,
+    grid,
     load_axes_mode,
     panels,
     plot_settings_file,
@@ -290,6 +293,9 @@ not seen yet is added with a hint (it fills when a message comes).
         self.redraw()
 
     # -- drawing ------------------------------------------------------------------------
+    def on_resize(self) -> None:
+        self.redraw()  # how many plots fit, and where, follows the size
+
     def refresh_view(self, now: float) -> None:
         self.redraw(now)
 
@@ -304,13 +310,30 @@ not seen yet is added with a hint (it fills when a message comes).
         self.readout = [(s.name, s.at(cursor_t)) for s in series]
         self._show_readout(series, cursor_t)
         state = f"paused at {fmt.clock_time(end)}" if self.paused else "live"
+        layout = panels([s.key for s in series], self.axes_mode) or [[]]
+        # The chart's room (the pane below the status line; the chart itself has no size
+        # while hidden): the plots that fit it, in columns when stacking would flatten them.
+        room = self.query_one("#plot-right").size
+        width, height = room.width, max(0, room.height - 1)
+        rows, columns, fitted = grid(len(layout), width, height)
+        left_out = len(layout) - fitted if series else 0
         self.query_one("#plot-status", Static).update(
-            f"last {self.window_s:g} s · {state} · {self.axes_mode.value} (s)"
+            (f"{left_out} of {len(layout)} plots left out: too small · " if left_out else "")
+            + f"last {self.window_s:g} s · {state} · {self.axes_mode.value} (s)"
             " · +/- zoom · ←/→ cursor"
         )
         chart = self.query_one("#plot-chart", PlotextPlot)
-        self.query_one("#plot-empty").display = not series
-        chart.display = bool(series)
+        empty = self.query_one("#plot-empty", Static)
+        if series and not fitted:
+            empty.update(
+                f"Too small to plot: {width}x{height} cells here, a plot needs"
+                f" {MIN_PANEL_COLUMNS}x{MIN_PANEL_ROWS}. A larger terminal draws it;"
+                " the readout beside still shows each value."
+            )
+        elif not series:
+            empty.update(NO_SERIES)
+        empty.display = not series or not fitted
+        chart.display = bool(series) and bool(fitted)
         drawing = (
             end,
             self.window_s,
@@ -318,17 +341,21 @@ not seen yet is added with a hint (it fills when a message comes).
             [(s.name, len(s.points), s.points[-1] if s.points else None) for s in series],
             self.app.current_theme.dark,
             self.axes_mode,
+            (rows, columns, fitted),
         )
         if drawing == self._drawn:
             return  # paused and nothing new: no repaint
         self._drawn = drawing
-        most = max(2, DRAWN_PER_COLUMN * (chart.size.width or 80))
+        if not fitted:
+            return
+        most = max(2, DRAWN_PER_COLUMN * (chart.size.width or 80) // columns)
         figure = chart.plt
         figure.clear_figure()
-        layout = panels([s.key for s in series], self.axes_mode) or [[]]
-        figure.subplots(len(layout), 1)
-        for row, panel in enumerate(layout, 1):
-            plt = figure.subplot(row, 1)
+        figure.subplots(rows, columns)
+        for n, panel in enumerate(layout[:fitted]):
+            # Down each column first: the order of the list beside reads the same way.
+            row, column = n % rows + 1, n // rows + 1
+            plt = figure.subplot(row, column)
             for i, side in panel:
                 points = thin(series[i].between(start, end), most)
                 if points:
@@ -344,13 +371,18 @@ not seen yet is added with a hint (it fills when a message comes).
                 units = dict.fromkeys(self._scale_label(series[i]) for i, s in panel if s == side)
                 plt.ylabel(", ".join(units), yside=side)  # type: ignore[call-arg]
             plt.xlim(-self.window_s, 0)
-            if row == len(layout):
+            if row == rows or n == fitted - 1:  # the lowest plot of its column
                 plt.xlabel("seconds before " + ("the pause" if self.paused else "now"))
             if self.cursor_back_s is not None:
                 plt.vline(
                     -self.cursor_back_s,
                     CURSOR_DARK if self.app.current_theme.dark else CURSOR_LIGHT,
                 )
+        for n in range(fitted, rows * columns):  # the grid's spare cells stay blank
+            blank = figure.subplot(n % rows + 1, n // rows + 1)
+            blank.frame(False)
+            blank.xticks([])
+            blank.yticks([])
         chart.refresh()
 
     @staticmethod

@@ -16,7 +16,7 @@ from textual import events
 from textual.app import App
 from textual.css.query import NoMatches
 from textual.errors import NoWidget
-from textual.widgets import TabbedContent, TabPane
+from textual.widgets import Input, TabbedContent, TabPane, TextArea
 from textual.widgets.tabbed_content import ContentTab
 
 from mailbus_workbench.views.base import View
@@ -24,8 +24,16 @@ from mailbus_workbench.views.base import View
 VIEWS_ID = "views"  # the TabbedContent whose panes are the views
 
 
+# Tab and shift+tab as Textual binds them on every screen.
+FOCUS_MOVES = {"app.focus_next": "focus_next", "app.focus_previous": "focus_previous"}
+
+
 class TabPressFocus(App[int]):
     async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and (
+            self._move_focus_now(event.key) or self._edit_field_now(event.key)
+        ):
+            return
         if isinstance(event, events.MouseDown | events.MouseUp) and not event.is_forwarded:
             pane = self.view_pane_at(event.x, event.y)
             if pane is not None:
@@ -36,6 +44,50 @@ class TabPressFocus(App[int]):
                 # Plot and then on Topics could end on Plot, its click coming last.
                 return
         await super().on_event(event)
+
+    def _move_focus_now(self, key: str) -> bool:
+        """Tab (shift+tab) moves the focus as the app reads it, before the keys behind it.
+
+        Textual hands the key to the focused widget's queue, and the screen's binding
+        moves the focus only when the key has bubbled back up to it: keys that arrived
+        with it (a browser's burst, fast typing) were meanwhile handed to the widget that
+        still had the focus: a body typed right after Tab landed in the topic field. A
+        widget that takes Tab itself (a binding of its own, a TextArea that indents) keeps
+        it."""
+        if key not in ("tab", "shift+tab"):  # every other key: no binding chain walked
+            return False
+        active = self.screen.active_bindings.get(key)
+        move = FOCUS_MOVES.get(active.binding.action) if active is not None else None
+        focused = self.screen.focused
+        if move is None or not active.enabled or active.node is not self.screen:  # type: ignore[union-attr]
+            return False
+        if isinstance(focused, TextArea) and focused.tab_behavior == "indent":
+            return False
+        getattr(self.screen, move)()
+        return True
+
+    def _edit_field_now(self, key: str) -> bool:
+        """A text field's own key (backspace, delete, the arrows...) acts as the app reads
+        it, in its place among the letters.
+
+        The focused Input inserts a letter as soon as its queue reaches it, but Textual runs
+        a (non-priority) binding only once the key has bubbled from the field up to the app:
+        a backspace typed between letters, arriving with them, deleted after the letters
+        behind it ("robot/posx", backspace, ".x" became "robot/posx."). That order is
+        Textual's (reproduced in tests/workbench/test_app_keys_burst.py); here the field's
+        binding is queued on the field itself instead, behind the letters before it and
+        ahead of those after it (run here at once it would act before the field had
+        taken the letters queued to it)."""
+        focused = self.screen.focused
+        if not isinstance(focused, Input):
+            return False
+        active = self.screen.active_bindings.get(key)
+        if active is None or active.node is not focused or not active.enabled:
+            return False
+        if active.binding.priority:
+            return False  # Textual ran it already, before handing the key on
+        focused.call_later(focused.run_action, active.binding.action)
+        return True
 
     def view_pane_at(self, x: int, y: int) -> TabPane | None:
         """The pane of the view whose tab is at (x, y), if any."""

@@ -102,7 +102,7 @@ a call in Services or Call, or **F4** on an open session in Sessions.
     #tests-folder { width: 1fr; }
     #tests-status { height: auto; padding: 0 1; }
     #tests-body { height: 1fr; }
-    #tests-table { width: 1fr; }
+    #tests-table { width: auto; max-width: 70%; }
     #tests-detail-box { width: 1fr; border-left: solid $panel; }
     """
 

@@ -151,7 +151,8 @@ Filter and Find terms: `Name=value`, `Name~part`, `Name!=value`, `Name>n`, `Name
             listed = self._listed()
             # A flood turns the whole window over each refresh, faster than anyone reads:
             # then the list follows at FLOOD_LIST_S, which keeps keys and repaints quick.
-            turned_over = bool(listed) and listed[0].number > messages.newest
+            window = listed[1:] if listed and listed[0] is messages.held() else listed
+            turned_over = bool(window) and window[0].number > messages.newest
             wall = time.monotonic()
             if turned_over and wall - self._list_shown < FLOOD_LIST_S:
                 return
@@ -166,7 +167,20 @@ Filter and Find terms: `Name=value`, `Name~part`, `Name!=value`, `Name>n`, `Name
         history = model.topics.history(self.topic) if self.topic else []
         if self.message_filter.terms:
             history = [r for r in history if self.message_filter.matches(r.event)]
-        return history if model.paused else history[-LIVE_ROWS:]
+        if model.paused:
+            return history
+        live = history[-LIVE_ROWS:]
+        # The message the user holds stays listed (first) when newer ones push it out of
+        # the window, so the cursor, the inspector and `e`/`j` keep it until the user moves.
+        held = self.query_one(MessageList).held()
+        if (
+            held is not None
+            and held.event.name == self.topic
+            and (not live or held.number < live[0].number)
+            and self.message_filter.matches(held.event)
+        ):
+            return [held, *live]
+        return live
 
     def exportable(self) -> list[MessageRecord]:
         model = self.parts.model

@@ -116,15 +116,22 @@ class KeyBar(Widget):
         palette = Drawn(styles).keys(by_kind[Kind.PALETTE])
         app = Drawn(styles).keys(by_kind[Kind.APP])
         room = self.size.width - palette.width - app.width - 1
-        # The focused widget's keys first, while each fits whole; then the view keys,
-        # with their titles if there is room, else as keys only, else not at all.
+        # The keys that show a view are how a user leaves this one: the shortest way of
+        # drawing them is always kept; with their titles if there is room, else as keys.
+        switches = by_kind[Kind.SWITCH]
+        forms = [
+            Drawn(styles).keys(switches),
+            Drawn(styles).bare_keys(switches),
+            Drawn(styles).compact_keys(switches),
+        ]
+        kept = forms[-1].width
+        # The focused widget's keys first, while each fits whole beside those.
         line = Drawn(styles)
         for item in by_kind[Kind.VIEW]:
-            if line.width + Drawn(styles).keys([item]).width > room:
+            if line.width + Drawn(styles).keys([item]).width > room - kept:
                 break
             line.keys([item])
-        switches = by_kind[Kind.SWITCH]
-        for switch in (Drawn(styles).keys(switches), Drawn(styles).bare_keys(switches)):
+        for switch in forms:
             if line.width + switch.width <= room:
                 line.append(switch)
                 break
@@ -186,6 +193,22 @@ class Drawn:
             start = self.width
             self.text.append(f" {item.display}", self._style(self.key_style, item))
             self.spans.append((start, self.width, item))
+        self.text.append(" ", self.key_style)
+        self.text.append(f"{SWITCH_LABEL} ", self.description_style)
+        return self
+
+    def compact_keys(self, items: list[KeyItem]) -> Drawn:
+        """As bare_keys, with the digits as one range ("0-9"): the narrowest form."""
+        digits = [item for item in items if item.display.isdigit()]
+        if len(digits) < 2:
+            return self.bare_keys(items)
+        shown = sorted(item.display for item in digits)
+        self.text.append(f" {shown[0]}-{shown[-1]}", self.key_style)  # not one key: no span
+        for item in items:
+            if item not in digits:
+                start = self.width
+                self.text.append(f" {item.display}", self._style(self.key_style, item))
+                self.spans.append((start, self.width, item))
         self.text.append(" ", self.key_style)
         self.text.append(f"{SWITCH_LABEL} ", self.description_style)
         return self

@@ -99,6 +99,13 @@ class MessageList(CursorList):
     def selected(self) -> MessageRecord | None:
         return self._rows[self.cursor_row] if self._rows else None
 
+    def held(self) -> MessageRecord | None:
+        """The message the user put the cursor on, when it is not following the newest
+        (the last row follows; any other row, or Find's jump, holds its message)."""
+        if not self._rows or (not self._pinned and self.cursor_row >= len(self._rows) - 1):
+            return None
+        return self._rows[self.cursor_row]
+
     # -- cursor -----------------------------------------------------------------------
     def move_cursor(self, *, row: int, animate: bool = False, announce: bool = True) -> None:
         """Put the cursor on `row` (clamped), scroll it into view and, when it moved to
