@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from mailbus.sessions.index import SessionIndex
 
 PREVIEW_CHARS = 120
-PAGE_ROWS = 500  # events in one page of the list
+PAGE_ROWS = 100  # events in one page of the list: a screenful or five, drawn at once
 _COLUMNS = ("recorded_ns", "source_ns", "kind", "detail", "name", "body_size", "body")
 
 

@@ -125,10 +125,16 @@ class PlaybackPane(Vertical):
 
     class _Listed(Message):  # the paging worker's result
         def __init__(
-            self, session: Session, listing: SessionPage | None, error: str, cursor: int
+            self,
+            session: Session,
+            listing: SessionPage | None,
+            error: str,
+            cursor: int,
+            asked: int = 0,
         ) -> None:
             super().__init__()
             self.session = session
+            self.asked = asked  # which request this answers: an older one is not shown
             self.listing = listing
             self.error = error
             self.cursor = cursor  # the row to put the cursor on: 0, or -1 for the last
@@ -162,6 +168,7 @@ class PlaybackPane(Vertical):
         self.listed = 0
         self.page: SessionPage | None = None
         self._opening = ""  # the path being opened: its indexing progress is shown
+        self._pages_asked = 0  # a drag asks for many pages: only the last is drawn
         self.last_error = ""
         self._building = False  # a player is being built: timeline seeks wait for it
         self._pending_seek: float | None = None
@@ -279,9 +286,15 @@ class PlaybackPane(Vertical):
             return
         self.query_one(TimelineBar).show(result.timeline)
 
-    @work(thread=True, exclusive=True, group="session-list")
     def _list_page(
         self, opened: OpenedSession, first_row: int, cursor: int, at_ns: int | None = None
+    ) -> None:
+        self._pages_asked += 1
+        self._read_page(opened, first_row, cursor, at_ns, self._pages_asked)
+
+    @work(thread=True, exclusive=True, group="session-list")
+    def _read_page(
+        self, opened: OpenedSession, first_row: int, cursor: int, at_ns: int | None, asked: int
     ) -> None:
         # exclusive: a page asked for while another is read (a drag) replaces it
         try:
@@ -292,7 +305,7 @@ class PlaybackPane(Vertical):
             error = ""
         except Exception as exc:  # a part that cannot be read: say so, keep the session
             listing, error = None, str(exc)
-        self.post_message(self._Listed(opened.session, listing, error, cursor))
+        self.post_message(self._Listed(opened.session, listing, error, cursor, asked))
 
     @on(EventTable.PageWanted)
     def _page_wanted(self, event: EventTable.PageWanted) -> None:
@@ -313,8 +326,8 @@ class PlaybackPane(Vertical):
 
     @on(_Listed)
     def _listed(self, result: _Listed) -> None:
-        if result.session is not self.session:
-            return  # another session was opened meanwhile (its own listing follows)
+        if result.session is not self.session or result.asked < self._pages_asked:
+            return  # another session or page was asked for meanwhile (its listing follows)
         table = self.query_one("#session-messages", EventTable)
         listing = result.listing
         if listing is None:
