@@ -255,8 +255,8 @@ def test_the_workbench_opens_a_foreign_file(
     counts = write_foreign(path)
     opened = session_control.open_session(str(path))
     assert opened.rows == sum(counts.values())
-    timeline = session_control.session_timeline(opened.session)
-    assert timeline is not None
+    timeline = session_control.session_timeline(opened)  # from the index of the conversion
+    assert timeline.total == sum(counts.values())
     # `mailbus open FILE.mcap` converts before the app starts, then opens the app on it.
     started: list[str | None] = []
     monkeypatch.setattr(

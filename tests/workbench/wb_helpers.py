@@ -49,5 +49,6 @@ class Posted:
 
 def screen_text(app: Any) -> str:
     """What the terminal shows now, as lines of text (the screen's last composition)."""
-    strips = app.screen._compositor.render_strips()
-    return "\n".join("".join(segment.text for segment in strip) for strip in strips)
+    from mailbus_workbench.textual_internals import screen_lines
+
+    return "\n".join(screen_lines(app.screen))

@@ -108,6 +108,14 @@ def wrap_screen_steps(screen: Screen[Any], wrap: Callable[[str, Callable[..., An
         setattr(screen, name, wrap(name.strip("_"), getattr(screen, name)))
 
 
+def screen_lines(screen: Screen[Any]) -> list[str]:
+    """What the terminal shows of `screen` now, as lines of text (its last composition):
+    for tests that read the screen as a person does."""
+    return [
+        "".join(segment.text for segment in strip) for strip in screen._compositor.render_strips()
+    ]
+
+
 def key_event(character: str) -> events.Key:
     """The key event `Pilot.press` sends for one printable character (its key name from
     Textual's private table: "/" is "slash")."""

@@ -39,7 +39,6 @@ from mailbus.errors import InvalidNameError
 from mailbus.extras import needs_extra
 from mailbus.names import MAX_NAME_LENGTH, check_name
 from mailbus.sessions import mcap_format as F
-from mailbus.sessions.reader import Session, SessionError, open_session
 from mailbus.sessions.schema import (
     COLUMN_NAMES,
     MANIFEST,
@@ -47,6 +46,8 @@ from mailbus.sessions.schema import (
     arrow_schema,
     part_name,
 )
+from mailbus.sessions.session_dir import Session, SessionError
+from mailbus.sessions.session_dir import open_directory as open_session
 
 with needs_extra("mailbus.sessions"):
     import pyarrow as pa  # type: ignore[import-untyped]

@@ -1,153 +1,47 @@
-"""Open a session directory as one lazy dataset, with clear errors for bad sessions.
+"""Open a session (a directory, or an MCAP file) as one lazy dataset, with clear errors
+for bad sessions.
 
 A session is valid when its manifest (if any) and every complete part file name a schema
 version this engine knows. Parts still being written (`*.tmp`) are ignored, so a
 recording can be read while it grows and after it was killed. Each part's Parquet
-footer is checked when the session is opened: a truncated or corrupt part is named in
-the error rather than failing deep inside a query.
+footer is checked when the session is opened (mailbus.sessions.session_dir): a
+truncated or corrupt part is named in the error rather than failing deep inside a query.
 """
 
 from __future__ import annotations
 
 import glob
-import json
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mailbus.extras import needs_extra
-from mailbus.sessions.schema import (
-    ADDED_COLUMNS,
-    COLUMN_NAMES,
-    MANIFEST,
-    METADATA_VERSION_KEY,
-    PART_PREFIX,
-    PART_SUFFIX,
-    SCHEMA_VERSION,
-    arrow_schema,
+from mailbus.sessions import mcap_import
+from mailbus.sessions.session_dir import (
+    EmptySessionError,
+    NewerSchemaError,
+    Session,
+    SessionError,
+    TruncatedPartError,
+    open_directory,
 )
 
 with needs_extra("mailbus.sessions"):
     import polars as pl
-    import pyarrow as pa  # type: ignore[import-untyped]
-    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-
-class SessionError(Exception):
-    """A session cannot be read; the message says which file and why."""
-
-
-class EmptySessionError(SessionError):
-    """The session holds no complete part (nothing recorded yet, or killed early)."""
-
-
-class NewerSchemaError(SessionError):
-    """The session was written with a schema version this engine does not know."""
-
-
-class TruncatedPartError(SessionError):
-    """A part file is truncated or corrupt."""
-
-
-@dataclass(frozen=True)
-class Session:
-    """An opened session: its directory, manifest (empty if missing) and part files."""
-
-    path: Path
-    manifest: dict[str, Any]
-    parts: tuple[Path, ...]
-    skipped: tuple[tuple[Path, str], ...] = field(default=())
-    label: str = ""
-
-    @property
-    def name(self) -> str:
-        return self.label or self.path.name
-
-    @property
-    def rows(self) -> int:
-        return sum(pq.ParquetFile(p).metadata.num_rows for p in self.parts)
-
-    @property
-    def complete(self) -> bool:
-        return self.manifest.get("status") == "complete"
-
-    def scan(self, *, with_session: bool = True) -> pl.LazyFrame:
-        """All parts as one polars LazyFrame (an empty frame for an empty session)."""
-        if not self.parts:
-            frame = pl.from_arrow(arrow_schema().empty_table())
-            assert isinstance(frame, pl.DataFrame)
-            lazy = frame.lazy()
-        else:
-            # Parts written before a column was added lack it: read as null.
-            lazy = pl.scan_parquet(
-                [str(p) for p in self.parts], schema=_polars_schema(), missing_columns="insert"
-            )
-        if with_session:
-            lazy = lazy.with_columns(session=pl.lit(self.name, dtype=pl.String))
-        return lazy
-
-    def read(self) -> pl.DataFrame:
-        return self.scan().collect()
-
-    def arrow(self) -> pa.Table:
-        if not self.parts:
-            return arrow_schema().empty_table()
-        return pa.concat_tables(_with_added_columns(pq.read_table(p)) for p in self.parts)
-
-
-def _polars_schema() -> pl.Schema:
-    frame = pl.from_arrow(arrow_schema().empty_table())
-    assert isinstance(frame, pl.DataFrame)
-    return frame.schema
-
-
-def _with_added_columns(table: pa.Table) -> pa.Table:
-    schema = arrow_schema()
-    for name in ADDED_COLUMNS:
-        if name not in table.column_names:
-            kind = schema.field(name).type
-            table = table.append_column(name, pa.nulls(table.num_rows, type=kind))
-    return table.select(list(COLUMN_NAMES))
-
-
-def _version_of(value: object, where: str) -> int:
-    if isinstance(value, bytes):
-        value = value.decode("ascii", "replace")
-    try:
-        return int(str(value))
-    except ValueError:
-        raise SessionError(f"{where}: schema version {value!r} is not a number") from None
-
-
-def _check_version(version: int, where: str) -> None:
-    if version > SCHEMA_VERSION:
-        raise NewerSchemaError(
-            f"{where} was written with session schema version {version}; this mailbus "
-            f"reads versions up to {SCHEMA_VERSION}. Upgrade mailbus to read it."
-        )
-    if version < 1:
-        raise SessionError(f"{where}: schema version {version} is not valid")
-
-
-def _check_part(path: Path) -> None:
-    try:
-        metadata = pq.read_metadata(path)
-    except (pa.ArrowException, OSError) as exc:
-        raise TruncatedPartError(
-            f"part {path} is truncated or corrupt ({exc}); it was probably cut off "
-            "while written. Move it away (or pass skip_bad_parts=True / --skip-bad-parts) "
-            "to read the rest of the session."
-        ) from None
-    kv = metadata.metadata or {}
-    if METADATA_VERSION_KEY not in kv:
-        raise SessionError(f"part {path} is not a mailbus session part (no schema version)")
-    _check_version(_version_of(kv[METADATA_VERSION_KEY], f"part {path}"), f"part {path}")
-    names = set(metadata.schema.to_arrow_schema().names)
-    missing = [c for c in COLUMN_NAMES if c not in names and c not in ADDED_COLUMNS]
-    if missing:
-        raise SessionError(f"part {path} lacks columns {', '.join(missing)}")
+__all__ = [
+    "EmptySessionError",
+    "NewerSchemaError",
+    "Session",
+    "SessionError",
+    "TruncatedPartError",
+    "expand_paths",
+    "open_session",
+    "open_sessions",
+    "scan",
+    "scan_parts",
+]
 
 
 def open_session(
@@ -157,71 +51,18 @@ def open_session(
     skip_bad_parts: bool = False,
     label: str = "",
 ) -> Session:
-    """Open the session in directory `path`.
+    """Open the session in directory `path`, or the MCAP file `path` (converted once into
+    a cached session, mailbus.sessions.mcap_import).
 
     Raises SessionError (with subclasses NewerSchemaError, TruncatedPartError and, when
     `allow_empty` is false, EmptySessionError). With `skip_bad_parts`, truncated parts
     are left out and listed in `Session.skipped` instead.
     """
-    directory = Path(path)
-    from mailbus.sessions import mcap_import  # here: it imports this module
-
-    if mcap_import.is_mcap(directory):  # a file, converted once into a cached session
+    if mcap_import.is_mcap(Path(path)):
         return mcap_import.open_mcap(
-            directory, allow_empty=allow_empty, skip_bad_parts=skip_bad_parts, label=label
+            Path(path), allow_empty=allow_empty, skip_bad_parts=skip_bad_parts, label=label
         )
-    if not directory.exists():
-        raise SessionError(f"no session at {directory}: no such directory")
-    if not directory.is_dir():
-        raise SessionError(f"{directory} is not a session directory (a session is a folder)")
-    manifest: dict[str, Any] = {}
-    manifest_path = directory / MANIFEST
-    if manifest_path.exists():
-        try:
-            text = manifest_path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:  # a directory, unreadable, not UTF-8
-            raise SessionError(f"{manifest_path} cannot be read: {exc}") from None
-        try:
-            loaded = json.loads(text)
-        except ValueError as exc:
-            raise SessionError(f"{manifest_path} is not valid JSON: {exc}") from None
-        except RecursionError:  # "[[[[..." deeper than the parser's stack
-            raise SessionError(
-                f"{manifest_path} is not a session manifest: JSON nested too deeply"
-            ) from None
-        if not isinstance(loaded, dict):
-            raise SessionError(f"{manifest_path} is not a JSON object")
-        manifest = loaded
-        if "schema_version" not in manifest:
-            raise SessionError(f"{manifest_path} names no schema_version")
-        _check_version(
-            _version_of(manifest["schema_version"], str(manifest_path)), str(manifest_path)
-        )
-    parts = sorted(
-        p
-        for p in directory.iterdir()
-        if p.name.startswith(PART_PREFIX) and p.name.endswith(PART_SUFFIX) and p.is_file()
-    )
-    if not manifest and not parts:
-        raise SessionError(f"{directory} holds no mailbus session (no manifest, no parts)")
-    good: list[Path] = []
-    skipped: list[tuple[Path, str]] = []
-    for part in parts:
-        try:
-            _check_part(part)
-        except TruncatedPartError as exc:
-            if not skip_bad_parts:
-                raise
-            skipped.append((part, str(exc)))
-            continue
-        good.append(part)
-    session = Session(directory, manifest, tuple(good), tuple(skipped), label)
-    if not good and not allow_empty:
-        raise EmptySessionError(
-            f"session {directory} is empty: no complete part file"
-            + (" (recording still running or killed before its first part)" if parts == [] else "")
-        )
-    return session
+    return open_directory(path, allow_empty=allow_empty, skip_bad_parts=skip_bad_parts, label=label)
 
 
 def open_sessions(paths: Iterable[str | os.PathLike[str]], **kwargs: Any) -> list[Session]:
