@@ -21,8 +21,8 @@ from typing import Any
 
 import mailbus
 from mailbus.extras import needs_extra
+from mailbus.json_shape import Shape, object_schema
 from mailbus.sessions import mcap_format as F
-from mailbus.sessions.mcap_schema import Shape, object_schema
 from mailbus.sessions.reader import Session
 from mailbus.sessions.schema import COLUMN_NAMES
 
@@ -108,7 +108,7 @@ def plan_channels(session: Session, progress: Progress | None = None) -> dict[st
                 plan = plans[name] = ChannelPlan(name)
             plan.kinds.add(what)
             plan.messages += 1
-            plan.shape.add(F.body_message(body)[2])
+            plan.shape.widen(F.body_message(body)[2])
         done += len(batch["kind"])
         if progress is not None:
             progress("reading bodies", done, total)
