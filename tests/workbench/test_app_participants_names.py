@@ -48,10 +48,16 @@ async def test_a_failed_call_leaves_no_phantom_client(tmp_path: Path) -> None:
         await pilot.press("escape", "N")
         await until(pilot, lambda: app.active_view_id == "participants", "the view")
         view = app.query_one(ParticipantsView)
-        view.refresh_view(0)
+
+        def phantom() -> bool:
+            view.refresh_view(0)
+            return "client robot/plann" in view.detail_text
+
+        # An announcement built as the call failed may still name the client (seen once
+        # in a full suite): the phantom is one that stays, announcement after announcement.
+        await until(pilot, lambda: not phantom(), "the failed call's client to go")
         await pilot.pause()
         assert "client robot/plann" not in shown(app, "#participant-detail")
-        assert "client robot/plann" not in view.detail_text
 
 
 async def test_the_demo_broker_has_one_name_in_broker_and_participants(tmp_path: Path) -> None:
