@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.model import recent_sessions
@@ -188,4 +189,51 @@ async def test_a_session_without_an_index_opens_pages_by_keys_and_follows_a_seek
         await pilot.press("enter")
         await until(pilot, lambda: listed() > pages, "the page at the seek")
         assert not str(table.border_title).startswith(f"events 1-{N} ")
-        assert float(table.get_row_at(0)[0]) >= duration / 2 - 0.001
+        assert float(str(table.get_row_at(0)[0])) >= duration / 2 - 0.001
+
+
+async def test_a_first_seek_builds_a_player_that_reads_only_from_there(
+    engine: EngineHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first seek of an open session (End on the timeline, no player yet) builds a
+    paused player sought before it starts: its reader reads the row groups at the end,
+    never the first one (which a player started at 0 and sought afterwards would read)."""
+    import threading
+
+    from mailbus.sessions.pages import RowGroupReader
+    from mailbus_workbench.widgets.timeline import TimelineBar
+
+    from bench.sessions import synthetic_session
+
+    session = tmp_path / "three"
+    synthetic_session(session, 3_000, part_rows=1_000)  # three parts: three row groups
+    read_by_player: list[tuple[int, int]] = []
+    columns = RowGroupReader._columns
+
+    def spy(self: RowGroupReader, parquet: object, group: object, *args: object) -> object:
+        if threading.current_thread().name == "mailbus-player-reader":
+            read_by_player.append((group.part, group.number))  # type: ignore[attr-defined]
+        return columns(self, parquet, group, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(RowGroupReader, "_columns", spy)
+    app = WorkbenchApp(engine=engine, session=str(session), settings=settings(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(SessionsView)
+        bar = app.query_one(TimelineBar)
+        await until(pilot, lambda: bar.timeline is not None, "the timeline", timeout=60)
+        bar.focus()
+        await pilot.press("end")
+        await until(
+            pilot,
+            lambda: view.player is not None
+            and view.player.state == "paused"
+            and view.player.buffered > 0,
+            "the player at the end",
+            timeout=60,
+        )
+        player = view.player
+        assert player is not None
+        assert player.position_s == player.duration_s == bar.cursor_s  # at the last email
+        assert read_by_player, "the player read nothing"
+        assert (0, 0) not in read_by_player  # the first part's row group: never read
+        player.stop()

@@ -47,10 +47,15 @@ def start_recorder(directory: str, context: Context) -> Recorder:
     return Recorder(directory, context=context)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class OpenedSession:
     session: Session
     index: SessionIndex
+
+    def __repr__(self) -> str:
+        # Textual names each worker by the repr of its arguments: the index's would be
+        # every name's histogram (megabytes at 100M events), built on the UI thread.
+        return f"OpenedSession({str(self.session.path)!r}, rows={self.rows})"
 
     @property
     def rows(self) -> int:

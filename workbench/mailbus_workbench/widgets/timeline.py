@@ -51,6 +51,7 @@ class TimelineBar(Widget, can_focus=True):
         self.timeline: Timeline | None = None
         self.cursor_s = 0.0
         self._dragging = False
+        self._tracks: tuple[int, list[str]] | None = None  # (columns, a level string per row)
 
     @property
     def dragging(self) -> bool:
@@ -60,6 +61,7 @@ class TimelineBar(Widget, can_focus=True):
     def show(self, timeline: Timeline | None) -> None:
         self.timeline = timeline
         self.cursor_s = 0.0
+        self._tracks = None
         rows = len(timeline.rows) if timeline is not None else 1
         self.styles.height = max(rows, 1) + 2  # the rows, the axis, the border-less gap
         self.refresh()
@@ -121,20 +123,40 @@ class TimelineBar(Widget, can_focus=True):
         columns = self.track_columns
         cursor = column_of(self.cursor_s, timeline.duration_s, columns)
         out = Text(no_wrap=True, overflow="crop")
-        for index, row in enumerate(timeline.rows):
+        # A seek moves only the cursor: each row is its cached track in three spans (before,
+        # under and after the cursor), not a span per column (a seek by keys redraws it).
+        tracks = self._levels(columns)
+        for index, (row, track) in enumerate(zip(timeline.rows, tracks, strict=True)):
             colour = PALETTE[index % len(PALETTE)]
             name = row.name if len(row.name) < LABEL_WIDTH else row.name[: LABEL_WIDTH - 2] + "…"
             out.append(f"{name:<{LABEL_WIDTH - 1}} ", style=colour)
-            counts = resample(row.bins, columns)
-            top = max(counts, default=0) or 1
-            for column, count in enumerate(counts):
-                level = 0 if not count else max(1, round(count / top * (len(LEVELS) - 1)))
-                style = f"reverse {colour}" if column == cursor else colour
-                out.append(LEVELS[level] if level or column != cursor else "│", style=style)
+            out.append(track[:cursor], style=colour)
+            under = track[cursor : cursor + 1]
+            out.append("│" if under == LEVELS[0] else under, style=f"reverse {colour}")
+            out.append(track[cursor + 1 :], style=colour)
             out.append("\n")
         out.append(" " * LABEL_WIDTH)
         out.append(self._axis(columns, cursor, timeline.duration_s), style="dim")
         return out
+
+    def _levels(self, columns: int) -> list[str]:
+        """Each row's density as a string of `columns` level characters, kept until the
+        timeline or the width changes."""
+        if self._tracks is not None and self._tracks[0] == columns:
+            return self._tracks[1]
+        assert self.timeline is not None
+        tracks = []
+        for row in self.timeline.rows:
+            counts = resample(row.bins, columns)
+            top = max(counts, default=0) or 1
+            tracks.append(
+                "".join(
+                    LEVELS[0 if not count else max(1, round(count / top * (len(LEVELS) - 1)))]
+                    for count in counts
+                )
+            )
+        self._tracks = (columns, tracks)
+        return tracks
 
     def _axis(self, columns: int, cursor: int, duration_s: float) -> str:
         end = f"{duration_s:.1f} s"

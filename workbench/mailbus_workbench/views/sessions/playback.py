@@ -21,7 +21,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import Button, Input, Label, ProgressBar, Static, Switch
+from textual.widgets import Button, Input, Label, ProgressBar, Switch
 
 from mailbus_workbench.model import recent_sessions, session_control
 from mailbus_workbench.model.session_control import (
@@ -33,8 +33,9 @@ from mailbus_workbench.model.session_control import (
 from mailbus_workbench.model.session_messages import SessionPage, page, page_at
 from mailbus_workbench.model.timeline import Timeline
 from mailbus_workbench.parts import WorkbenchParts
-from mailbus_workbench.textual_internals import MeasuredTable
+from mailbus_workbench.textual_internals import FixedInput, FixedTable
 from mailbus_workbench.widgets import format as fmt
+from mailbus_workbench.widgets.steady_static import SteadyStatic
 from mailbus_workbench.widgets.timeline import TimelineBar
 
 if TYPE_CHECKING:
@@ -61,9 +62,10 @@ def _span(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {secs:02d} s"
 
 
-class EventTable(MeasuredTable[str | Text]):
+class EventTable(FixedTable[str | Text]):
     """One page of the session's events; moving past its first or last row asks for the
-    page before or after (`PageWanted`), so the list pages through any session."""
+    page before or after (`PageWanted`), so the list pages through any session. Its place
+    is fixed (1fr): a new page redraws the list, never the screen's layout."""
 
     class PageWanted(Message):
         def __init__(self, direction: int) -> None:
@@ -182,7 +184,7 @@ class PlaybackPane(Vertical):
             yield Button("Play (F7)", id="play-toggle", variant="primary")
             yield Button("Step (F8)", id="play-step")
             yield Label("seek s")
-            yield Input("0", id="play-seek", type="number")
+            yield FixedInput("0", id="play-seek", type="number")
             yield Label("rate")
             yield Input("1", id="play-rate", type="number")
             yield Label("loop")
@@ -190,7 +192,7 @@ class PlaybackPane(Vertical):
             yield Label(f"under {DEFAULT_REPLAY_PREFIX}")
             yield Switch(True, id="play-prefix", tooltip="replay apart from live traffic")
         yield ProgressBar(total=1, id="play-progress", show_eta=False)
-        yield Static("No session open.", id="play-status", classes="status", markup=False)
+        yield SteadyStatic("No session open.", id="play-status", classes="status", markup=False)
         yield TimelineBar(id="play-timeline")
         yield EventTable(id="session-messages", cursor_type="row", zebra_stripes=True)
 
@@ -340,10 +342,10 @@ class PlaybackPane(Vertical):
         table.clear()
         for row in listing.rows:
             table.add_row(
-                f"{row.offset_s:.3f}",
-                row.what,
+                fmt.plain(f"{row.offset_s:.3f}"),
+                fmt.plain(row.what),
                 fmt.plain(row.name),
-                str(row.size),
+                fmt.plain(row.size),
                 fmt.plain(row.preview),
             )
         self.page = listing
@@ -385,7 +387,24 @@ class PlaybackPane(Vertical):
         else:
             self._new_player(paused=True, then=then)
 
-    def _new_player(self, *, paused: bool, then: Callable[[Player], None] | None) -> None:
+    def seek_to(self, offset_s: float) -> None:
+        """Seek the player (a new paused one, sought before it reads, when none is live;
+        while one is being built, it is sought once built)."""
+        player = self.player
+        if player is not None and player.state in LIVE:
+            player.seek(offset_s)
+        elif self._building:
+            self._pending_seek = offset_s  # a drag: one player, sought when built
+        else:
+            self._new_player(paused=True, then=None, at_s=offset_s)
+
+    def _new_player(
+        self,
+        *,
+        paused: bool,
+        then: Callable[[Player], None] | None,
+        at_s: float | None = None,
+    ) -> None:
         self.last_error = ""
         engine = self.parts.engine
         if self.opened is None or engine is None:
@@ -398,7 +417,7 @@ class PlaybackPane(Vertical):
             return
         self.show_status(Text("starting the player …", style="dim"))
         self._building = True
-        self._build_player(self.opened, options, paused, then)
+        self._build_player(self.opened, options, paused, then, at_s)
 
     @work(thread=True, exclusive=True, group="player")
     def _build_player(
@@ -407,12 +426,15 @@ class PlaybackPane(Vertical):
         options: ReplayOptions,
         paused: bool,
         then: Callable[[Player], None] | None,
+        at_s: float | None,
     ) -> None:
         # The player streams from the index: cheap, but off the UI thread all the same.
         engine = self.parts.engine
         assert engine is not None
         try:
             player = session_control.build_player(opened, engine.context, options)
+            if at_s is not None:  # before it starts: it reads from there, not from 0 first
+                player.seek(at_s)
         except Exception as exc:  # ValueError of the options, SessionError: shown
             self.post_message(self._PlayerBuilt(None, paused, None, str(exc)))
             return
@@ -453,18 +475,15 @@ class PlaybackPane(Vertical):
         if not math.isfinite(offset) or offset < 0:  # "1e999" and "nan" parse as floats
             self.show_status(Text("seek to a second of the session, 0 or more", style="red"))
             return
-        self.with_player(lambda player: player.seek(offset))
+        self.seek_to(offset)
         self.list_at(offset)
 
     @on(TimelineBar.Seeked)
     def _seek_timeline(self, event: TimelineBar.Seeked) -> None:
         offset = event.offset_s
         self.query_one("#play-seek", Input).value = f"{offset:.2f}"
+        self.seek_to(offset)  # first: the player's read starts before the list's
         self.list_at(offset)
-        if self._building and (self.player is None or self.player.state not in LIVE):
-            self._pending_seek = offset  # a drag: one player, sought when built
-            return
-        self.with_player(lambda player: player.seek(offset))
 
     @on(Switch.Changed, "#play-loop")
     def _loop_changed(self, event: Switch.Changed) -> None:
@@ -482,7 +501,7 @@ class PlaybackPane(Vertical):
     def show_status(self, text: str | Text) -> None:
         if isinstance(text, Text) and text.style == "red":
             self.last_error = text.plain  # kept under the player's line until the next one
-        self.query_one("#play-status", Static).update(text)
+        self.query_one("#play-status", SteadyStatic).update(text)
 
     def refresh_status(self) -> None:
         player = self.player
@@ -507,7 +526,7 @@ class PlaybackPane(Vertical):
         )
         if self.last_error:
             line.append(f"\n{self.last_error}", style="red")
-        self.query_one("#play-status", Static).update(line)
+        self.query_one("#play-status", SteadyStatic).update(line)
 
     def on_unmount(self) -> None:
         if self.player is not None:
