@@ -23,7 +23,7 @@ from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.find_screen import FindScreen
 from mailbus_workbench.folding import Folder
 from mailbus_workbench.layouts import LayoutKeeper, LayoutStore, layout_commands
-from mailbus_workbench.model import queues
+from mailbus_workbench.model import queues, session_control
 from mailbus_workbench.model.settings import Settings, load_keymap
 from mailbus_workbench.model.state import Clock, WorkbenchModel
 from mailbus_workbench.model.topics import MessageRecord
@@ -137,6 +137,8 @@ class WorkbenchApp(TabPressFocus):
         self.live = live  # False: no timer; tests and snapshots call refresh_now()
         self.screenshot_dir = (screenshot_dir or Path.cwd()).absolute()
         self.initial_session = session  # `mailbus open SESSION`
+        if session is not None and session_control.sessions_available():
+            self.parts.early_open = session_control.EarlyOpen(session)
         self.engine_error = ""
         # The palette's "Serve to Foxglove" (imported then: websockets loads on first use).
         self.foxglove: FoxgloveServer | None = None

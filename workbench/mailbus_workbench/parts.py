@@ -9,6 +9,7 @@ from pathlib import Path
 from mailbus.broker import Broker
 
 from mailbus_workbench.engine import EngineHost
+from mailbus_workbench.model.session_control import EarlyOpen
 from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.model.state import WorkbenchModel
 
@@ -22,6 +23,12 @@ class WorkbenchParts:  # not frozen: a settings change reaches every view
     outbox_dir: Path | None = None
     given_brokers: dict[str, Broker] = field(default_factory=dict)
     tests_folder: Path | None = None  # the Tests view's folder as edited; None: the settings'
+    early_open: EarlyOpen | None = None  # `mailbus open PATH`: opening since the app started
+
+    def take_early_open(self, path: str) -> EarlyOpen | None:
+        """The open of `path` started with the app, once (a later open reads afresh)."""
+        early, self.early_open = self.early_open, None
+        return early if early is not None and early.path == path else None
 
     @property
     def brokers(self) -> dict[str, Broker]:

@@ -10,6 +10,7 @@ Sessions disabled) where it is not installed."""
 from __future__ import annotations
 
 import importlib.util
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -89,6 +90,43 @@ def open_session(path: str, progress: Callable[[int, int], None] | None = None) 
 
     session = open_path(path)
     return OpenedSession(session, load_index(session, progress=progress))
+
+
+class EarlyOpen:
+    """`mailbus open PATH`: the session opened (its index loaded, the sessions part's
+    imports made) on a thread started with the app, beside Textual's own start-up, so the
+    view's open waits only for what is left of it."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._progress = (0, 0)
+        self._opened: OpenedSession | None = None
+        self._error: Exception | None = None
+        self._done = threading.Event()
+        threading.Thread(target=self._run, name="mailbus-open-session", daemon=True).start()
+
+    def _run(self) -> None:
+        def progress(done: int, total: int) -> None:
+            self._progress = (done, total)
+
+        try:
+            self._opened = open_session(self.path, progress)
+        except Exception as exc:  # handed to the view's worker, which shows it
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def result(
+        self, progress: Callable[[int, int], None] | None = None, every_s: float = 0.25
+    ) -> OpenedSession:
+        """The opened session (or the open's exception), calling `progress` with how far
+        an index being built has got meanwhile."""
+        while not self._done.wait(every_s):
+            if progress is not None and self._progress[1]:
+                progress(*self._progress)
+        if self._opened is None:
+            raise self._error or RuntimeError(f"opening {self.path} ended without a session")
+        return self._opened
 
 
 def session_timeline(opened: OpenedSession) -> Timeline:

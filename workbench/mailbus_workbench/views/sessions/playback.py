@@ -221,8 +221,12 @@ class PlaybackPane(Vertical):
                 shown = now
                 self.post_message(self._Indexing(path, done, total))
 
+        early = self.parts.take_early_open(path)
         try:
-            opened, error = session_control.open_session(path, progress), ""
+            if early is not None:
+                opened, error = early.result(progress), ""
+            else:
+                opened, error = session_control.open_session(path, progress), ""
         except Exception as exc:  # SessionError and OSError name the file
             opened, error = None, str(exc)
         self.post_message(self._Opened(path, opened, error))
