@@ -15,7 +15,7 @@ from mailbus_workbench.model import recent_sessions
 from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.views.session_picker import SessionPicker
 from mailbus_workbench.views.sessions import SessionsView
-from textual.widgets import DataTable, DirectoryTree, Input, OptionList, Static, Switch
+from textual.widgets import DataTable, DirectoryTree, Input, Label, OptionList, Static, Switch
 from wb_helpers import Posted, until
 
 SIZE = (140, 40)
@@ -225,9 +225,11 @@ async def test_a_first_seek_builds_a_player_that_reads_only_from_there(
         await pilot.press("end")
         await until(
             pilot,
-            lambda: view.player is not None
-            and view.player.state == "paused"
-            and view.player.buffered > 0,
+            lambda: (
+                view.player is not None
+                and view.player.state == "paused"
+                and view.player.buffered > 0
+            ),
             "the player at the end",
             timeout=60,
         )
@@ -237,3 +239,45 @@ async def test_a_first_seek_builds_a_player_that_reads_only_from_there(
         assert read_by_player, "the player read nothing"
         assert (0, 0) not in read_by_player  # the first part's row group: never read
         player.stop()
+
+
+async def test_the_picker_opens_an_mcap_file_and_names_what_is_not_a_session(
+    engine: EngineHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """F6 with no path: in the picker's tree (rooted where recordings go), Enter on an
+    .mcap file opens it (as `mailbus open FILE.mcap` does); Enter on another file says
+    what a session is and keeps the picker open."""
+    from mailbus.sessions.mcap_export import export_mcap
+    from mailbus.sessions.reader import open_session
+
+    root = tmp_path / "sessions"  # where recordings go, under the working directory
+    root.mkdir()
+    export_mcap(open_session(SAMPLES / "demo"), root / "demo.mcap")
+    (root / "notes.txt").write_text("not a session")
+    monkeypatch.chdir(tmp_path)
+    app = WorkbenchApp(engine=engine, settings=settings(tmp_path / "config"))
+    posted = Posted()
+    async with app.run_test(size=SIZE, message_hook=posted.hook) as pilot:
+        await pilot.pause()
+        await pilot.press("9")
+        view = app.query_one(SessionsView)
+        app.query_one("#play-path", Input).value = ""
+        await pilot.press("f6")
+        await until(pilot, lambda: isinstance(app.screen, SessionPicker), "the picker")
+        await until(pilot, lambda: app.screen.query("#picker-tree"), "the picker's tree")
+        tree = app.screen.query_one("#picker-tree", DirectoryTree)
+        await until(pilot, lambda: tree.last_line >= 2, "the tree's files")
+        lines = {tree.get_node_at_line(i).data.path.name: i for i in range(3)}  # type: ignore[union-attr]
+        assert set(lines) == {"sessions", "demo.mcap", "notes.txt"}
+        tree.focus()
+        tree.cursor_line = lines["notes.txt"]
+        await pilot.press("enter")
+        hint = app.screen.query_one("#picker-hint", Label)
+        await until(pilot, lambda: "is not a session" in str(hint.render()), "the hint")
+        assert "an .mcap file" in str(hint.render())
+        tree.cursor_line = lines["demo.mcap"]
+        await pilot.press("enter")
+        await until(pilot, lambda: view.listed > 0, "the MCAP file's events", timeout=60)
+        assert not isinstance(app.screen, SessionPicker)
+        assert Path(app.query_one("#play-path", Input).value) == (root / "demo.mcap").resolve()
+        assert not posted.of(SessionsView.SessionOpened)[-1].error  # type: ignore[attr-defined]

@@ -1,5 +1,6 @@
 """A session picked from the recent ones or from a directory tree, instead of typing
-its path: a directory holding a `manifest.json` is a session."""
+its path: a directory holding a `manifest.json` is a session, and so is an MCAP file
+(recorded here and exported, or by rosbag2 or Foxglove)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,15 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DirectoryTree, Label, OptionList
 
+NOT_A_SESSION = "is not a session (a directory with a manifest.json, or an .mcap file)"
+
 
 def is_session(path: Path) -> bool:
     return (path / "manifest.json").is_file()
+
+
+def is_mcap(path: Path) -> bool:
+    return path.suffix.lower() == ".mcap" and path.is_file()
 
 
 class SessionPicker(ModalScreen[str | None]):
@@ -37,7 +44,7 @@ class SessionPicker(ModalScreen[str | None]):
         with Vertical():
             yield Label("Recent sessions (Enter opens one)")
             yield OptionList(*self.recent, id="picker-recent")
-            yield Label(f"Or a directory under {self.root} (Enter on a session opens it)")
+            yield Label(f"Or a session or .mcap file under {self.root} (Enter on one opens it)")
             yield DirectoryTree(self.root, id="picker-tree")
             yield Label("", id="picker-hint")
 
@@ -53,7 +60,14 @@ class SessionPicker(ModalScreen[str | None]):
         if is_session(event.path):
             self.dismiss(str(event.path))
         else:
-            self.query_one("#picker-hint", Label).update(f"{event.path} is not a session")
+            self.query_one("#picker-hint", Label).update(f"{event.path} {NOT_A_SESSION}")
+
+    @on(DirectoryTree.FileSelected)
+    def _file_chosen(self, event: DirectoryTree.FileSelected) -> None:
+        if is_mcap(event.path):
+            self.dismiss(str(event.path))
+        else:
+            self.query_one("#picker-hint", Label).update(f"{event.path} {NOT_A_SESSION}")
 
     def action_cancel(self) -> None:
         self.dismiss(None)
