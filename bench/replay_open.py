@@ -6,6 +6,11 @@ by keys on the focused timeline (→ and shift+→, End and Home, as a person st
 a session) and times each key until the player stands at the new place. It returns
 `open_timeline_s` and `seek_p95_ms` (with `seek_max_ms` and the number of seeks).
 
+A key is posted to the app as the terminal's driver posts it (as bench.workbench does),
+not through `Pilot.press`, which after each key also waits until the whole process is
+idle (its workers and the player's reader included) in 20 ms sleeps: a person's key
+does not wait for that, and the time to the landing is what is measured.
+
 Run alone: `python -m bench.replay_open SESSION_DIR` prints one JSON line.
 """
 
@@ -36,15 +41,23 @@ async def _measure(path: Path) -> dict[str, Any]:
     from mailbus_workbench.model.settings import Settings
     from mailbus_workbench.views.sessions import SessionsView
     from mailbus_workbench.widgets.timeline import TimelineBar
+    from textual import events
 
     engine = EngineHost(demo=False)
     engine.start()
     config = Path(tempfile.mkdtemp(prefix="bench-open-"))
     settings = Settings(keymap_file=config / "keys.toml", templates_file=config / "t.toml")
     started = time.perf_counter()
-    app = WorkbenchApp(engine=engine, session=str(path), settings=settings)
+    # As `mailbus open` runs it (launch.py): the command's own process.
+    app = WorkbenchApp(engine=engine, session=str(path), settings=settings, owns_process=True)
+    seeked: list[float] = []  # each key's seek, as the timeline posted it
+
+    def hook(message: object) -> None:
+        if isinstance(message, TimelineBar.Seeked):
+            seeked.append(message.offset_s)
+
     try:
-        async with app.run_test(size=(140, 40)) as pilot:
+        async with app.run_test(size=(140, 40), message_hook=hook) as pilot:
             bar = app.query_one(TimelineBar)
             view = app.query_one(SessionsView)
 
@@ -62,8 +75,10 @@ async def _measure(path: Path) -> dict[str, Any]:
             # The first key builds the (paused) player: counted like any other seek.
             seeks: list[float] = []
             for key in SEEK_KEYS:
+                handled = len(seeked)
                 before = time.perf_counter()
-                await pilot.press(key)
+                app.post_message(events.Key(key, None))
+                await until(lambda n=handled: len(seeked) > n, f"the seek of {key}")
                 wanted = bar.cursor_s
 
                 def landed(wanted: float = wanted) -> bool:
