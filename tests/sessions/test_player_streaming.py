@@ -182,3 +182,22 @@ def test_a_part_broken_during_a_replay_ends_it_and_says_why(
     assert player.read_error is not None and "part-00004" in player.read_error
     assert 0 < player.sent < player.total
     assert player.state == "finished"
+
+
+def test_wait_landed_returns_once_the_seek_has_its_first_email(sorted_session: Path) -> None:
+    old = replay_events(sorted_session)
+    with mailbus.Context() as ctx:
+        player = Player(sorted_session, ctx)
+        assert player.wait_landed(0.0)  # nothing asked for yet: nothing to wait for
+        player.start(paused=True)
+        for target in (0.77, 0.0123):
+            player.seek(target)
+            assert player.wait_landed(30), (target, player.read_error)
+            assert player.buffered > 0  # the email at the new place is read
+            want = next(e for e in old if e.offset_ns >= int(target * 1e9))
+            assert player.position_s == want.offset_ns / 1e9
+        player.seek(1e6)  # past the end: lands with nothing more to read
+        assert player.wait_landed(30)
+        assert player.buffered == 0 and player.position_s == old[-1].offset_ns / 1e9
+        player.stop()
+        assert player.wait_landed(0.0)  # stopped: nothing more will land

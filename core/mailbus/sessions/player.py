@@ -480,6 +480,16 @@ class Player:
         with self._cond:
             return len(self._buffer)
 
+    def wait_landed(self, timeout: float) -> bool:
+        """Wait at most `timeout` seconds for the last seek (or start) to land: its first
+        email read, or nothing left to read there. True if it landed. (The workbench
+        reads its event list once the player has landed, not against it.)"""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: bool(self._buffer) or self._stream_done or self._stopped or self._ended,
+                timeout,
+            )
+
     @property
     def duration_s(self) -> float:
         """Offset of the last email of the window (0.0 for none)."""

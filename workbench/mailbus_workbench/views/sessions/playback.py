@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 LIVE = ("playing", "paused")
 PROGRESS_EVERY_S = 0.25  # the index being built: the status is updated this often
+LIST_AFTER_SEEK_S = 1.0  # at most this long the list waits for a seek's player to land
 
 
 def _size(n: float) -> str:
@@ -293,16 +294,31 @@ class PlaybackPane(Vertical):
         self.query_one(TimelineBar).show(result.timeline)
 
     def _list_page(
-        self, opened: OpenedSession, first_row: int, cursor: int, at_ns: int | None = None
+        self,
+        opened: OpenedSession,
+        first_row: int,
+        cursor: int,
+        at_ns: int | None = None,
+        after: Player | None = None,
     ) -> None:
         self._pages_asked += 1
-        self._read_page(opened, first_row, cursor, at_ns, self._pages_asked)
+        self._read_page(opened, first_row, cursor, at_ns, self._pages_asked, after)
 
     @work(thread=True, exclusive=True, group="session-list")
     def _read_page(
-        self, opened: OpenedSession, first_row: int, cursor: int, at_ns: int | None, asked: int
+        self,
+        opened: OpenedSession,
+        first_row: int,
+        cursor: int,
+        at_ns: int | None,
+        asked: int,
+        after: Player | None,
     ) -> None:
         # exclusive: a page asked for while another is read (a drag) replaces it
+        if after is not None:
+            # A seek's player reads the same row groups: it lands first (what plays),
+            # then the list is read, rather than both at half speed on a busy machine.
+            after.wait_landed(LIST_AFTER_SEEK_S)
         try:
             if at_ns is not None:
                 listing = page_at(opened.index, at_ns, origin_ns=opened.origin_ns)
@@ -326,9 +342,10 @@ class PlaybackPane(Vertical):
 
     def list_at(self, offset_s: float) -> None:
         """Page the event list to the events at `offset_s` of the session (a seek)."""
-        opened = self.opened
+        opened, player = self.opened, self.player
         if opened is not None:
-            self._list_page(opened, 0, 0, at_ns=opened.origin_ns + int(offset_s * 1e9))
+            after = player if player is not None and player.state in LIVE else None
+            self._list_page(opened, 0, 0, opened.origin_ns + int(offset_s * 1e9), after)
 
     @on(_Listed)
     def _listed(self, result: _Listed) -> None:
