@@ -74,9 +74,7 @@ def test_index_of_a_sample_matches_a_full_read(name: str, tmp_path: Path) -> Non
     # The index committed beside the sample is current (regenerate it when the format
     # changes: load_index on the sample writes it); a part's modification time is not
     # content (a checkout sets its own).
-    assert _content(load_index(SAMPLES / name, build=False).to_json()) == _content(
-        index.to_json()
-    )
+    assert _content(load_index(SAMPLES / name, build=False).to_json()) == _content(index.to_json())
 
 
 def _content(data: dict[str, Any]) -> dict[str, Any]:
