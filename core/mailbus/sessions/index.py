@@ -314,9 +314,10 @@ class SessionIndex:
             return out
         span = max(hi - lo, 1)
         width, last = self.width_ns, bins - 1
-        for hist in sources:
-            first = Histogram.of(hist).first_bin
-            for i, count in enumerate(Histogram.of(hist).dense):
+        for source in sources:
+            hist = Histogram.of(source)
+            first = hist.first_bin
+            for i, count in enumerate(hist.dense):
                 if count:
                     column = ((first + i) * width - lo) * bins // span
                     out[min(last, max(0, column))] += count

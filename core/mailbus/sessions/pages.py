@@ -103,16 +103,18 @@ class RowGroupReader:
         head = self._frame(table.slice(offset, length), first).with_columns(
             times.slice(offset, length).alias(TIME)
         )
-        mask = head.select(
-            (pl.lit(True) if where is None else where.fill_null(False))
-            & (pl.lit(True) if in_range is None else in_range)
-        ).to_series()
-        if not mask.any():
+        conditions = [c for c in (where, in_range) if c is not None]
+        mask = (
+            head.select(pl.all_horizontal(conditions).fill_null(False)).to_series()
+            if conditions
+            else None
+        )
+        if head.height == 0 or (mask is not None and not mask.any()):
             return head.clear().select(*first, TIME).hstack(self._empty(rest))
         if rest:
             tail = self._table(parquet, group, rest, present).slice(offset, length)
             head = head.hstack(self._frame(tail, rest))
-        return head.filter(mask)
+        return head if mask is None else head.filter(mask)
 
     def _table(
         self, parquet: pq.ParquetFile, group: RowGroup, columns: list[str], present: set[str]
@@ -212,6 +214,8 @@ def time_ordered(
         if cancelled is not None and cancelled():
             return
         frame = reader.read(group, columns, where, start_ns=start_ns, stop_ns=stop_ns)
+        if cancelled is not None and cancelled():
+            return
         frame = frame.filter(in_range)
         pending = frame if pending is None else pl.concat([pending, frame], how="vertical")
         reader.pending_high_water = max(reader.pending_high_water, pending.height)

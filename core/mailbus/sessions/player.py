@@ -442,6 +442,8 @@ class Player:
         )
         first = True
         for frame in frames:
+            if cancelled is not None and cancelled():  # a seek: the rest is not wanted
+                return
             chosen = choose_copies(email_rows(frame), seen)
             # In slices: the first email is ready without converting a whole row group.
             start = 0
