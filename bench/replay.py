@@ -1,6 +1,7 @@
 """Replay at any size: the index, the streaming player and its memory.
 
     python -m bench.replay [--quick] [--sizes 1m,10m,100m] [--work DIR]
+    python -m bench.replay --sessions DIR [--sizes 10m,100m] [--no-open]
 
 For each size (1 M, 10 M and 100 M events; `--quick`: 1 M), a synthetic session is
 written part by part in bounded memory (bench/synthetic_sorted.py: time-sorted parts of
@@ -27,6 +28,12 @@ Then, each measured in a fresh process (peak RSS is its own):
   rows with pyarrow (row group by row group) and publishing each email row in a plain
   loop; and `matches_replay_events_1m`: the streaming player's emails equal the global
   `replay_events`' (order, IDs, links, raw bytes).
+
+With `--sessions DIR`, the sessions already made and indexed in DIR (`DIR/s10m`,
+`DIR/s100m`, ...: bench/synthetic_sorted.py's, as `--work` leaves none) are measured
+instead, read only: nothing is written there, and the index build and `mailbus
+analyze` (which need an unindexed session) are not run (null). `--no-open` leaves out
+the workbench's figures.
 
 Last stdout line: one JSON object (keys in shared/BENCH.md).
 """
@@ -154,6 +161,7 @@ def child_replay(path: str, stretch_s: str, seed: str) -> dict[str, Any]:
             seeks.append((time.perf_counter() - began) * 1000)
         player.stop()
         result["player_seek_p95_ms"] = sorted(seeks)[int(0.95 * (len(seeks) - 1))]
+        result["player_seek_max_ms"] = max(seeks)
         # Full speed from a random position for `stretch_s` seconds of wall time.
         player = Player(path, ctx, rate=1e9, start_s=rng.uniform(0, 0.5) * duration)
         player.start()
@@ -245,23 +253,38 @@ CHILDREN = {
 
 
 # -- the run -------------------------------------------------------------------------------
-def measure_size(work: Path, label: str, events: int, stretch: float, seed: int) -> dict[str, Any]:
-    path = work / f"s{label}"
-    log(f"[{label}] writing {events:,} events part by part")
-    started = time.perf_counter()
-    write_synthetic(path, events)
+def measure_size(
+    work: Path,
+    label: str,
+    events: int,
+    stretch: float,
+    seed: int,
+    *,
+    made: Path | None = None,
+    open_: bool = True,
+) -> dict[str, Any]:
+    """The figures of one size, on a session written here in `work` (then removed) or
+    on the indexed session `made` (only read)."""
+    path = made or work / f"s{label}"
+    out: dict[str, Any] = {}
+    if made is None:
+        log(f"[{label}] writing {events:,} events part by part")
+        started = time.perf_counter()
+        write_synthetic(path, events)
+        log(f"  {time.perf_counter() - started:.1f} s")
     size_mb = sum(p.stat().st_size for p in path.iterdir()) / 2**20
-    log(f"  {time.perf_counter() - started:.1f} s, {size_mb:,.0f} MB on disk")
-    out: dict[str, Any] = {f"session_mb_{label}": round(size_mb, 1)}
-    log(f"[{label}] building the index (fresh process)")
-    built = child("index", str(path))
-    out[f"index_build_s_{label}"] = round(built["seconds"], 2)
-    out[f"index_build_peak_rss_mb_{label}"] = round(built["peak_rss_mb"], 1)
-    log(f"  {built['seconds']:.1f} s, peak RSS {built['peak_rss_mb']:.0f} MB, {built['notes']}")
-    log(f"[{label}] mailbus analyze (fresh process)")
-    analyzed = child("analyze", str(path))
-    out[f"analyze_s_{label}"] = round(analyzed["seconds"], 2)
-    log(f"  {analyzed['seconds']:.1f} s, peak RSS {analyzed['peak_rss_mb']:.0f} MB")
+    out[f"session_mb_{label}"] = round(size_mb, 1)
+    log(f"[{label}] {path}: {size_mb:,.0f} MB on disk")
+    if made is None:
+        log(f"[{label}] building the index (fresh process)")
+        built = child("index", str(path))
+        out[f"index_build_s_{label}"] = round(built["seconds"], 2)
+        out[f"index_build_peak_rss_mb_{label}"] = round(built["peak_rss_mb"], 1)
+        log(f"  {built['seconds']:.1f} s, peak RSS {built['peak_rss_mb']:.0f} MB, {built['notes']}")
+        log(f"[{label}] mailbus analyze (fresh process)")
+        analyzed = child("analyze", str(path))
+        out[f"analyze_s_{label}"] = round(analyzed["seconds"], 2)
+        log(f"  {analyzed['seconds']:.1f} s, peak RSS {analyzed['peak_rss_mb']:.0f} MB")
     log(f"[{label}] first email, seeks, {stretch:g} s at full speed (fresh process)")
     played = child("replay", str(path), str(stretch), str(seed))
     out[f"first_email_s_{label}"] = round(played["first_email_s"], 3)
@@ -270,18 +293,21 @@ def measure_size(work: Path, label: str, events: int, stretch: float, seed: int)
     out[f"replay_peak_rss_mb_{label}"] = round(played["replay_peak_rss_mb"], 1)
     out[f"index_density_s_{label}"] = round(played["index_density_s"], 3)
     out[f"replay_emails_per_s_{label}"] = round(played["replay_emails_per_s"])
-    log(f"[{label}] the workbench: timeline drawn, seeks by keys (fresh process)")
-    opened = child("open", str(path))
-    out[f"open_timeline_s_{label}"] = opened["open_timeline_s"]
-    out[f"seek_p95_ms_{label}"] = opened["seek_p95_ms"]
-    out[f"seek_max_ms_{label}"] = opened["seek_max_ms"]
-    log(
-        f"  timeline after {opened['open_timeline_s']:.2f} s, {opened['seeks']} seeks by keys:"
-        f" p95 {opened['seek_p95_ms']:.1f} ms, max {opened['seek_max_ms']:.1f} ms"
-    )
+    out[f"player_seek_max_ms_{label}"] = round(played["player_seek_max_ms"], 1)
+    if open_:
+        log(f"[{label}] the workbench: timeline drawn, seeks by keys (fresh process)")
+        opened = child("open", str(path))
+        out[f"open_timeline_s_{label}"] = opened["open_timeline_s"]
+        out[f"seek_p95_ms_{label}"] = opened["seek_p95_ms"]
+        out[f"seek_max_ms_{label}"] = opened["seek_max_ms"]
+        log(
+            f"  timeline after {opened['open_timeline_s']:.2f} s, {opened['seeks']} seeks by"
+            f" keys: p95 {opened['seek_p95_ms']:.1f} ms, max {opened['seek_max_ms']:.1f} ms"
+        )
     log(
         f"  first email {played['first_email_s']:.3f} s (worst {played['first_email_max_s']:.3f}),"
-        f" seek p95 {played['player_seek_p95_ms']:.1f} ms, peak RSS"
+        f" seek p95 {played['player_seek_p95_ms']:.1f} ms"
+        f" (max {played['player_seek_max_ms']:.1f}), peak RSS"
         f" {played['replay_peak_rss_mb']:.0f} MB, {played['replay_emails_per_s']:,.0f} emails/s,"
         f" read-ahead high water {played['read_ahead_high_water']},"
         f" rows pending {played['pending_rows_high_water']}"
@@ -307,7 +333,8 @@ def measure_size(work: Path, label: str, events: int, stretch: float, seed: int)
             f"  same: {compared['same']} ({compared['emails']:,} emails; replay_events"
             f" {compared['replay_events_s']:.1f} s, stream {compared['stream_s']:.1f} s)"
         )
-    shutil.rmtree(path, ignore_errors=True)
+    if made is None:
+        shutil.rmtree(path, ignore_errors=True)
     return out
 
 
@@ -321,10 +348,21 @@ def main() -> None:
     parser.add_argument("--stretch", type=float, default=10.0, help="full-speed seconds")
     parser.add_argument("--work", default=None, help="directory for the sessions (a temp dir)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--sessions", default=None, help="measure the indexed sessions DIR/s<size> (read only)"
+    )
+    parser.add_argument("--no-open", action="store_true", help="leave out the workbench")
     args = parser.parse_args()
     labels = ["1m"] if args.quick else ["1m", "10m", "100m"]
     if args.sizes:
         labels = [x.strip() for x in args.sizes.split(",")]
+    made: dict[str, Path] = {}
+    if args.sessions:
+        for label in labels:
+            path = Path(args.sessions) / f"s{label}"
+            if not (path / "index.json").is_file():
+                parser.error(f"{path} is not an indexed session (no index.json)")
+            made[label] = path
     work = Path(tempfile.mkdtemp(prefix="mailbus-bench-replay-", dir=args.work))
     result: dict[str, Any] = {"quick": args.quick, "sizes": labels}
     for label in ("1m", "10m", "100m"):
@@ -333,7 +371,17 @@ def main() -> None:
     result["replay_ratio_to_read"] = None
     try:
         for label in labels:
-            result.update(measure_size(work, label, SIZES[label], args.stretch, args.seed))
+            result.update(
+                measure_size(
+                    work,
+                    label,
+                    SIZES[label],
+                    args.stretch,
+                    args.seed,
+                    made=made.get(label),
+                    open_=not args.no_open,
+                )
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(result))

@@ -14,6 +14,7 @@ import mailbus
 import pytest
 from mailbus.sessions.index import INDEX_FILE, load_index
 from mailbus.sessions.player import Player, ReplayEvent, replay_events
+from mailbus.sessions.replay_options import offset_ns
 from mailbus.trace import TraceEvent
 from sessions_helpers import SAMPLE_NAMES, SAMPLES
 from waiting import eventually
@@ -201,3 +202,115 @@ def test_wait_landed_returns_once_the_seek_has_its_first_email(sorted_session: P
         assert player.buffered == 0 and player.position_s == old[-1].offset_ns / 1e9
         player.stop()
         assert player.wait_landed(0.0)  # stopped: nothing more will land
+
+
+@pytest.fixture(scope="module")
+def wide_groups(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """30,000 events in 2 parts of row groups of 8,192 rows: larger than the first
+    frame a start or seek works through before the rest of its row group."""
+    path = tmp_path_factory.mktemp("stream") / "wide"
+    write_synthetic(path, 30_000, part_rows=15_000, group_rows=8_192)
+    load_index(path)
+    return path
+
+
+def test_starting_inside_a_large_row_group_sends_what_the_global_player_sends(
+    wide_groups: Path,
+) -> None:
+    old = replay_events(wide_groups)
+    with mailbus.Context() as ctx:
+        whole = Player(wide_groups, ctx)
+        assert list(whole.stream(whole.origin_ns)) == old
+        for start_s in (0.0001, 0.25, 0.5003, 1.1):
+            player = Player(wide_groups, ctx, start_s=start_s, stop_s=start_s + 0.5)
+            expected = [e for e in old if start_s * 1e9 <= e.offset_ns <= (start_s + 0.5) * 1e9]
+            assert player.events == expected and len(expected) > 3_000, start_s
+
+
+def _seek_and_step(player: Player, arrived: threading.Semaphore, offset_s: float) -> None:
+    player.seek(offset_s)
+    player.step()
+    assert arrived.acquire(timeout=30), (offset_s, player.state, player.read_error)
+
+
+def test_seeks_to_row_group_boundaries_land_on_the_email_there(sorted_session: Path) -> None:
+    old = replay_events(sorted_session)
+    got: list[ReplayEvent] = []
+    arrived = threading.Semaphore(0)
+
+    def on_sent(_: Player, event: ReplayEvent) -> None:
+        got.append(event)
+        arrived.release()
+
+    with mailbus.Context() as ctx:
+        player = Player(sorted_session, ctx, on_sent=on_sent, read_ahead=5).start(paused=True)
+        origin = player.origin_ns
+        groups = player.index.groups_in_time_order()
+        assert len(groups) == 20
+        # Each group's first and last time, and a nanosecond either side of them.
+        times = sorted(
+            {
+                t + d
+                for g in groups[1:]
+                for t in (g.first_ns or 0, g.last_ns or 0)
+                for d in (-1, 0, 1)
+                if t + d >= origin and t + d <= old[-2].source_ns
+            }
+        )
+        for time_ns in times:
+            offset_s = (time_ns - origin) / 1e9
+            _seek_and_step(player, arrived, offset_s)
+            t = origin + offset_ns(offset_s)  # the time the seek asked for, in whole ns
+            want = next(e for e in old if e.source_ns >= t)
+            assert got[-1] == want, (t, groups)
+            # The estimate of emails skipped: the index's whole bins before the time.
+            width = player.index.width_ns
+            skipped = sum(
+                n
+                for name in player.names
+                for b, n in player.index.names[name].histogram.items()
+                if (b + 1) * width <= t
+            )
+            assert player.pass_position == skipped + 1
+        assert player.read_ahead_high_water <= 5
+        player.stop()
+
+
+def test_seeks_before_a_window_and_past_its_end(sorted_session: Path) -> None:
+    old = replay_events(sorted_session)
+    window = [e for e in old if 0.5e9 <= e.offset_ns <= 0.7e9]
+    got: list[ReplayEvent] = []
+    arrived = threading.Semaphore(0)
+
+    def on_sent(_: Player, event: ReplayEvent) -> None:
+        got.append(event)
+        arrived.release()
+
+    with mailbus.Context() as ctx:
+        player = Player(sorted_session, ctx, start_s=0.5, stop_s=0.7, on_sent=on_sent)
+        player.start(paused=True)
+        _seek_and_step(player, arrived, 0.0)  # before the window: its first email
+        assert got == window[:1] and player.pass_position == 1
+        _seek_and_step(player, arrived, 0.6)
+        assert got[-1] == next(e for e in window if e.offset_ns >= 0.6e9)
+        with pytest.raises(ValueError, match="seek offset"):
+            player.seek(-1.0)
+        player.seek(0.9)  # past the window's end: its end, nothing more to send
+        assert player.position_s == pytest.approx(window[-1].offset_ns / 1e9)
+        player.resume()
+        assert player.wait(30) and player.state == "finished"
+    assert len(got) == 2
+
+
+def test_the_reader_keeps_a_bounded_number_of_parts_open(sorted_session: Path) -> None:
+    from mailbus.sessions.pages import RowGroupReader, time_ordered
+
+    index = load_index(sorted_session)
+    reader = RowGroupReader(index, open_parts=2)
+    rows = 0
+    for frame in time_ordered(reader, 0, None, ["message_id"]):
+        rows += frame.height
+        assert reader.open_files <= 2
+    assert rows == index.rows == 40_000
+    assert reader.files_opened == len(index.parts) == 5
+    assert reader.pending_high_water <= 2 * 2_048

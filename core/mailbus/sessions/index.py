@@ -3,14 +3,16 @@
 A session directory holds, beside its parts, `index.json` (written atomically, never
 part of what was recorded). It lists:
 
-- per part (`PartEntry`: file, bytes, rows) and per row group (`RowGroup`): its row
+- per part (`PartEntry`: file, bytes, modification time, rows) and per row group
+  (`RowGroup`): its row
   offsets (`first_row` in the session, `part_row` in its part), row count, time range
   (`first_ns`, `last_ns`) and, when few, the names it holds;
 - per name (`NameStats`): rows, time range, and the emails a replay sends (counts per
   EnvelopeKind, their time range and a histogram);
 - counts per kind, and a histogram of all rows at a fixed resolution (`width_ns`, a
   power of two times 1 ms, doubled whenever the session spans more than `MAX_BINS`
-  bins) from which `density(bins)` draws a timeline.
+  bins) from which `density(bins)` draws a timeline. Histograms are `Histogram`s:
+  dense, as stored, with running totals for the count of a range of bins.
 
 The time axis is the replay's: `coalesce(source_ns, recorded_ns)` (`replay_rows.TIME`),
 in nanoseconds since the epoch. Emails are counted with the replay's rules
@@ -21,10 +23,15 @@ API:
   file; builds it (streaming row group by row group, a few columns at a time, so in
   bounded memory) when it is missing, unreadable or disagrees with the parts, and
   extends it with the parts added since (a session still being recorded); `notes` says
-  what was done. It is written beside the parts unless the directory is read-only (kept
-  in memory, said in `notes`) or the recorder is still writing it.
+  what was done. Whether the index still describes the parts is decided from a stat of
+  each (size, and modification time where the index has it; a part whose time changed
+  but not its size has its footer compared: rows and row groups), never from reading
+  all their footers, so that loading the index of a 100-part session stays quick. It
+  is written beside the parts unless the directory is read-only (kept in memory, said
+  in `notes`) or the recorder is still writing it.
 - `SessionIndex.locate(t_ns) -> Position | None`: the part, row group and row offset
-  where time `t_ns` starts (None past the end).
+  where time `t_ns` starts (None past the end); `groups_in_time_order(start, stop)`: the
+  row groups of a time range, found by bisection.
 - `SessionIndex.density(bins, name=None, emails=False)`: row (or email) counts in `bins`
   equal columns over the session.
 - `IndexBuilder`: the incremental builder the recorder feeds as it writes row groups.
@@ -37,10 +44,13 @@ import contextlib
 import json
 import logging
 import os
+import threading
 import uuid
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +65,12 @@ from mailbus.sessions.replay_rows import (
     time_expr,
 )
 from mailbus.sessions.schema import TEMP_SUFFIX
+from mailbus.sessions.session_dir import (
+    INDEX_FILE,
+    INDEX_FORMAT,
+    INDEX_VERSION,
+    index_signature,
+)
 
 with needs_extra("mailbus.sessions"):
     import polars as pl
@@ -63,9 +79,8 @@ with needs_extra("mailbus.sessions"):
 
 log = logging.getLogger(__name__)
 
-INDEX_FILE = "index.json"
-INDEX_FORMAT = "mailbus-session-index"
-INDEX_VERSION = 1
+__all__ = ["INDEX_FILE", "INDEX_FORMAT", "INDEX_VERSION"]  # defined with the directory
+
 BASE_WIDTH_NS = 1_000_000  # the finest histogram bin: 1 ms
 MAX_BINS = 4096  # histogram resolution: the span is cut into at most this many bins
 MAX_GROUP_NAMES = 64  # a row group lists its names when it holds at most this many
@@ -75,10 +90,75 @@ BUILD_BATCH_ROWS = 262_144
 BUILD_SEEN_IDS = 65_536
 
 Progress = Callable[[int, int], None]  # (rows indexed, rows in all)
+# Indexes loaded lately, by directory and index file signature: a second player or view
+# on the same session does not parse the file again (they are immutable).
+_LOADED_KEEP = 4
+_loaded: OrderedDict[tuple[str, tuple[int, int, int], bool], SessionIndex] = OrderedDict()
+_loaded_lock = threading.Lock()
 
 
 class IndexUnavailableError(SessionError):
     """A session's index is missing or out of date, and building it was not allowed."""
+
+
+class Histogram(Mapping[int, int]):
+    """Counts per bin (bin -> count, the bins holding none left out), stored dense from
+    its first bin as the index file stores it, with running totals so that the count of
+    a range of bins (`between`) is two look-ups, not a loop over the bins."""
+
+    __slots__ = ("_counts", "_first", "_running", "_size")
+
+    def __init__(self, first: int, counts: Sequence[int]) -> None:
+        self._first = first
+        self._counts = list(counts)
+        self._running: list[int] | None = None
+        self._size: int | None = None
+
+    @classmethod
+    def of(cls, counts: Mapping[int, int]) -> Histogram:
+        if isinstance(counts, Histogram):
+            return counts
+        bins = [b for b, n in counts.items() if n]
+        if not bins:
+            return cls(0, [])
+        first, last = min(bins), max(bins)
+        return cls(first, [counts.get(b, 0) for b in range(first, last + 1)])
+
+    @property
+    def first_bin(self) -> int:
+        return self._first
+
+    @property
+    def dense(self) -> list[int]:
+        """Counts from `first_bin` on, one per bin (zeros included)."""
+        return self._counts
+
+    def __getitem__(self, b: int) -> int:
+        i = b - self._first
+        if 0 <= i < len(self._counts) and self._counts[i]:
+            return self._counts[i]
+        raise KeyError(b)
+
+    def __iter__(self) -> Iterator[int]:
+        first = self._first
+        return (first + i for i, n in enumerate(self._counts) if n)
+
+    def __len__(self) -> int:
+        if self._size is None:
+            self._size = sum(1 for n in self._counts if n)
+        return self._size
+
+    def __repr__(self) -> str:
+        return f"Histogram(first_bin={self._first}, bins={len(self._counts)})"
+
+    def between(self, lo: int, hi: int) -> int:
+        """The count of bins lo to hi, both included."""
+        lo, hi = max(lo, self._first), min(hi, self._first + len(self._counts) - 1)
+        if lo > hi:
+            return 0
+        if self._running is None:
+            self._running = [0, *accumulate(self._counts)]
+        return self._running[hi - self._first + 1] - self._running[lo - self._first]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +185,9 @@ class PartEntry:
     bytes: int
     rows: int
     row_groups: tuple[RowGroup, ...]
+    # When the part was last written (st_mtime_ns; None in indexes made before it was
+    # kept): with its size, tells that the part is still the one indexed. Not content.
+    mtime_ns: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +198,7 @@ class NameStats:
     emails: Mapping[str, int]  # emails a replay sends, per EnvelopeKind value
     emails_first_ns: int | None
     emails_last_ns: int | None
-    histogram: Mapping[int, int]  # emails per bin (bin = t // width_ns)
+    histogram: Histogram  # emails per bin (bin = t // width_ns)
 
     @property
     def email_count(self) -> int:
@@ -144,7 +227,7 @@ class SessionIndex:
     counts_by_kind: Mapping[str, int]
     names: Mapping[str, NameStats]
     width_ns: int
-    histogram: Mapping[int, int]  # rows per bin (bin = t // width_ns)
+    histogram: Histogram  # rows per bin (bin = t // width_ns)
     complete: bool  # the recording was closed (its manifest says complete)
     notes: tuple[str, ...] = field(default=(), compare=False)  # what load_index did
     written: bool = field(default=True, compare=False)  # False: kept in memory only
@@ -154,10 +237,27 @@ class SessionIndex:
     def counts_by_name(self) -> dict[str, int]:
         return {name: stats.rows for name, stats in self.names.items()}
 
-    @property
+    @cached_property
     def row_groups(self) -> tuple[RowGroup, ...]:
         """Every row group, parts in order."""
         return tuple(g for part in self.parts for g in part.row_groups)
+
+    @cached_property
+    def _time_order(self) -> tuple[list[RowGroup], list[int], list[int]]:
+        """The row groups holding rows, by (first time, part, number); their first times;
+        and the latest last time of each and of all before it (non-decreasing), so that
+        the groups of a time range are found by bisection."""
+        groups = sorted(
+            (g for g in self.row_groups if g.first_ns is not None and g.last_ns is not None),
+            key=lambda g: (g.first_ns, g.part, g.number),
+        )
+        firsts = [g.first_ns for g in groups if g.first_ns is not None]
+        reach = list(accumulate((g.last_ns for g in groups if g.last_ns is not None), max))
+        return groups, firsts, reach
+
+    @cached_property
+    def _row_starts(self) -> list[int]:
+        return [g.first_row for g in self.row_groups]
 
     @property
     def duration_ns(self) -> int:
@@ -213,31 +313,47 @@ class SessionIndex:
         if lo is None or hi is None:
             return out
         span = max(hi - lo, 1)
-        for hist in sources:
-            for b, count in hist.items():
-                start = b * self.width_ns
-                column = (start - lo) * bins // span
-                out[min(bins - 1, max(0, column))] += count
+        width, last = self.width_ns, bins - 1
+        for source in sources:
+            hist = Histogram.of(source)
+            first = hist.first_bin
+            for i, count in enumerate(hist.dense):
+                if count:
+                    column = ((first + i) * width - lo) * bins // span
+                    out[min(last, max(0, column))] += count
         return out
+
+    def emails_between(self, names: Iterable[str], lo_bin: int, hi_bin: int) -> int:
+        """Emails of `names` in histogram bins lo_bin to hi_bin (both included): a
+        couple of look-ups per name, whatever the span."""
+        total = 0
+        for name in names:
+            stats = self.names.get(name)
+            if stats is not None:
+                total += stats.histogram.between(lo_bin, hi_bin)
+        return total
 
     # -- seeking -------------------------------------------------------------------------
     def groups_in_time_order(self, start_ns: int = 0, stop_ns: int | None = None) -> list[RowGroup]:
-        """The row groups holding a time in [start_ns, stop_ns], by their first time."""
-        groups = [g for g in self.row_groups if g.overlaps(start_ns, stop_ns)]
-        groups.sort(key=lambda g: (g.first_ns, g.part, g.number))
-        return groups
+        """The row groups holding a time in [start_ns, stop_ns], by their first time
+        (bisection: those before hold no time that late, those after none that early)."""
+        groups, firsts, reach = self._time_order
+        lo = bisect.bisect_left(reach, start_ns)
+        hi = len(groups) if stop_ns is None else bisect.bisect_right(firsts, stop_ns)
+        return [g for g in groups[lo:hi] if g.overlaps(start_ns, stop_ns)]
 
     def locate(self, t_ns: int) -> Position | None:
         """Where time `t_ns` starts: the row group (in time order) holding the first row
         at or after it, and that row's offset in the group (its time column is read,
         one row group). None past the end of the session."""
-        groups = self.groups_in_time_order(t_ns)
-        if not groups:
+        groups, _, reach = self._time_order
+        i = bisect.bisect_left(reach, t_ns)
+        group = next((g for g in groups[i:] if g.overlaps(t_ns, None)), None)
+        if group is None:
             return None
-        group = groups[0]
         entry = self.parts[group.part]
         table = pq.ParquetFile(self.path / entry.file).read_row_group(
-            group.number, columns=["source_ns", "recorded_ns"]
+            group.number, columns=["source_ns", "recorded_ns"], use_threads=False
         )
         frame = pl.from_arrow(table)
         assert isinstance(frame, pl.DataFrame)
@@ -254,8 +370,7 @@ class SessionIndex:
     def row_group_of_row(self, row_number: int) -> RowGroup | None:
         """The row group holding session row `row_number` (parts in order)."""
         groups = self.row_groups
-        starts = [g.first_row for g in groups]
-        i = bisect.bisect_right(starts, row_number) - 1
+        i = bisect.bisect_right(self._row_starts, row_number) - 1
         if i < 0 or row_number >= groups[i].first_row + groups[i].rows:
             return None
         return groups[i]
@@ -288,6 +403,7 @@ class SessionIndex:
                 {
                     "file": p.file,
                     "bytes": p.bytes,
+                    **({} if p.mtime_ns is None else {"mtime_ns": p.mtime_ns}),
                     "rows": p.rows,
                     "row_groups": [
                         [g.number, g.part_row, g.rows, g.first_ns, g.last_ns, g.names]
@@ -301,15 +417,23 @@ class SessionIndex:
 
 def _hist_json(hist: Mapping[int, int]) -> list[Any]:
     """[first bin, [count per bin from it on]] (dense: at most MAX_BINS bins)."""
-    if not hist:
+    dense = Histogram.of(hist)
+    if not len(dense):
         return [0, []]
-    first, last = min(hist), max(hist)
-    return [first, [hist.get(b, 0) for b in range(first, last + 1)]]
+    counts = dense.dense
+    end = len(counts)
+    while end and not counts[end - 1]:
+        end -= 1
+    start = next(i for i, n in enumerate(counts) if n)
+    return [dense.first_bin + start, counts[start:end]]
 
 
-def _hist_from_json(value: Any) -> dict[int, int]:
+def _hist_from_json(value: Any) -> Histogram:
     first, counts = value
-    return {int(first) + i: int(c) for i, c in enumerate(counts) if c}
+    # One pass in C: a string fails the sum, a fraction makes it no int.
+    if not isinstance(counts, list) or not isinstance(sum(counts), int):
+        raise ValueError("a histogram's counts are not whole numbers")
+    return Histogram(int(first), counts)
 
 
 def index_from_json(path: Path, data: Mapping[str, Any], *, complete: bool) -> SessionIndex:
@@ -333,8 +457,15 @@ def index_from_json(path: Path, data: Mapping[str, Any], *, complete: bool) -> S
                     None if names is None else tuple(str(n) for n in names),
                 )
             )
+        mtime = part.get("mtime_ns")
         parts.append(
-            PartEntry(str(part["file"]), int(part["bytes"]), int(part["rows"]), tuple(groups))
+            PartEntry(
+                str(part["file"]),
+                int(part["bytes"]),
+                int(part["rows"]),
+                tuple(groups),
+                None if mtime is None else int(mtime),
+            )
         )
         first_row += int(part["rows"])
     names = {
@@ -514,9 +645,10 @@ class IndexBuilder:
         for acc in self.names.values():
             acc.histogram = _rebin(acc.histogram, factor)
 
-    def finish_part(self, file: str, size: int) -> None:
-        """The part whose row groups were added is complete as `file` of `size` bytes."""
-        self.parts.append(PartEntry(file, size, self._part_rows, tuple(self._groups)))
+    def finish_part(self, file: str, size: int, mtime_ns: int | None = None) -> None:
+        """The part whose row groups were added is complete as `file` of `size` bytes,
+        last written at `mtime_ns` (its st_mtime_ns)."""
+        self.parts.append(PartEntry(file, size, self._part_rows, tuple(self._groups), mtime_ns))
         self._groups = []
         self._part_rows = 0
 
@@ -539,7 +671,8 @@ class IndexBuilder:
             raise SessionError(
                 f"part {path} cannot be indexed: it is truncated or corrupt ({exc})"
             ) from None
-        self.finish_part(path.name, path.stat().st_size)
+        st = path.stat()
+        self.finish_part(path.name, st.st_size, st.st_mtime_ns)
 
     def snapshot(self, *, complete: bool, notes: Sequence[str] = ()) -> SessionIndex:
         return SessionIndex(
@@ -557,12 +690,12 @@ class IndexBuilder:
                     dict(acc.emails),
                     acc.emails_first_ns,
                     acc.emails_last_ns,
-                    dict(acc.histogram),
+                    Histogram.of(acc.histogram),
                 )
                 for name, acc in self.names.items()
             },
             width_ns=self.width_ns,
-            histogram=dict(self.histogram),
+            histogram=Histogram.of(self.histogram),
             complete=complete,
             notes=tuple(notes),
         )
@@ -603,36 +736,63 @@ def _span_hint(parts: Sequence[Path]) -> tuple[int, int] | None:
 
 
 def _stored(session: Session) -> tuple[SessionIndex | None, str]:
-    """The index file's content, or None and why it cannot be used."""
+    """The index file's content, or None and why it cannot be used. The file read when
+    the session was opened is used when it has not changed since, and an index loaded
+    lately from the same file is handed out again."""
     path = session.path / INDEX_FILE
-    if not path.exists():
+    signature = index_signature(path)
+    if signature is None:
         return None, "no index"
+    key = (str(session.path), signature, session.complete)
+    with _loaded_lock:
+        cached = _loaded.get(key)
+        if cached is not None:
+            _loaded.move_to_end(key)
+            return cached, ""
+    held = session.index_file
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        if held is not None and held.signature == signature:
+            data: Any = held.data
+        else:
+            data = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
         version = data.get("version")
         if isinstance(version, int) and version > INDEX_VERSION:
             return None, f"index version {version} is newer than this mailbus reads"
-        return index_from_json(session.path, data, complete=session.complete), ""
+        index = index_from_json(session.path, data, complete=session.complete)
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError) as exc:
         return None, f"index unreadable ({type(exc).__name__}: {exc})"
+    with _loaded_lock:
+        _loaded[key] = index
+        while len(_loaded) > _LOADED_KEEP:
+            _loaded.popitem(last=False)
+    return index, ""
 
 
 def _usable_prefix(stored: SessionIndex, session: Session) -> tuple[int, str]:
     """How many of the session's parts the stored index describes as they are (same
-    name, same size: a stat, not a footer read, so that opening stays quick); and, when
-    it disagrees with them, why."""
+    name, same size and, where the index has it, modification time: a stat, not a
+    footer read, so that opening stays quick); and, when it disagrees with them, why. A
+    part whose time changed but not its size (copied without its times, touched) has its
+    footer compared with the index: rows and row groups."""
     on_disk = list(session.parts)
     for i, entry in enumerate(stored.parts):
         if i >= len(on_disk) or on_disk[i].name != entry.file:
             return -1, f"index lists part {entry.file}, which the session does not have"
-        size = on_disk[i].stat().st_size
-        if size != entry.bytes:
+        st = on_disk[i].stat()
+        if st.st_size != entry.bytes:
             return -1, (
                 f"index disagrees with part {entry.file} ({entry.bytes} bytes indexed, "
-                f"{size} found)"
+                f"{st.st_size} found)"
             )
+        if entry.mtime_ns is not None and entry.mtime_ns != st.st_mtime_ns:
+            _, rows, groups = _footer(on_disk[i])
+            if (rows, groups) != (entry.rows, len(entry.row_groups)):
+                return -1, (
+                    f"index disagrees with part {entry.file} ({entry.rows} rows in "
+                    f"{len(entry.row_groups)} row groups indexed, {rows} in {groups} found)"
+                )
     return len(stored.parts), ""
 
 

@@ -3,7 +3,12 @@
 `open_session` (mailbus.sessions.reader) hands a `.mcap` file (or any file starting with
 MCAP's magic) to `open_mcap`, which converts it ONCE into an ordinary session directory
 in a cache (`$XDG_CACHE_HOME/mailbus/mcap/<key>`, the key made of the file's path, size
-and modification time) and opens that; the user's file is only ever read. The conversion
+and modification time) and opens that; the user's file is only ever read. The cache is
+bounded (`prune_cache`): after each open, the conversions used least recently are
+removed until the cache holds at most `MAILBUS_MCAP_CACHE_MB` megabytes (default
+`CACHE_LIMIT_MB`), never the one just opened nor one used in the last
+`RECENTLY_USED_S` seconds (another process may be opening it); the removal is said.
+Last use is the entry directory's modification time, set at each open. The conversion
 streams through the file's chunk index (`mcap.reader`), a chunk at a time, and writes
 Parquet parts row group by row group, so memory is bounded by a chunk and a row group.
 
@@ -19,6 +24,7 @@ named, counted, left out, said on stderr and in the session manifest's `mcap.ref
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import operator
@@ -59,6 +65,11 @@ with needs_extra("mailbus.sessions"):
     from mcap.stream_reader import StreamReader
 
 MAGIC = b"\x89MCAP0\r\n"
+CACHE_LIMIT_MB = 4_096  # the conversion cache's default bound
+CACHE_LIMIT_ENV = "MAILBUS_MCAP_CACHE_MB"
+RECENTLY_USED_S = 60.0
+STALE_TEMP_S = 86_400.0  # a conversion's temporary directory this old was abandoned
+_KEY = re.compile(r"[0-9a-f]{32}")
 # Bumped when the conversion changes, so that older conversions in the cache are redone.
 CONVERSION_VERSION = "1"
 ROW_GROUP_ROWS = 32_768
@@ -162,6 +173,7 @@ def open_mcap(
     target = _cached(key)
     if target is None:
         target = _convert_into_cache(source, key, report)
+    _use(target, report)
     session = open_session(
         target, allow_empty=allow_empty, skip_bad_parts=skip_bad_parts, label=label or source.name
     )
@@ -169,6 +181,94 @@ def open_mcap(
         for refused in session.manifest.get("mcap", {}).get("refused", []):
             report(_refusal_line(source, refused))
     return session
+
+
+def cache_limit_bytes(report: Report | None = None) -> int:
+    """The cache's bound: `MAILBUS_MCAP_CACHE_MB` (megabytes, >= 0) or CACHE_LIMIT_MB."""
+    text = os.environ.get(CACHE_LIMIT_ENV, "").strip()
+    if text:
+        try:
+            megabytes = float(text)
+        except ValueError:
+            megabytes = -1.0
+        if megabytes >= 0 and megabytes == megabytes and megabytes != float("inf"):
+            return int(megabytes * 2**20)
+        if report is not None:
+            report(
+                f"{CACHE_LIMIT_ENV}={text!r} is not a number of megabytes (>= 0): "
+                f"the MCAP cache keeps its default bound of {CACHE_LIMIT_MB} MB"
+            )
+    return CACHE_LIMIT_MB * 2**20
+
+
+def _use(target: Path, report: Report | None) -> None:
+    """Mark `target` used now, and bound the cache it is in (a failure to do either
+    never fails the open: the conversion is there)."""
+    with contextlib.suppress(OSError):
+        os.utime(target)
+    try:
+        removed = prune_cache(target.parent, cache_limit_bytes(report), keep=target)
+    except OSError:
+        return
+    if removed and report is not None:
+        freed = sum(size for _, size in removed) / 2**20
+        report(
+            f"removed {len(removed)} MCAP conversion(s) used least recently from "
+            f"{target.parent} ({freed:.1f} MB; the cache keeps at most "
+            f"{cache_limit_bytes() / 2**20:.0f} MB, {CACHE_LIMIT_ENV})"
+        )
+
+
+def _tree_bytes(path: Path) -> int:
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total
+
+
+def prune_cache(
+    root: Path, limit_bytes: int, *, keep: Path | None = None, now: float | None = None
+) -> list[tuple[Path, int]]:
+    """Remove the conversions in `root` used least recently until those left total at
+    most `limit_bytes`; `keep` (the one in use) and those used in the last
+    RECENTLY_USED_S seconds stay whatever their size. Temporary directories of
+    conversions abandoned STALE_TEMP_S ago go too. Returns what was removed, with sizes.
+    Each is first renamed out of the way (atomically: no one opens half of it)."""
+    if not _ours(root):
+        return []
+    now = time.time() if now is None else now
+    entries: list[tuple[float, Path, int]] = []
+    for child in root.iterdir():
+        try:
+            st = child.lstat()
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            continue
+        if child.name.startswith("."):
+            if now - st.st_mtime > STALE_TEMP_S:
+                shutil.rmtree(child, ignore_errors=True)
+            continue
+        if _KEY.fullmatch(child.name):
+            entries.append((st.st_mtime, child, _tree_bytes(child)))
+    total = sum(size for _, _, size in entries)
+    removed: list[tuple[Path, int]] = []
+    for used, child, size in sorted(entries, key=lambda e: e[0]):
+        if total <= limit_bytes:
+            break
+        if child == keep or now - used < RECENTLY_USED_S:
+            continue
+        doomed = root / f".{child.name}.removing"
+        try:
+            os.replace(child, doomed)
+        except OSError:
+            continue
+        shutil.rmtree(doomed, ignore_errors=True)
+        total -= size
+        removed.append((child, size))
+    return removed
 
 
 def _refusal_line(source: Path, refused: dict[str, Any]) -> str:

@@ -71,6 +71,10 @@ DEFAULT_ID_MAP_SIZE = 100_000  # recorded -> replayed Message-IDs remembered for
 DEFAULT_GID_MAP_SIZE = 10_000  # recorded -> replayed GIDs
 INT64_MAX = 2**63 - 1
 _SLICE_ROWS = 1_024  # emails turned into Python objects at a time
+# After a start or seek: rows of the first frame whose copies are chosen before the rest
+# of its row group, and emails of the first slice (what the first email waits for).
+_FIRST_ROWS = 2_048
+_FIRST_SLICE = 32
 _ENGINE_HEADERS = {
     h.lower()
     for h in (
@@ -434,12 +438,20 @@ class Player:
             self._where,
             groups=self._in_names,
             cancelled=cancelled,
+            first_rows=_FIRST_ROWS,
         )
+        first = True
         for frame in frames:
+            if cancelled is not None and cancelled():  # a seek: the rest is not wanted
+                return
             chosen = choose_copies(email_rows(frame), seen)
             # In slices: the first email is ready without converting a whole row group.
-            for start in range(0, chosen.height, _SLICE_ROWS):
-                yield from _events_of(chosen.slice(start, _SLICE_ROWS), self.origin_ns)
+            start = 0
+            while start < chosen.height:
+                size = _FIRST_SLICE if first else _SLICE_ROWS
+                first = False
+                yield from _events_of(chosen.slice(start, size), self.origin_ns)
+                start += size
 
     @property
     def events(self) -> list[ReplayEvent]:
@@ -557,13 +569,13 @@ class Player:
 
     def _emails_before(self, t_ns: int) -> int:
         """Emails of the window before time `t_ns`, from the index's histograms (whole
-        bins: an estimate within one bin)."""
+        bins: an estimate within one bin): the bins ending by `t_ns` and starting no
+        more than one bin before the window, from running totals (a seek on the
+        caller's thread costs a few look-ups per name, not a pass over the bins)."""
         width = self.index.width_ns
-        count = 0
-        for name in self.names:
-            for b, n in self.index.names[name].histogram.items():
-                if (b + 1) * width <= t_ns and b * width >= self._lo - width:
-                    count += n
+        last_bin = t_ns // width - 1
+        first_bin = -((width - self._lo) // width)  # ceil((lo - width) / width)
+        count = self.index.emails_between(self.names, first_bin, last_bin)
         return min(count, self._total) if self._total is not None else count
 
     def stop(self, timeout: float = 5.0) -> None:

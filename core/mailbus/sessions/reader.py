@@ -74,7 +74,9 @@ def open_sessions(paths: Iterable[str | os.PathLike[str]], **kwargs: Any) -> lis
         n = seen.get(s.name, 0)
         seen[s.name] = n + 1
         result.append(
-            s if n == 0 else Session(s.path, s.manifest, s.parts, s.skipped, f"{s.name}#{n}")
+            s
+            if n == 0
+            else Session(s.path, s.manifest, s.parts, s.skipped, f"{s.name}#{n}", s.index_file)
         )
     return result
 

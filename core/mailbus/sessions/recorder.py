@@ -508,7 +508,8 @@ class Recorder:
             self._part_rows = 0
             self._part_first_ns = 0
             self._part_last_ns = 0
-        self._session_index.finish_part(final.name, final.stat().st_size)
+        st = final.stat()
+        self._session_index.finish_part(final.name, st.st_size, st.st_mtime_ns)
         self._write_index()
 
     def manifest(self, status: str = "") -> dict[str, Any]:

@@ -5,12 +5,20 @@ version this engine knows. Parts still being written (`*.tmp`) are ignored, so a
 recording can be read while it grows and after it was killed. Each part's Parquet
 footer is checked when the session is opened: a truncated or corrupt part is named in
 the error rather than failing deep inside a query.
+
+A part the session's index (`index.json`, mailbus.sessions.index) describes as it is
+on disk (same name, same size, and the same modification time when the index recorded
+one: a stat, not a read) is not checked again: the index was made from its footer and
+rows. Opening a 100-part session then stats its parts instead of reading 100 footers.
+The index file read for this is kept on the `Session` (`index_file`), so that loading
+the index does not read it again.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +41,11 @@ with needs_extra("mailbus.sessions"):
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 
+INDEX_FILE = "index.json"
+INDEX_FORMAT = "mailbus-session-index"
+INDEX_VERSION = 1
+
+
 class SessionError(Exception):
     """A session cannot be read; the message says which file and why."""
 
@@ -49,6 +62,15 @@ class TruncatedPartError(SessionError):
     """A part file is truncated or corrupt."""
 
 
+@dataclass(frozen=True, slots=True)
+class IndexFile:
+    """The content of a session's index file as read when the session was opened, with
+    the file's stat signature then (a reader re-reads it when the file has changed)."""
+
+    signature: tuple[int, int, int]  # (inode, size, mtime_ns)
+    data: Mapping[str, Any]
+
+
 @dataclass(frozen=True)
 class Session:
     """An opened session: its directory, manifest (empty if missing) and part files."""
@@ -58,6 +80,7 @@ class Session:
     parts: tuple[Path, ...]
     skipped: tuple[tuple[Path, str], ...] = field(default=())
     label: str = ""
+    index_file: IndexFile | None = field(default=None, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -148,6 +171,58 @@ def _check_part(path: Path) -> None:
         raise SessionError(f"part {path} lacks columns {', '.join(missing)}")
 
 
+def index_signature(path: Path) -> tuple[int, int, int] | None:
+    """(inode, size, mtime_ns) of file `path`, None when there is none."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def read_index_file(directory: Path) -> IndexFile | None:
+    """The index file of `directory` parsed, or None when it is missing, unreadable or
+    not a mailbus index (mailbus.sessions.index then says why and rebuilds it)."""
+    path = directory / INDEX_FILE
+    before = index_signature(path)
+    if before is None:
+        return None
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != INDEX_FORMAT:
+        return None
+    after = index_signature(path)
+    if after != before:  # replaced while read: let the index's loader read it again
+        return None
+    return IndexFile(before, data)
+
+
+def _described_parts(index: IndexFile | None, parts: Sequence[Path]) -> set[Path]:
+    """The parts `index` describes as they are on disk: same position and name, same
+    size, and the same modification time where the index recorded one."""
+    if index is None:
+        return set()
+    version = index.data.get("version")
+    entries = index.data.get("parts")
+    if not isinstance(version, int) or version > INDEX_VERSION or not isinstance(entries, list):
+        return set()
+    trusted: set[Path] = set()
+    for part, entry in zip(parts, entries, strict=False):
+        if not isinstance(entry, dict) or entry.get("file") != part.name:
+            break
+        try:
+            st = part.stat()
+        except OSError:
+            break
+        mtime = entry.get("mtime_ns")
+        if entry.get("bytes") != st.st_size or (mtime is not None and mtime != st.st_mtime_ns):
+            continue  # this part's footer is checked; the index's loader compares it
+        trusted.add(part)
+    return trusted
+
+
 def open_directory(
     path: str | os.PathLike[str],
     *,
@@ -196,9 +271,14 @@ def open_directory(
     )
     if not manifest and not parts:
         raise SessionError(f"{directory} holds no mailbus session (no manifest, no parts)")
+    index_file = read_index_file(directory)
+    described = _described_parts(index_file, parts)
     good: list[Path] = []
     skipped: list[tuple[Path, str]] = []
     for part in parts:
+        if part in described:
+            good.append(part)
+            continue
         try:
             _check_part(part)
         except TruncatedPartError as exc:
@@ -207,7 +287,7 @@ def open_directory(
             skipped.append((part, str(exc)))
             continue
         good.append(part)
-    session = Session(directory, manifest, tuple(good), tuple(skipped), label)
+    session = Session(directory, manifest, tuple(good), tuple(skipped), label, index_file)
     if not good and not allow_empty:
         raise EmptySessionError(
             f"session {directory} is empty: no complete part file"
