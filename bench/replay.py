@@ -5,7 +5,7 @@
 
 For each size (1 M, 10 M and 100 M events; `--quick`: 1 M), a synthetic session is
 written part by part in bounded memory (bench/synthetic_sorted.py: time-sorted parts of
-1 M rows in row groups of 64 Ki rows, as the recorder writes them), without an index.
+1 M rows in row groups of 16 Ki rows, as the recorder writes them), without an index.
 Then, each measured in a fresh process (peak RSS is its own):
 
 - `index_build_s`: building the index of the unindexed session (with its peak RSS),

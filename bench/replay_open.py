@@ -27,6 +27,7 @@ from typing import Any
 
 SEEK_KEYS = ("shift+right", "right", "shift+right", "end", "home") * 8
 TIMEOUT_S = 600.0
+POLL_S = 0.002  # how often the state is looked at
 
 
 def _p95(values: list[float]) -> float:
@@ -57,7 +58,7 @@ async def _measure(path: Path) -> dict[str, Any]:
             seeked.append(message.offset_s)
 
     try:
-        async with app.run_test(size=(140, 40), message_hook=hook) as pilot:
+        async with app.run_test(size=(140, 40), message_hook=hook):
             bar = app.query_one(TimelineBar)
             view = app.query_one(SessionsView)
 
@@ -65,8 +66,13 @@ async def _measure(path: Path) -> dict[str, Any]:
                 deadline = time.perf_counter() + TIMEOUT_S
                 while not condition():
                     if time.perf_counter() > deadline:
-                        raise RuntimeError(f"timed out waiting for {what}")
-                    await pilot.pause(0.001)
+                        p = view.player
+                        where = p and (p.state, p.position_s, p.duration_s, p.buffered)
+                        raise RuntimeError(f"timed out waiting for {what} (player: {where})")
+                    # Not pilot.pause: it waits on every widget and paints a frame,
+                    # each time (at 1 ms, most of the process's GIL, the player
+                    # starved); the app runs on this loop and paints at its pace.
+                    await asyncio.sleep(POLL_S)
 
             await until(lambda: bar.timeline is not None, "the timeline")
             open_timeline_s = time.perf_counter() - started

@@ -120,7 +120,7 @@ def write_synthetic(
     total: int,
     *,
     part_rows: int = 1_000_000,
-    group_rows: int = 65_536,
+    group_rows: int = 16_384,  # the recorder's DEFAULT_ROW_GROUP_ROWS
     sort: bool = True,
 ) -> None:
     """A session of about `total` events (a whole number of 20-event blocks) in parts of

@@ -74,9 +74,11 @@ DEFAULT_MAX_QUEUED = 20_000
 DEFAULT_BATCH_ROWS = 5_000
 DEFAULT_PART_BYTES = 64 * 1024 * 1024
 DEFAULT_PART_SECONDS = 300.0
-# Row groups: large enough to read fast, small enough that a seek reads little (a row
-# group of the benchmark's sessions, 64 Ki rows, is 2-3 MB on disk and ~20 ms to read).
-DEFAULT_ROW_GROUP_ROWS = 65_536
+# Row groups: large enough to read fast, small enough that a seek reads little. A seek
+# reads one whole group: at 16 Ki rows the workbench's seek p95 on the benchmark's
+# sessions was half what it was at 64 Ki (bench.replay_open, same run), and a full
+# replay reads about as fast (docs/benchmarks.md).
+DEFAULT_ROW_GROUP_ROWS = 16_384
 DEFAULT_ROW_GROUP_BYTES = 8 * 1024 * 1024  # of Arrow data held while a group fills
 DROPPED_KIND = SessionKind.RECORDER_DROPPED
 _NAME_CACHE_LIMIT = 10_000

@@ -63,6 +63,13 @@ def _span(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {secs:02d} s"
 
 
+def within(player: Player, offset_s: float) -> float:
+    """A seek's offset kept on the player's last email: the timeline's end can lie past
+    it (a received copy recorded after the email the player sends), and a paused player
+    sought past its last email finishes, where End should stand on that email."""
+    return min(offset_s, player.duration_s)
+
+
 class EventTable(FixedTable[str | Text]):
     """One page of the session's events; moving past its first or last row asks for the
     page before or after (`PageWanted`), so the list pages through any session. Its place
@@ -413,7 +420,7 @@ class PlaybackPane(Vertical):
         while one is being built, it is sought once built)."""
         player = self.player
         if player is not None and player.state in LIVE:
-            player.seek(offset_s)
+            player.seek(within(player, offset_s))
         elif self._building:
             self._pending_seek = offset_s  # a drag: one player, sought when built
         else:
@@ -455,7 +462,7 @@ class PlaybackPane(Vertical):
         try:
             player = session_control.build_player(opened, engine.context, options)
             if at_s is not None:  # before it starts: it reads from there, not from 0 first
-                player.seek(at_s)
+                player.seek(within(player, at_s))
         except Exception as exc:  # ValueError of the options, SessionError: shown
             self.post_message(self._PlayerBuilt(None, paused, None, str(exc)))
             return
@@ -476,7 +483,7 @@ class PlaybackPane(Vertical):
         if result.then is not None:
             result.then(player)
         if pending is not None:  # the cursor moved on while the player was built
-            player.seek(pending)
+            player.seek(within(player, pending))
 
     @on(Button.Pressed, "#play-step")
     def step(self) -> None:
