@@ -136,3 +136,26 @@ def test_an_email_over_the_servers_size_limit_is_refused_kept_and_the_next_goes_
     _, stored = show_entry(outbox, kept.id)
     assert len(stored) == kept.size  # the whole email, not a stub
     assert ctx.counters["received"] == 1
+
+
+@pytest.mark.parametrize("mail_server", ["cyrus"], indirect=True)  # a Cyrus stack setting
+def test_accounts_made_at_the_same_moment_each_read_only_their_own_mail(
+    mail_stack: Any,
+) -> None:
+    # Cyrus 3.6 gives mailboxes made by fresh processes within one second the same
+    # unique id; with id-named directories two users then shared one INBOX and each
+    # read the other's mail (a request/response test counted the response as a second
+    # request). Each round makes its inboxes at once, by separate admin connections.
+    users: list[User] = []
+    for _ in range(4):
+        users += mail_stack.add_users(5)
+    for u in users:
+        mail_stack.deliver(u.address, _mailbus_email(u, f"to {u.name}"))
+    holding: dict[str, int] = {}
+    for u in users:
+        client = client_of(mail_stack, u)
+        try:
+            holding[u.name] = int(client.folder_status("INBOX", [b"MESSAGES"])[b"MESSAGES"])
+        finally:
+            client.logout()
+    assert holding == {u.name: 1 for u in users}
