@@ -106,8 +106,11 @@ def test_one_account_per_participant_response_goes_to_requester(
 ) -> None:
     client_user, server_user = smtp_stack.add_user(), smtp_stack.add_user()
     to_server = {"to": [server_user.address]}
+    server_ctx = mailbus.Context(options_for(server_user))
+    events = Events()  # what a failure prints: what the server's account received
+    server_ctx.tracer.add_listener(events)
     with (
-        mailbus.Context(options_for(server_user)) as server_ctx,
+        server_ctx,
         mailbus.Context(options_for(client_user, recipients=to_server)) as client_ctx,
     ):
         server = server_ctx.server("add")
@@ -127,7 +130,11 @@ def test_one_account_per_participant_response_goes_to_requester(
         assert response.email.to == (client_user.address,)
         assert response.email.sender == server_user.address
         # The request went only to the server's account, the response only to the client's.
-        assert server_ctx.counters["received"] == 1
+        received = [
+            (e.name, e.message_id, e.in_reply_to, e.extra.get("from"), e.extra.get("to"))
+            for e in events.of("email.received")
+        ]
+        assert server_ctx.counters["received"] == 1, received
         assert client_ctx.counters["received"] == 1
 
 

@@ -1,9 +1,12 @@
 """Bad input from the server side, on every server of the suite: the mailbox a reader
-holds is deleted (then made again, with a new UIDVALIDITY) or renamed away, and the
-account's quota is full. Nothing is lost and nothing is skipped without a word."""
+holds is deleted (then made again, with a new UIDVALIDITY) or renamed away, the
+account's quota is full, an email is over the server's size limit. Nothing is lost and
+nothing is skipped without a word. (A connection cut mid-FETCH or in IDLE:
+test_connection_cuts.py.)"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import imapclient
@@ -11,6 +14,7 @@ import mailbus
 import pytest
 from conftest import OptionsFactory
 from mailbus.mail.tls import TlsSettings, ssl_context
+from mailbus.outbox.listing import list_outbox, show_entry
 from mailbus.stacks.mailstack import HOST, MailStack, User
 from test_faults import _mailbus_email
 from test_integration import Events, take
@@ -102,3 +106,56 @@ def test_mail_over_a_full_quota_waits_in_the_queue_and_arrives_when_there_is_roo
             assert "quota" in mail_stack.postfix_log_of_queue().lower()
         mail_stack.set_quota(user, 10_000)
         assert sorted(take(sub, 3, timeout=30)) == [f"over quota {i}" for i in range(3)]
+
+
+def test_an_email_over_the_servers_size_limit_is_refused_kept_and_the_next_goes_through(
+    mail_stack: MailStack, user: User, options_for: OptionsFactory, tmp_path: Path
+) -> None:
+    # The server's limit (Postfix's message_size_limit, which the Cyrus stack's
+    # maxmessagesize matches) refuses the email for good: the outbox says so once,
+    # keeps it as a dead letter with the server's words, and the next mail is not held.
+    outbox = tmp_path / "outbox"
+    ctx = mailbus.Context(options_for(user, outbox={"dir": str(outbox)}))
+    events = Events()
+    ctx.tracer.add_listener(events)
+    huge = "\n".join(["x" * 900] * 12_000)  # about 10.8 MB, over the stack's 10,240,000
+    with ctx:
+        sub = ctx.subscription("big", depth=5)
+        pub = ctx.publisher("big")
+        pub.publish(huge)
+        pub.publish("small")
+        assert take(sub, 1) == ["small"]
+        [dead] = events.wait_for("outbox.dead_lettered")
+        assert "552: the email of 10," in dead.detail, dead.detail
+        assert "over the server's size limit" in dead.detail
+        assert dead.extra["attempts"] == 1  # refused for good: not retried
+        assert events.of("outbox.rescheduled") == []
+    [kept] = [item for item in list_outbox(outbox) if item.state != "cleanup"]
+    assert kept.state == "dead" and kept.size > 10_240_000
+    assert kept.last_error == dead.detail
+    _, stored = show_entry(outbox, kept.id)
+    assert len(stored) == kept.size  # the whole email, not a stub
+    assert ctx.counters["received"] == 1
+
+
+@pytest.mark.parametrize("mail_server", ["cyrus"], indirect=True)  # a Cyrus stack setting
+def test_accounts_made_at_the_same_moment_each_read_only_their_own_mail(
+    mail_stack: Any,
+) -> None:
+    # Cyrus 3.6 gives mailboxes made by fresh processes within one second the same
+    # unique id; with id-named directories two users then shared one INBOX and each
+    # read the other's mail (a request/response test counted the response as a second
+    # request). Each round makes its inboxes at once, by separate admin connections.
+    users: list[User] = []
+    for _ in range(4):
+        users += mail_stack.add_users(5)
+    for u in users:
+        mail_stack.deliver(u.address, _mailbus_email(u, f"to {u.name}"))
+    holding: dict[str, int] = {}
+    for u in users:
+        client = client_of(mail_stack, u)
+        try:
+            holding[u.name] = int(client.folder_status("INBOX", [b"MESSAGES"])[b"MESSAGES"])
+        finally:
+            client.logout()
+    assert holding == {u.name: 1 for u in users}

@@ -332,14 +332,48 @@ def tls(stack: MailStack) -> TlsSettings:
     return TlsSettings(ca_file=stack.ca_file)
 
 
+def record_sieve_answers(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
+    """What the installer's ManageSieve client is told (LISTSCRIPTS, GETSCRIPT), in order."""
+    from mailbus.mail.sieve_install import _VerifyingClient
+
+    seen: list[tuple[str, Any]] = []
+    for name in ("listscripts", "getscript"):
+        method = getattr(_VerifyingClient, name)
+
+        def spy(self: Any, *args: Any, _method: Any = method, _name: str = name) -> Any:
+            answer = _method(self, *args)
+            seen.append((_name, answer))
+            return answer
+
+        monkeypatch.setattr(_VerifyingClient, name, spy)
+    return seen
+
+
+def sieve_state(settings: SieveSettings) -> tuple[Any, str | None]:
+    """What ManageSieve shows of the account now (active script, others; Mailbus's
+    script): what a failed installation test prints."""
+    from mailbus.mail.sieve_install import _VerifyingClient
+
+    client = _VerifyingClient(settings)
+    try:
+        client.connect(settings.username, settings.password, starttls=True)
+        return client.listscripts(), client.getscript("mailbus")
+    finally:
+        client.logout()
+
+
 @pytest.mark.mailstack
 def test_the_script_installs_once_and_never_replaces_the_users_own(
-    mail_stack: MailStack, user: User
+    mail_stack: MailStack, user: User, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = SieveSettings(mail_stack.sieve_url, user.address, user.password, tls(mail_stack))
     script = sieve_script(Routes((TOPIC,)))
     assert install_script(settings, script) is True
-    assert install_script(settings, script) is False  # identical: left alone
+    seen = record_sieve_answers(monkeypatch)
+    # Identical: left alone. (A failure prints what the installer was told and what
+    # the server shows afterwards.)
+    assert install_script(settings, script) is False, (seen, sieve_state(settings))
+    monkeypatch.undo()
     assert install_script(settings, sieve_script(Routes((TOPIC, OTHER)))) is True
     with pytest.raises(MailSieveError, match="username and password"):
         install_script(SieveSettings(settings.url, user.address, "wrong", settings.tls), script)

@@ -19,7 +19,7 @@ from mailbus.mail.imap_receiver import (
     body_of,
     response_bytes,
 )
-from mailbus.mail.smtp_sender import Failure, SmtpSettings, classify
+from mailbus.mail.smtp_sender import Failure, SmtpSettings, classify, failure_text
 from mailbus.mail.tls import TlsSettings, curl_options, ssl_context
 from mailbus.mail.transport import mail_section
 from mailbus.mail.uids import (
@@ -218,6 +218,13 @@ def test_uid_range_text() -> None:
 )
 def test_classify(curl_code: int, smtp_code: int, expected: Failure) -> None:
     assert classify(curl_code, smtp_code) is expected
+
+
+def test_a_552_says_the_email_is_too_large_and_other_codes_keep_curls_words() -> None:
+    text = failure_text(552, "MAIL failed: 552", 10_812_345)
+    assert text.startswith("MAIL failed: 552: the email of 10,812,345 bytes is over")
+    assert failure_text(550, "RCPT failed: 550", 10) == "RCPT failed: 550"
+    assert failure_text(0, "Couldn't connect to server", 10) == "Couldn't connect to server"
 
 
 # -- settings ----------------------------------------------------------------------------

@@ -41,7 +41,7 @@ from mailbus.mail.imap_receiver import ImapReceiver, ImapSettings
 from mailbus.mail.imap_session import CONNECTION_ERRORS, open_session
 from mailbus.mail.kinds import MailKind
 from mailbus.mail.sieve_script import RESPONSE, SERVICE, TOPIC, Routes
-from mailbus.mail.uids import UidCursor, UidValidityChanged, uid_set
+from mailbus.mail.uids import UidCursor, UidRange, UidValidityChanged, uid_set
 from mailbus.trace import Tracer
 from mailbus.transport import Inbound, RawEmail
 
@@ -315,22 +315,29 @@ class RoutedImapReceiver(ImapReceiver):
         self.counters["polls"] += 1
         out: list[Inbound] = []
         backlog = False
+        fetched: list[tuple[UidCursor, list[int], UidRange]] = []
         for folder, cursor in sorted(self._cursors.items()):
             status = self._status.get(folder)
             if status is None:
                 continue  # deleted under us: nothing to read until it is back
             moved = status.get(b"UIDNEXT", 0) > (cursor.next_uid or 1)
             if moved or status.get(b"UIDVALIDITY") != cursor.uidvalidity:
-                items, more = self._fetch_folder(client, folder, cursor)
+                items, more, done = self._fetch_folder(client, folder, cursor)
                 out += items
                 backlog = backlog or more
+                fetched.append(done)
+        # Every folder's bodies are here: only now move the cursors. A connection lost
+        # in a later folder raises above, and what earlier folders gave (never
+        # returned) is fetched again after the reconnect instead of being skipped.
+        for cursor, new, uids in fetched:
+            cursor.accept(new, uids)
         imap_wire.clear_untagged(client)
         self._backlog = backlog
         return out
 
     def _fetch_folder(
         self, client: imapclient.IMAPClient, folder: str, cursor: UidCursor
-    ) -> tuple[list[Inbound], bool]:
+    ) -> tuple[list[Inbound], bool, tuple[UidCursor, list[int], UidRange]]:
         # EXAMINE, fetch, UNSELECT: Dovecot's STATUS of the selected mailbox is the
         # state it last synced, so a folder left selected would never look new again.
         info = client.select_folder(folder, readonly=True)
@@ -341,7 +348,9 @@ class RoutedImapReceiver(ImapReceiver):
 
     def _fetch_selected(
         self, client: imapclient.IMAPClient, folder: str, cursor: UidCursor, info: Any
-    ) -> tuple[list[Inbound], bool]:
+    ) -> tuple[list[Inbound], bool, tuple[UidCursor, list[int], UidRange]]:
+        """The folder's new mail, whether more is waiting, and what the cursor accepts
+        once the whole poll succeeded (the caller moves it)."""
         event = cursor.selected(int(info[b"UIDVALIDITY"]), int(info.get(b"UIDNEXT", 1)))
         if isinstance(event, UidValidityChanged):
             self.counters["uidvalidity_changed"] += 1
@@ -358,7 +367,6 @@ class RoutedImapReceiver(ImapReceiver):
         bodies: dict[int, Any] = {}
         if wanted:
             bodies = self._uid_fetch(client, uid_set(wanted), body_items(self.max_message_bytes))
-        cursor.accept(new, uids)
         out: list[Inbound] = []
         for uid in new:
             item = self._inbound(uid, size_of(sizes[uid]), bodies.get(uid))
@@ -374,4 +382,4 @@ class RoutedImapReceiver(ImapReceiver):
                     "bytes": self.counters["body_bytes_fetched"] - before,
                 },
             )
-        return out, uids.last is not None
+        return out, uids.last is not None, (cursor, new, uids)

@@ -118,6 +118,19 @@ def classify(curl_code: int, smtp_code: int) -> Failure:
     return Failure.TRANSIENT
 
 
+def failure_text(smtp_code: int, message: str, size: int) -> str:
+    """curl's words for a failed transaction, plus what the code means where curl
+    gives only the number ("MAIL failed: 552"). 552 is an email too large for the
+    server (RFC 1870's answer to MAIL FROM with SIZE=, Postfix's message_size_limit)
+    or, at DATA, for the mailbox's storage (RFC 5321)."""
+    if smtp_code == 552:
+        return (
+            f"{message}: the email of {size:,} bytes is over the server's size limit "
+            "(or the mailbox's storage); it will never be accepted as it is"
+        )
+    return message
+
+
 @dataclass(slots=True)
 class _Outgoing:
     data: bytes
@@ -343,7 +356,8 @@ class SmtpSender(EmailSender):
             try:
                 curl.perform()
             except pycurl.error as exc:
-                failure = self._error(exc)
+                code, smtp_code, message = self._error(exc)
+                failure = (code, smtp_code, failure_text(smtp_code, message, len(item.data)))
                 # A fresh handle after a failure: a half-broken connection is not reused.
                 self._curl.close()
                 self._curl = self._new_handle()

@@ -47,6 +47,13 @@ def imapd_conf(stack: CyrusStack) -> str:
         # Deliver every copy: Mailbus's own duplicates and retries are for it to see,
         # as they are on Dovecot (Cyrus drops a Message-ID it delivered before).
         "duplicatesuppression": "no",
+        # Mailbox directories by name, not by unique id. Cyrus 3.6 re-seeds rand() with
+        # time(NULL) in every process that creates its first mailbox (partlist.c), and
+        # this build makes unique ids from rand(): mailboxes created by two fresh
+        # processes within one second get the same id, so with the default id-based
+        # layout two users' INBOXes (and their Sieve scripts) were one directory and
+        # each read the other's mail. The ids still collide; nothing here reads them.
+        "mailbox_legacy_dirs": "yes",
         # A deleted mailbox or message is gone at once, as on Dovecot.
         "delete_mode": "immediate",
         "expunge_mode": "immediate",

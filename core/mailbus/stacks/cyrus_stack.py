@@ -196,6 +196,28 @@ class CyrusStack(MailStack):
     # -- users and mail -----------------------------------------------------------------
     def add_user(self, name: str | None = None, password: str | None = None) -> User:
         """A fresh account (in SASL) with an empty inbox (created by the admin)."""
+        user = self._account(name, password)
+        with self.admin() as admin:
+            admin.create_folder(self.inbox_of(user))
+        self._users[user.name] = user
+        return user
+
+    def add_users(self, count: int) -> list[User]:
+        """`count` fresh accounts whose inboxes are made at the same moment, each by an
+        admin connection of its own (so by as many Cyrus processes): how a busy server
+        makes them, and what once gave two users one mailbox (see cyrus_config.py)."""
+        users = [self._account(None, None) for _ in range(count)]
+        admins = [self.admin() for _ in users]
+        try:
+            for admin, user in zip(admins, users, strict=True):
+                admin.create_folder(self.inbox_of(user))
+                self._users[user.name] = user
+        finally:
+            for admin in admins:
+                admin.logout()
+        return users
+
+    def _account(self, name: str | None, password: str | None) -> User:
         user = User(name or f"u{secrets.token_hex(5)}", password or secrets.token_urlsafe(12))
         if not user.name.isalnum():
             raise ValueError(f"user name {user.name!r} must be letters and digits")
@@ -204,9 +226,6 @@ class CyrusStack(MailStack):
         self._saslpasswd(self.sasldb, user.name, user.password, DOMAIN)
         if self.postfix_sasldb.exists():
             self._saslpasswd(self.postfix_sasldb, user.name, user.password, DOMAIN)
-        with self.admin() as admin:
-            admin.create_folder(self.inbox_of(user))
-        self._users[user.name] = user
         return user
 
     @staticmethod
