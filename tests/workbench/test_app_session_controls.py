@@ -208,14 +208,14 @@ async def test_a_first_seek_builds_a_player_that_reads_only_from_there(
     session = tmp_path / "three"
     synthetic_session(session, 3_000, part_rows=1_000)  # three parts: three row groups
     read_by_player: list[tuple[int, int]] = []
-    columns = RowGroupReader._columns
+    table = RowGroupReader._table  # every read of a row group passes here
 
     def spy(self: RowGroupReader, parquet: object, group: object, *args: object) -> object:
         if threading.current_thread().name == "mailbus-player-reader":
             read_by_player.append((group.part, group.number))  # type: ignore[attr-defined]
-        return columns(self, parquet, group, *args)  # type: ignore[arg-type]
+        return table(self, parquet, group, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(RowGroupReader, "_columns", spy)
+    monkeypatch.setattr(RowGroupReader, "_table", spy)
     app = WorkbenchApp(engine=engine, session=str(session), settings=settings(tmp_path))
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(SessionsView)
