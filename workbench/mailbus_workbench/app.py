@@ -332,8 +332,10 @@ class WorkbenchApp(TabPressFocus):
         if isinstance(event, events.Key):
             if self.speed.key_turn:
                 self.key_turn.key()
-            if self.speed.key_frames and isinstance(self.screen, KeyScreen):
-                self.screen.key_pressed()
+            # A key that comes as the app closes finds no screen: it has nothing to paint.
+            screen = self.screen_stack[-1] if self.screen_stack else None
+            if self.speed.key_frames and isinstance(screen, KeyScreen):
+                screen.key_pressed()
         await super().on_event(event)
 
     def _update_connection_badge(self) -> None:
