@@ -75,6 +75,7 @@ def test_index_of_a_sample_matches_a_full_read(name: str, tmp_path: Path) -> Non
     assert load_index(SAMPLES / name, build=False).to_json() == index.to_json()
 
 
+@pytest.mark.slow
 def test_index_of_a_multi_part_session_and_its_density(synthetic: Path, tmp_path: Path) -> None:
     path = _copy(synthetic, tmp_path)
     index = load_index(path)

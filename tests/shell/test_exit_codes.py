@@ -8,11 +8,13 @@ from __future__ import annotations
 import os
 import subprocess
 
+import pytest
 from mailbus.postoffice.client import PostOfficeClient
 
 from shell.shell_system import MAILBUS, WAIT_S, System, run_many
 
 
+@pytest.mark.slow
 def test_hz_bw_and_delay_say_that_nothing_came(shared_system: System) -> None:
     for action in ("hz", "bw", "delay"):
         done = shared_system.run("lab.quiet", "topic", action, "lab/none", "--seconds", "2")

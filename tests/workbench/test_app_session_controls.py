@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.model import recent_sessions
@@ -16,6 +17,9 @@ from mailbus_workbench.views.session_picker import SessionPicker
 from mailbus_workbench.views.sessions import SessionsView
 from textual.widgets import DataTable, DirectoryTree, Input, OptionList, Static, Switch
 from wb_helpers import Posted, until
+
+# Every test here runs the workbench for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
 
 SIZE = (140, 40)
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_sessions"
