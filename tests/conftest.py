@@ -4,7 +4,11 @@ one bounded-wait helper, `from waiting import eventually` (and the Pilot twin `u
 starts the loopback mail stack once for the whole run, for whichever area needs it, and
 checks the `extra` of every trace event emitted in this process against its kind's
 declaration (mailbus.event_kind): a test whose code emits an undeclared or wrongly
-typed key fails. Only tests pay for it: the tracer is wrapped here, not switched."""
+typed key fails. Only tests pay for it: the tracer is wrapped here, not switched.
+
+It also marks each test by what it needs (`mailstack`, `spark`, `browser`, `node`, read
+from the fixtures it uses and, for a browser, from what its module drives), so that the
+quick tier (scripts/test-quick) is a selection of the whole suite, never a second list."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -29,6 +34,55 @@ settings.load_profile("mailbus")
 TESTS = str(Path(__file__).resolve().parent)
 if TESTS not in sys.path:
     sys.path.insert(0, TESTS)
+
+# What a test needs (or costs), told by a fixture it uses, directly or through others.
+NEEDS_BY_FIXTURE = {
+    "mail_stack": "mailstack",
+    "dovecot_stack": "mailstack",
+    "cyrus_stack": "mailstack",
+    "spark": "spark",
+    "spark_processes": "spark",
+    "chromium_page": "browser",
+    "peer": "node",  # tests/foxglove: the reference client on Node
+    "node": "node",  # tests/sessions/test_mcap_js: Foxglove's MCAP reader on Node
+    # A Textual snapshot runs the whole app to a screen and compares its SVG: seconds each.
+    "snap_compare": "slow",
+}
+
+
+def _drives_a_browser(module: ModuleType) -> bool:
+    """The module, or a test helper module it takes names from, uses Playwright: the
+    workbench's served-page tests launch chromium through such a helper."""
+    helpers = {module}
+    for value in vars(module).values():
+        owner = sys.modules.get(getattr(value, "__module__", None) or "")
+        if owner is not None and (getattr(owner, "__file__", None) or "").startswith(TESTS):
+            helpers.add(owner)
+    return any(
+        (getattr(value, "__module__", None) or getattr(value, "__name__", "")).startswith(
+            "playwright"
+        )
+        for helper in helpers
+        for value in vars(helper).values()
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    browsers: dict[str, bool] = {}
+    for item in items:
+        needs = {
+            NEEDS_BY_FIXTURE[name]
+            for name in getattr(item, "fixturenames", ())
+            if name in NEEDS_BY_FIXTURE
+        }
+        module = getattr(item, "module", None)
+        if module is not None:
+            if module.__name__ not in browsers:
+                browsers[module.__name__] = _drives_a_browser(module)
+            if browsers[module.__name__]:
+                needs.add("browser")
+        for need in sorted(needs - {mark.name for mark in item.iter_markers()}):
+            item.add_marker(need)
 
 
 @pytest.fixture(scope="session")

@@ -83,6 +83,7 @@ def running(gateway_file: Path, env: dict[str, str]) -> Iterator[subprocess.Pope
         proc.wait(10)
 
 
+@pytest.mark.slow
 def test_gateway_run_prints_then_stops_on_sigterm(running: subprocess.Popen[str]) -> None:
     out, err = Lines(running.stdout), Lines(running.stderr)
     assert out.wait_for(lambda lines: len(lines) >= 3), (out.lines, err.lines)

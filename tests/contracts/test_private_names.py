@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from private_names import Finding, scan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -12,6 +13,9 @@ WIRE = "core/mailbus/mail/imap_wire.py"
 TEXTUAL = "workbench/mailbus_workbench/textual_internals.py"
 ADAPTERS = {"imaplib": {WIRE}, "imapclient": {WIRE}, "textual": {TEXTUAL}}
 SCANNED = ("core", "workbench", "bench", "tests")
+
+# Each test parses every source of the tree: seconds, not for the quick tier.
+pytestmark = pytest.mark.slow
 
 
 def sources() -> list[Path]:

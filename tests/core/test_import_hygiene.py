@@ -4,6 +4,8 @@ textual, rich nor the workbench package. tests/contracts checks the same statica
 import subprocess
 import sys
 
+import pytest
+
 IMPORT_EVERY_MODULE = """
 import importlib, pkgutil, sys
 import mailbus
@@ -16,6 +18,7 @@ print(",".join(sorted(m for m in sys.modules if m.split(".")[0] in TUI)))
 """
 
 
+@pytest.mark.slow
 def test_every_core_module_imports_without_the_tui() -> None:
     out = subprocess.run(
         [sys.executable, "-c", IMPORT_EVERY_MODULE],

@@ -10,11 +10,14 @@ import time
 from pathlib import Path
 
 import mailbus
+import pytest
 from mailbus.sessions import analysis
 from mailbus.sessions.recorder import Recorder
 from mailbus_workbench.model.services import TraceStatus
 from mailbus_workbench.model.state import WorkbenchModel
 from waiting import eventually
+
+pytestmark = pytest.mark.slow
 
 
 def test_observers_see_every_response_in_process(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ import sys
 import threading
 
 import mailbus
+import pytest
 from mailbus import Kind, Tracer
 from mailbus.trace import TraceEvent
 from waiting import eventually
@@ -34,6 +35,7 @@ def test_publish_and_receive_events_carry_fields(
     assert received.extra["to"] == ctx.recipients.to and received.extra["cc"] == ()
 
 
+@pytest.mark.slow
 def test_demo_runs_headless_and_prints_a_summary() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "mailbus", "demo", "--seconds", "2.2"],

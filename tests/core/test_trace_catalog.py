@@ -171,6 +171,7 @@ def _dicts(node: ast.expr) -> Iterator[ast.Dict]:
         yield from _dicts(node.orelse)
 
 
+@pytest.mark.slow
 def test_every_extra_written_out_in_the_product_code_is_declared() -> None:
     seen, problems = 0, []
     for root in SOURCES:
@@ -214,6 +215,7 @@ def test_an_emitted_event_with_a_misspelt_or_mistyped_key_is_caught(extra_check:
     ]
 
 
+@pytest.mark.slow
 def test_a_test_that_emits_an_undeclared_key_fails(tmp_path: Path) -> None:
     """End to end: the suite's conftest, a test that emits a misspelt key: it errors."""
     (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())

@@ -39,6 +39,7 @@ def full_check(email: Email) -> str | None:
     return None
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(seen=st.lists(emails, max_size=4), email=emails)
 def test_the_glance_passes_nothing_the_full_check_refuses(seen: list[Email], email: Email) -> None:

@@ -11,13 +11,11 @@ import secrets
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Frame, Page, Route, sync_playwright
-from test_browser import CHROMIUM, FLAGS, POLL_S, free_port, kernel_idle, lab, lab_env, topic_counts
+from playwright.sync_api import Frame, Page, Route
+from test_browser import POLL_S, free_port, kernel_idle, lab, lab_env, topic_counts
 from waiting import eventually
 
 pytestmark = pytest.mark.slow
@@ -40,24 +38,6 @@ SCREEN_JS = """() => {
 }"""
 
 
-@contextmanager
-def chromium_page(tmp_path: Path) -> Iterator[Page]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=FLAGS,
-            viewport={"width": 1400, "height": 1000},
-        )
-        try:
-            page = browser.new_page()
-            page.set_default_timeout(60_000)
-            yield page
-        finally:
-            browser.close()
-
-
 def run_all(page: Page, url: str) -> None:
     page.goto(url)
     page.wait_for_selector(".jp-Notebook .jp-CodeCell")
@@ -78,49 +58,49 @@ def notebook_command(root: Path, port: int, *config: str) -> list[str]:
     ]
 
 
-def test_mailbus_notebook_opens_jupyterlab_on_a_live_monitor_of_the_demo(tmp_path: Path) -> None:
+def test_mailbus_notebook_opens_jupyterlab_on_a_live_monitor_of_the_demo(
+    chromium_page: Page, tmp_path: Path
+) -> None:
     root = tmp_path / "root"
     root.mkdir()
     port, token = free_port(), secrets.token_hex(16)
     env = lab_env(tmp_path, JUPYTER_TOKEN=token)
+    page = chromium_page
     with lab(notebook_command(root, port), env, port, token) as base:
         assert (root / "mailbus-live.ipynb").exists()
-        with chromium_page(tmp_path) as page:
-            url = f"{base}/lab/tree/mailbus-live.ipynb?token={token}"
-            run_all(page, url)
-            eventually(
-                lambda: {"robot/pose", "sensors/temperature"} <= set(topic_counts(page)),
-                60,
-                "the demo's topics in the monitor",
-                longest_pause=POLL_S,
-            )
-            eventually(
-                lambda: page.locator(".mailbus-monitor .mailbus-chart-box").count() == 3,
-                30,
-                "the watched fields' charts and the rates",
-                longest_pause=POLL_S,
-            )
-            eventually(lambda: kernel_idle(url), 60, "the cells to finish", longest_pause=POLL_S)
-            no_errors(page)
-            assert "demo/add: answered" in page.locator(".mailbus-result").first.inner_text()
-            # The README's picture: a topic inspected, ten seconds of charts, a value hovered.
-            page.locator(".mailbus-monitor tr.mailbus-topic[data-topic='robot/pose']").click()
-            eventually(
-                lambda: topic_counts(page)["robot/pose"] > 200,
-                60,
-                "ten seconds of robot/pose",
-                longest_pause=POLL_S,
-            )
-            chart = page.locator(".mailbus-monitor svg.mailbus-chart").first
-            # The chart is drawn again at each update: wait for one that is on the page.
-            bounds = eventually(chart.bounding_box, 10, "the chart drawn", longest_pause=POLL_S)
-            page.mouse.move(bounds["x"] + bounds["width"] * 0.8, bounds["y"] + bounds["height"] / 3)
-            hover = page.locator(".mailbus-monitor .mailbus-hover").first
-            eventually(lambda: " = " in hover.inner_text(), 10, "a hovered value")
-            shots = Path(os.environ.get("MAILBUS_NOTEBOOK_SHOTS") or tmp_path)
-            page.locator(".mailbus-monitor").first.screenshot(
-                path=str(shots / "notebook-monitor.png")
-            )
+        url = f"{base}/lab/tree/mailbus-live.ipynb?token={token}"
+        run_all(page, url)
+        eventually(
+            lambda: {"robot/pose", "sensors/temperature"} <= set(topic_counts(page)),
+            60,
+            "the demo's topics in the monitor",
+            longest_pause=POLL_S,
+        )
+        eventually(
+            lambda: page.locator(".mailbus-monitor .mailbus-chart-box").count() == 3,
+            30,
+            "the watched fields' charts and the rates",
+            longest_pause=POLL_S,
+        )
+        eventually(lambda: kernel_idle(url), 60, "the cells to finish", longest_pause=POLL_S)
+        no_errors(page)
+        assert "demo/add: answered" in page.locator(".mailbus-result").first.inner_text()
+        # The README's picture: a topic inspected, ten seconds of charts, a value hovered.
+        page.locator(".mailbus-monitor tr.mailbus-topic[data-topic='robot/pose']").click()
+        eventually(
+            lambda: topic_counts(page)["robot/pose"] > 200,
+            60,
+            "ten seconds of robot/pose",
+            longest_pause=POLL_S,
+        )
+        chart = page.locator(".mailbus-monitor svg.mailbus-chart").first
+        # The chart is drawn again at each update: wait for one that is on the page.
+        bounds = eventually(chart.bounding_box, 10, "the chart drawn", longest_pause=POLL_S)
+        page.mouse.move(bounds["x"] + bounds["width"] * 0.8, bounds["y"] + bounds["height"] / 3)
+        hover = page.locator(".mailbus-monitor .mailbus-hover").first
+        eventually(lambda: " = " in hover.inner_text(), 10, "a hovered value")
+        shots = Path(os.environ.get("MAILBUS_NOTEBOOK_SHOTS") or tmp_path)
+        page.locator(".mailbus-monitor").first.screenshot(path=str(shots / "notebook-monitor.png"))
 
 
 def start_daemon(tmp_path: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int]:
@@ -176,7 +156,7 @@ def hook_terminal(route: Route) -> None:
 
 
 def test_mailbus_notebook_on_a_postoffice_system_serves_the_workbench_in_a_cell(
-    tmp_path: Path,
+    chromium_page: Page, tmp_path: Path
 ) -> None:
     root = tmp_path / "root"
     root.mkdir()
@@ -207,7 +187,8 @@ def test_mailbus_notebook_on_a_postoffice_system_serves_the_workbench_in_a_cell(
         )
         lab_config = config(tmp_path / "lab.toml", po_port, "lab.notebook")
         command = notebook_command(root, port, "--config", lab_config)
-        with lab(command, env, port, token) as base, chromium_page(tmp_path) as page:
+        page = chromium_page
+        with lab(command, env, port, token) as base:
             assert (root / "mailbus-lab.ipynb").exists()
             page.route("**/textual.js", hook_terminal)
             url = f"{base}/lab/tree/mailbus-lab.ipynb?token={token}"

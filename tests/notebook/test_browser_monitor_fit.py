@@ -11,8 +11,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from playwright.sync_api import Locator, Page, sync_playwright
-from test_browser import CHROMIUM, FLAGS, POLL_S, free_port, kernel_idle, lab, lab_env, topic_counts
+from playwright.sync_api import Locator, Page
+from test_browser import POLL_S, free_port, kernel_idle, lab, lab_env, topic_counts
 from waiting import eventually
 
 pytestmark = pytest.mark.slow
@@ -82,7 +82,7 @@ def run_all(page: Page, url: str) -> None:
 
 
 def test_a_long_topic_name_keeps_the_columns_in_view_and_the_charts_apart(
-    tmp_path: Path,
+    chromium_page: Page, tmp_path: Path
 ) -> None:
     root = tmp_path / "root"
     root.mkdir()
@@ -93,49 +93,40 @@ def test_a_long_topic_name_keeps_the_columns_in_view_and_the_charts_apart(
         *(f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}"),
         "--LabApp.news_url=None",
     ]
-    with lab(command, lab_env(tmp_path), port, token) as base, sync_playwright() as playwright:
-        browser = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=FLAGS,
-            viewport={"width": 1400, "height": 1000},
+    page = chromium_page
+    with lab(command, lab_env(tmp_path), port, token) as base:
+        url = f"{base}/lab/tree/long.ipynb?token={token}"
+        run_all(page, url)
+        eventually(
+            lambda: topic_counts(page).get(LONG, 0) >= 30,
+            60,
+            "the long topic's messages in the monitor",
+            longest_pause=POLL_S,
         )
-        try:
-            page = browser.new_page()
-            page.set_default_timeout(60_000)
-            url = f"{base}/lab/tree/long.ipynb?token={token}"
-            run_all(page, url)
-            eventually(
-                lambda: topic_counts(page).get(LONG, 0) >= 30,
-                60,
-                "the long topic's messages in the monitor",
-                longest_pause=POLL_S,
-            )
-            # The tree: the long topic's count and rate are drawn inside the tree's box.
-            tree_box = box_of(page.locator(".mailbus-monitor .mailbus-treebox").first)
-            row = page.locator(f".mailbus-monitor tr.mailbus-topic[data-topic='{LONG}']").first
-            for cell in (".mailbus-count", ".mailbus-rate"):
-                assert inside(box_of(row.locator(cell)), tree_box), cell
-            assert row.locator(".mailbus-name").get_attribute("title") == LONG  # whole on hover
-            # The charts: each title and legend inside its own box, the boxes apart.
-            boxes = page.locator(".mailbus-monitor .mailbus-chart-box")
-            eventually(lambda: boxes.count() == 3, 30, "three charts", longest_pause=POLL_S)
-            page.locator(f".mailbus-monitor tr.mailbus-topic[data-topic='{LONG}']").first.click()
-            eventually(
-                lambda: LONG in page.locator(".mailbus-chart-box:nth-child(3)").inner_text(),
-                30,
-                "the long topic's rate charted",
-                longest_pause=POLL_S,
-            )
-            # Read in one go: the charts are drawn again a few times a second.
-            outside = page.evaluate(OUTSIDE_JS)
-            assert outside == [], outside
-        finally:
-            browser.close()
+        # The tree: the long topic's count and rate are drawn inside the tree's box.
+        tree_box = box_of(page.locator(".mailbus-monitor .mailbus-treebox").first)
+        row = page.locator(f".mailbus-monitor tr.mailbus-topic[data-topic='{LONG}']").first
+        for cell in (".mailbus-count", ".mailbus-rate"):
+            assert inside(box_of(row.locator(cell)), tree_box), cell
+        assert row.locator(".mailbus-name").get_attribute("title") == LONG  # whole on hover
+        # The charts: each title and legend inside its own box, the boxes apart.
+        boxes = page.locator(".mailbus-monitor .mailbus-chart-box")
+        eventually(lambda: boxes.count() == 3, 30, "three charts", longest_pause=POLL_S)
+        page.locator(f".mailbus-monitor tr.mailbus-topic[data-topic='{LONG}']").first.click()
+        eventually(
+            lambda: LONG in page.locator(".mailbus-chart-box:nth-child(3)").inner_text(),
+            30,
+            "the long topic's rate charted",
+            longest_pause=POLL_S,
+        )
+        # Read in one go: the charts are drawn again a few times a second.
+        outside = page.evaluate(OUTSIDE_JS)
+        assert outside == [], outside
 
 
-def test_a_page_reloaded_soon_after_the_cell_ran_shows_the_monitor_again(tmp_path: Path) -> None:
+def test_a_page_reloaded_soon_after_the_cell_ran_shows_the_monitor_again(
+    chromium_page: Page, tmp_path: Path
+) -> None:
     """`mailbus notebook`, the cells run, the page reloaded (no save by hand): the monitor
     is drawn again, live, without running the cell (it stayed empty: the output was only
     in the page until JupyterLab's autosave, 120 s later)."""
@@ -145,51 +136,37 @@ def test_a_page_reloaded_soon_after_the_cell_ran_shows_the_monitor_again(tmp_pat
     root.mkdir()
     port, token = free_port(), secrets.token_hex(16)
     env = lab_env(tmp_path, JUPYTER_TOKEN=token)
-    with (
-        lab(notebook_command(root, port), env, port, token) as base,
-        sync_playwright() as playwright,
-    ):
-        browser = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=FLAGS,
-            viewport={"width": 1400, "height": 1000},
+    page = chromium_page
+    with lab(notebook_command(root, port), env, port, token) as base:
+        page.on("dialog", lambda dialog: dialog.accept())  # "leave the page?" if unsaved
+        url = f"{base}/lab/tree/mailbus-live.ipynb?token={token}"
+        run_all(page, url)
+        eventually(
+            lambda: topic_counts(page).get("robot/pose", 0) > 0,
+            60,
+            "the monitor",
+            longest_pause=POLL_S,
         )
-        try:
-            page = browser.new_page()
-            page.set_default_timeout(60_000)
-            page.on("dialog", lambda dialog: dialog.accept())  # "leave the page?" if unsaved
-            url = f"{base}/lab/tree/mailbus-live.ipynb?token={token}"
-            run_all(page, url)
-            eventually(
-                lambda: topic_counts(page).get("robot/pose", 0) > 0,
-                60,
-                "the monitor",
-                longest_pause=POLL_S,
-            )
-            eventually(lambda: kernel_idle(url), 60, "the cells to finish", longest_pause=POLL_S)
-            notebook = root / "mailbus-live.ipynb"
-            eventually(
-                lambda: "application/vnd.jupyter.widget-view+json" in notebook.read_text(),
-                30,
-                "the notebook saved by JupyterLab with the monitor's output",
-                longest_pause=POLL_S,
-            )
-            page.reload()
-            page.wait_for_selector(".jp-Notebook .jp-CodeCell")
-            eventually(
-                lambda: topic_counts(page).get("robot/pose", 0) > 0,
-                60,
-                "the monitor drawn again after the reload",
-                longest_pause=POLL_S,
-            )
-            before = topic_counts(page)["robot/pose"]
-            eventually(
-                lambda: topic_counts(page)["robot/pose"] > before,
-                30,
-                "robot/pose still counting: live",
-                longest_pause=POLL_S,
-            )
-        finally:
-            browser.close()
+        eventually(lambda: kernel_idle(url), 60, "the cells to finish", longest_pause=POLL_S)
+        notebook = root / "mailbus-live.ipynb"
+        eventually(
+            lambda: "application/vnd.jupyter.widget-view+json" in notebook.read_text(),
+            30,
+            "the notebook saved by JupyterLab with the monitor's output",
+            longest_pause=POLL_S,
+        )
+        page.reload()
+        page.wait_for_selector(".jp-Notebook .jp-CodeCell")
+        eventually(
+            lambda: topic_counts(page).get("robot/pose", 0) > 0,
+            60,
+            "the monitor drawn again after the reload",
+            longest_pause=POLL_S,
+        )
+        before = topic_counts(page)["robot/pose"]
+        eventually(
+            lambda: topic_counts(page)["robot/pose"] > before,
+            30,
+            "robot/pose still counting: live",
+            longest_pause=POLL_S,
+        )

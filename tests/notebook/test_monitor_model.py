@@ -55,6 +55,7 @@ def test_the_pacer_refuses_a_rate_it_cannot_honour(hz: float) -> None:
         UpdatePacer(hz)
 
 
+@pytest.mark.slow
 def test_memory_stays_bounded_whatever_the_traffic() -> None:
     clock = FakeClock()
     model = MonitorModel(

@@ -15,6 +15,8 @@ import pytest
 from mailbus.notebook import Monitor
 from waiting import eventually
 
+pytestmark = pytest.mark.slow
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "thermo"
 CONVERTER = (str(EXAMPLE / "converter.py"), ["server:thermo/convert"])
 SENSOR = (str(EXAMPLE / "sensor.py"), ["publisher:sensors/temp"])

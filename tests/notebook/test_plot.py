@@ -12,6 +12,7 @@ SAMPLES = Path(__file__).parents[2] / "sample_sessions"
 SESSIONS = [str(SAMPLES / name) for name in ("demo", "slow_service", "gaps")]
 
 
+@pytest.mark.slow
 def test_each_chart_exports_svg_and_png_with_its_data(tmp_path: Path) -> None:
     charts = {
         "rates": plot.plot_rates(analysis.timeseries(SESSIONS[:1], bin_s=0.5)),

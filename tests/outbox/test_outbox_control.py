@@ -106,6 +106,7 @@ def queued(outbox_dir: Path) -> dict[str, Entry]:
     return {e.id: e for e in FsStorage(outbox_dir, create=False).list_queue().entries}
 
 
+@pytest.mark.slow
 def test_retry_all_while_the_sender_backs_off_is_attempted_at_once(
     outbox_dir: Path, running: tuple[Child, dict[str, str], Path]
 ) -> None:
@@ -140,6 +141,7 @@ def test_retry_all_while_the_sender_backs_off_is_attempted_at_once(
     assert os.listdir(outbox_dir / "control") == []
 
 
+@pytest.mark.slow
 def test_purge_while_the_sender_runs_removes_the_entry(
     outbox_dir: Path, running: tuple[Child, dict[str, str], Path]
 ) -> None:
@@ -162,6 +164,7 @@ def test_purge_while_the_sender_runs_removes_the_entry(
     assert not [line for line in child.seen[mark:] if line.get("attempt") == ids[first]]
 
 
+@pytest.mark.slow
 def test_dead_mail_is_revived_and_purged_through_the_sender(
     outbox_dir: Path, tmp_path: Path
 ) -> None:
@@ -187,6 +190,7 @@ def test_dead_mail_is_revived_and_purged_through_the_sender(
         assert child.stop() == 0
 
 
+@pytest.mark.slow
 def test_garbage_in_control_is_set_aside_and_the_sender_keeps_serving(
     outbox_dir: Path, running: tuple[Child, dict[str, str], Path]
 ) -> None:
@@ -263,6 +267,7 @@ def test_a_sender_that_never_answers_gives_a_clear_timeout_and_nothing_changes(
     assert queued(outbox_dir)[one_entry.id].schedule.next_attempt_ns == 2**62
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("holder", ["claim"], indirect=True)
 def test_a_sender_that_claims_but_does_not_answer_is_reported_as_such(
     outbox_dir: Path, one_entry: Entry, holder: Child

@@ -27,6 +27,7 @@ def fs(tmp_path: Path) -> Iterator[Ext4]:
         yield mounted
 
 
+@pytest.mark.slow
 def test_mail_returned_before_the_fs_went_read_only_survives_its_repair(
     fs: Ext4, caplog: pytest.LogCaptureFixture
 ) -> None:

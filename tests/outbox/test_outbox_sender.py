@@ -121,6 +121,7 @@ def test_mail_waits_while_the_server_is_down_and_goes_when_it_is_back(
     assert list_outbox(outbox_dir) == []
 
 
+@pytest.mark.slow
 def test_an_smtp_outage_costs_one_back_off_not_one_attempt_per_message(
     outbox_dir: Path, tmp_path: Path
 ) -> None:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import mailbus
+import pytest
 from mailbus.postoffice.store import list_mailboxes
 from mailbus.postoffice.transport import PASSWORD_ENV
 
@@ -49,6 +50,7 @@ def test_keep_boxes_keeps_them(daemon: Daemon) -> None:
     assert "postoffice.box_removed" not in daemon.kinds()
 
 
+@pytest.mark.slow
 def test_a_one_shot_record_leaves_no_box_behind(daemon: Daemon, tmp_path: Path) -> None:
     config = tmp_path / "po.toml"
     config.write_text(

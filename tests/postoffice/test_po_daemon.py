@@ -380,6 +380,7 @@ def test_attackers_in_back_off_do_not_lock_the_owner_out(
     assert sum(refused) >= 1
 
 
+@pytest.mark.slow
 def test_a_host_with_too_many_attempts_waiting_has_the_next_one_closed(
     make_daemon: Callable[..., Daemon],
 ) -> None:

@@ -48,6 +48,7 @@ def _wal_peak_while(store: Path, work: Callable[[], None]) -> int:
     return peak
 
 
+@pytest.mark.slow
 def test_the_wal_stays_bounded_under_steady_traffic(
     spawn_daemon: Callable[..., DaemonProcess], tmp_path: Path
 ) -> None:

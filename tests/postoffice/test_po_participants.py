@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import mailbus
+import pytest
 from mailbus.options import options_from_mapping
 from mailbus_workbench.model.participants import Participant
 from mailbus_workbench.model.state import WorkbenchModel
@@ -60,6 +61,7 @@ def waits(model: WorkbenchModel, name: str) -> bool:
     return participant is not None and bool(participant.announcement.wait_sets)
 
 
+@pytest.mark.slow
 def test_the_workbench_model_sees_other_processes_and_drops_them(daemon: Daemon) -> None:
     model = WorkbenchModel()
     with mailbus.Context(options_from_mapping(options(daemon, "prs.watch"), {})) as watch:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import mailbus
+import pytest
 from mailbus.email_message import from_bytes
 from mailbus.postoffice.background import SEND_ABANDONED, SEND_RETRYING
 from mailbus.postoffice.transport import PostOfficeSender
@@ -23,6 +24,7 @@ def bodies(daemon: DaemonProcess, box: str) -> list[str]:
         return [from_bytes(x.payload).body for x in reader.get_mail(0)]
 
 
+@pytest.mark.slow
 def test_publishing_goes_on_through_a_daemon_restart(
     spawn_daemon: Callable[..., DaemonProcess], tmp_path: Path
 ) -> None:

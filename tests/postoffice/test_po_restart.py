@@ -14,6 +14,7 @@ from mailbus.postoffice.client import NotAuthorized, ServerShutdown
 from .conftest import REPO, DaemonProcess
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sync", ["full", "normal"])
 def test_sigkill_with_letters_waiting_loses_nothing(
     spawn_daemon: Callable[..., DaemonProcess], tmp_path: Path, sync: str

@@ -58,6 +58,7 @@ def round_trip(client: PostOfficeClient) -> bytes:
     return letters[0]
 
 
+@pytest.mark.slow
 def test_the_protocol_runs_unchanged_inside_tls(
     make_daemon: Callable[..., Daemon], pki: Pki
 ) -> None:
@@ -125,6 +126,7 @@ def test_a_tls_client_against_a_plain_port_is_told_so(daemon: Daemon, pki: Pki) 
         ).create_box("lab.x", PASSWORD)
 
 
+@pytest.mark.slow
 def test_mutual_tls_wants_a_client_certificate(
     make_daemon: Callable[..., Daemon], pki: Pki
 ) -> None:

@@ -199,6 +199,7 @@ def test_a_letter_that_is_not_an_email_is_skipped_and_reported(
     wait_until(lambda: ctx.counters["malformed"] == 1)
 
 
+@pytest.mark.slow
 def test_transport_reconnects_after_a_daemon_restart(
     spawn_daemon: Callable[..., DaemonProcess], tmp_path: Path
 ) -> None:

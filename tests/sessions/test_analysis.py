@@ -217,6 +217,7 @@ def test_empty_session_gives_empty_tables(tmp_path: Path) -> None:
     assert tables["topics"].schema == pl.Schema(analysis.TOPIC_SCHEMA)
 
 
+@pytest.mark.slow
 def test_timeseries_and_plot(tiny_session: Path, tmp_path: Path) -> None:
     from mailbus.sessions.plot import plot_timeseries, save
 

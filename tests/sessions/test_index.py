@@ -82,6 +82,7 @@ def _content(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "parts": parts}
 
 
+@pytest.mark.slow
 def test_index_of_a_multi_part_session_and_its_density(synthetic: Path, tmp_path: Path) -> None:
     path = _copy(synthetic, tmp_path)
     index = load_index(path)

@@ -266,6 +266,7 @@ def test_the_workbench_opens_a_foreign_file(
     assert started == [str(path)]
 
 
+@pytest.mark.slow
 def test_replay_and_analyze_commands_read_a_foreign_file(
     tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -113,6 +113,7 @@ def test_bad_mcap_input_is_one_clear_line(
     assert not [p for p in cache.rglob("*") if p.is_file()]
 
 
+@pytest.mark.slow
 def test_an_unreadable_file_is_one_clear_line() -> None:
     # Root reads any file: the command runs as nobody then, in a directory nobody can
     # search (pytest's own temporary directories are root's alone).

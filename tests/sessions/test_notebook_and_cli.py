@@ -37,6 +37,7 @@ def run_notebook(name: str) -> list[nbformat.NotebookNode]:
     return outputs
 
 
+@pytest.mark.slow
 def test_example_notebook_executes() -> None:
     outputs = run_notebook("example.ipynb")
     charts = [o for o in outputs if VEGALITE in o.get("data", {})]
@@ -62,6 +63,7 @@ def test_cli_constants_match_the_modules() -> None:
     assert sessions_cli.DEFAULT_MAX_QUEUED == recorder.DEFAULT_MAX_QUEUED
 
 
+@pytest.mark.slow
 def test_record_until_ctrl_c_then_the_session_is_complete(tmp_path: Path) -> None:
     path = tmp_path / "rec"
     child = subprocess.Popen(

@@ -54,6 +54,7 @@ def _count_received(ctx: mailbus.Context) -> list[TraceEvent]:
     return seen
 
 
+@pytest.mark.slow
 def test_replay_reproduces_recorded_offsets_scaled_by_rate(tmp_path: Path) -> None:
     offsets = [0.0, 0.2, 0.5, 0.9, 1.2]
     session = write_session(tmp_path / "s", _messages(offsets))

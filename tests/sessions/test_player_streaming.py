@@ -79,6 +79,7 @@ def test_a_sample_replays_as_the_global_player_did(name: str) -> None:
     assert any(e.raw for e in old) == any(s[-1] for s in sent)
 
 
+@pytest.mark.slow
 def test_sorted_parts_replay_as_the_global_player_did_holding_little(
     sorted_session: Path,
 ) -> None:
@@ -95,6 +96,7 @@ def test_sorted_parts_replay_as_the_global_player_did_holding_little(
     assert len(linked) > 1_000  # responses name their requests' replayed IDs
 
 
+@pytest.mark.slow
 def test_an_unsorted_session_replays_as_the_global_player_did(unsorted_session: Path) -> None:
     old = replay_events(unsorted_session)
     with mailbus.Context() as ctx:

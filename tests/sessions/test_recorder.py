@@ -238,6 +238,7 @@ with mailbus.Context() as ctx:
 """
 
 
+@pytest.mark.slow
 def test_killed_recording_is_readable_up_to_its_last_complete_part(tmp_path: Path) -> None:
     path = tmp_path / "s"
     child = subprocess.Popen([sys.executable, "-c", KILLED, str(path)])

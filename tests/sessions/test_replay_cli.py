@@ -48,6 +48,7 @@ def test_replay_on_a_read_only_session_keeps_the_index_in_memory(
     assert sorted((p.name, p.read_bytes()) for p in path.iterdir()) == before
 
 
+@pytest.mark.slow
 def test_replay_of_one_second_from_the_middle(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

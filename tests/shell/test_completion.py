@@ -40,6 +40,7 @@ def complete(line: str) -> list[str]:
     return [w.strip() for w in words if w.strip()]
 
 
+@pytest.mark.slow
 def test_subcommands_and_options_complete() -> None:
     assert complete("mailbus topic e") == ["echo"]
     assert set(complete("mailbus ")) >= {"topic", "service", "participant", "completion"}
@@ -60,6 +61,7 @@ def test_an_unknown_shell_is_a_usage_error() -> None:
     assert done.returncode == 2 and "invalid choice: 'csh'" in done.stderr
 
 
+@pytest.mark.slow
 def test_topic_and_service_names_complete_from_the_running_system(
     shared_system: System,
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from mailbus.postoffice.server import ServerThread
 from mailbus.trace import Tracer
 from postoffice.conftest import daemon_config
@@ -13,6 +14,7 @@ from postoffice.conftest import daemon_config
 from shell.shell_system import System
 
 
+@pytest.mark.slow
 def test_a_body_over_the_daemons_letter_limit_is_refused_before_sending(
     shared_system: System, tmp_path: Path
 ) -> None:
@@ -25,6 +27,7 @@ def test_a_body_over_the_daemons_letter_limit_is_refused_before_sending(
     assert "postoffice.max-letter-bytes" in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_the_limit_the_options_name_is_the_one_refused(shared_system: System) -> None:
     config = shared_system.config("lab.small")
     config.write_text(config.read_text() + "max-letter-bytes = 2000\n")

@@ -8,11 +8,13 @@ from __future__ import annotations
 import os
 import subprocess
 
+import pytest
 from mailbus.postoffice.client import PostOfficeClient
 
 from shell.shell_system import MAILBUS, WAIT_S, System, run_many
 
 
+@pytest.mark.slow
 def test_hz_bw_and_delay_say_that_nothing_came(shared_system: System) -> None:
     for action in ("hz", "bw", "delay"):
         done = shared_system.run("lab.quiet", "topic", action, "lab/none", "--seconds", "2")
@@ -21,12 +23,14 @@ def test_hz_bw_and_delay_say_that_nothing_came(shared_system: System) -> None:
         assert done.stderr.strip().endswith("no message on lab/none within 2 s"), done.stderr
 
 
+@pytest.mark.slow
 def test_service_echo_on_a_service_nobody_calls_says_so(shared_system: System) -> None:
     done = shared_system.run("lab.quiet", "service", "echo", "lab/nobody", "--seconds", "2")
     assert done.returncode == 1 and done.stdout == ""
     assert "no call of lab/nobody within 2 s" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_field_no_message_has_is_no_null(shared_system: System) -> None:
     done = subprocess.run(
         [*MAILBUS, "topic", "echo", "robot/pose", "--demo", "--field", "nofield", "--seconds", "2"],

@@ -9,6 +9,7 @@ import json
 import os
 
 import mailbus
+import pytest
 from mailbus.postoffice.client import PostOfficeClient
 from waiting import eventually
 
@@ -21,6 +22,7 @@ def publish(system: System, topic: str, body: str) -> None:
         assert ctx.sender.flush(WAIT_S)  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_two_commands_on_one_options_file_at_once(shared_system: System) -> None:
     echoes = [
         shared_system.start("lab.same", "topic", "echo", "lab/two", "--count", "1", "--json")
@@ -36,6 +38,7 @@ def test_two_commands_on_one_options_file_at_once(shared_system: System) -> None
     assert "lab.same" not in shared_system.boxes()
 
 
+@pytest.mark.slow
 def test_letters_from_before_the_command_are_not_shown(shared_system: System) -> None:
     with PostOfficeClient("127.0.0.1", shared_system.port) as po:
         po.create_box("lab.stale", PASSWORD)  # left behind, say, by an earlier run

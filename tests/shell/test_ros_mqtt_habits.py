@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import mailbus
+import pytest
 from query_cases import BODIES
 from waiting import eventually
 
@@ -58,6 +59,7 @@ def test_mqtt_plus_and_a_star_within_one_level(shared_system: System) -> None:
     assert [line["topic"] for line in json_lines(out)] == ["lab/ax"]
 
 
+@pytest.mark.slow
 def test_hz_over_several_topics_and_a_glob() -> None:
     done = demo("topic", "hz", "robot/pose", "sensors/+", "--json", "--seconds", "3")
     assert done.returncode == 0, done.stderr
@@ -89,6 +91,7 @@ def test_where_takes_a_regex_as_find_does(shared_system: System) -> None:
     assert [line["body"] for line in json_lines(out)] == [BODIES[2]]
 
 
+@pytest.mark.slow
 def test_service_call_body_from_stdin_or_a_file(tmp_path: Path) -> None:
     piped = demo("service", "call", "demo/add", "--file", "-", stdin="[1, 2, 3]")
     assert piped.returncode == 0 and json.loads(piped.stdout) == {"sum": 6}, piped.stderr

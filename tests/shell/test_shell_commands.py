@@ -65,6 +65,7 @@ def test_echo_prints_a_field_of_the_demo_traffic(demo: System) -> None:
     assert all(isinstance(line["value"], float) and -1 <= line["value"] <= 1 for line in lines)
 
 
+@pytest.mark.slow
 def test_echo_that_sees_nothing_says_so_and_exits_1(demo: System) -> None:
     done = demo.run("lab.tool", "topic", "echo", "robot/pose", "--where", "x>2", "--seconds", "2")
     assert done.returncode == 1
@@ -72,6 +73,7 @@ def test_echo_that_sees_nothing_says_so_and_exits_1(demo: System) -> None:
     assert "no message on robot/pose within 2 s" in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("where", "expected"), WHERE_CASES)
 def test_echo_where_picks_what_find_picks(
     system: System, where: str, expected: tuple[int, ...]
@@ -99,6 +101,7 @@ def test_echo_where_picks_what_find_picks(
     assert [line["body"] for line in json_lines(out)] == [BODIES[i] for i in expected]
 
 
+@pytest.mark.slow
 def test_echo_field_reads_what_find_reads(system: System) -> None:
     """Values as Find reads them; a message without the field is skipped and said so
     on stderr, never printed as null."""
@@ -133,6 +136,7 @@ def test_echo_field_reads_what_find_reads(system: System) -> None:
         )
 
 
+@pytest.mark.slow
 def test_list_and_participants_from_traffic_and_announcements(demo: System) -> None:
     topics = demo.run("lab.tool", "topic", "list", "--counts", "--seconds", "3")
     assert topics.returncode == 0, topics.stderr
@@ -152,6 +156,7 @@ def test_list_and_participants_from_traffic_and_announcements(demo: System) -> N
     assert len(json_lines(topic.stdout)[0]["publishers"]) == 1  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_service_call_answers_times_out_and_reports_errors(demo: System) -> None:
     answered = demo.run("lab.tool", "service", "call", "demo/add", "[1, 2, 3]", "--json")
     assert answered.returncode == 0, answered.stderr
@@ -173,6 +178,7 @@ def test_service_call_answers_times_out_and_reports_errors(demo: System) -> None
     assert "no server of no/one announced itself within 1 s" in unserved.stderr
 
 
+@pytest.mark.slow
 def test_service_echo_pairs_requests_with_responses(demo: System) -> None:
     done = demo.run(
         "lab.tool", "service", "echo", "demo/*", "--count", "2", "--json", "--seconds", str(WAIT_S)
@@ -184,6 +190,7 @@ def test_service_echo_pairs_requests_with_responses(demo: System) -> None:
         assert isinstance(line["latency_ms"], float)
 
 
+@pytest.mark.slow
 def test_hz_bw_and_delay_report(demo: System) -> None:
     for action, key in (("hz", "rate_hz"), ("bw", "bytes_per_s"), ("delay", "p50_ms")):
         done = demo.run("lab.tool", "topic", action, "robot/pose", "--json", "--seconds", "3")
@@ -202,6 +209,7 @@ def test_pub_is_received(system: System) -> None:
     assert [m.body for m in bodies if m is not None] == ['{"go": true}'] * 3
 
 
+@pytest.mark.slow
 def test_errors_say_what_to_do_without_a_traceback(system: System, tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('transport = "postoffice"\n[postoffice]\nbox = "x"\n')
@@ -256,6 +264,7 @@ def test_ctrl_c_ends_with_a_one_line_summary() -> None:
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_the_commands_import_nothing_heavy() -> None:
     code = (
         "import sys; from mailbus.cli import main\n"
@@ -287,6 +296,7 @@ def test_json_lines_on_the_demo_inside_the_command() -> None:
     assert stats["received"] == 2 and stats["exit"] == 0
 
 
+@pytest.mark.slow
 def test_service_echo_reports_a_call_nobody_answers(system: System) -> None:
     echo = system.start(
         "lab.watch", "service", "echo", "lab/*", "--timeout", "1", "--count", "1", "--json"
@@ -315,6 +325,7 @@ def test_service_echo_reports_a_call_nobody_answers(system: System) -> None:
         (("participant", "list"), {"transport": "inprocess", "entities": 6}),
     ],
 )
+@pytest.mark.slow
 def test_each_command_in_process_on_the_demo(
     command: tuple[str, ...], expected: dict[str, object]
 ) -> None:

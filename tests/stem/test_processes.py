@@ -336,6 +336,7 @@ def test_a_remote_hub_that_crashes_and_restarts(network: Network) -> None:
         hub.unregister_cell("crashbox")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("network", ["postoffice"], indirect=True)
 def test_the_command_line_across_processes(network: Network, tmp_path: Path) -> None:
     """`mailbus stem send`, a process of its own, asks hub B (another process) over the

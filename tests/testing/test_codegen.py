@@ -37,6 +37,7 @@ def run_saved(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_a_saved_call_runs_green(tmp_path: Path) -> None:
     source = call_test(
         "thermo/convert",
@@ -53,6 +54,7 @@ def test_a_saved_call_runs_green(tmp_path: Path) -> None:
     assert "1 passed" in done.stdout
 
 
+@pytest.mark.slow
 def test_a_saved_message_runs_green(tmp_path: Path) -> None:
     source = message_test(
         "sensors/temp", '{"sensor": "s1", "seq": 0, "celsius": 20.0}', start=[SENSOR]
@@ -62,12 +64,14 @@ def test_a_saved_message_runs_green(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_a_saved_recording_runs_green(tmp_path: Path) -> None:
     source = session_test(str(EXAMPLE / "recording"), outputs=["alerts/hot"], start=[CONVERTER])
     done = run_saved(tmp_path, source)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_a_saved_call_fails_when_the_service_answers_otherwise(tmp_path: Path) -> None:
     source = call_test(
         "thermo/convert", '{"celsius": 100}', '{"fahrenheit": 200.0}', start=[CONVERTER]
@@ -106,6 +110,7 @@ def test_steady_fields_keep_what_did_not_change_between_messages() -> None:
 DEMO_READY = ["publisher:sensors/temperature", "server:demo/add"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [str(Path(demo.__file__)), "python -m mailbus.demo"])
 @pytest.mark.parametrize("transport", ["inprocess", "postoffice"])
 def test_the_demo_is_a_participant_a_saved_test_starts(

@@ -7,6 +7,7 @@ import pytest
 from inner import run
 
 
+@pytest.mark.slow
 def test_a_met_expectation_passes(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
@@ -23,6 +24,7 @@ def test_reading(bus, expect):
     result.assert_outcomes(passed=1)
 
 
+@pytest.mark.slow
 def test_a_missed_topic_shows_nearest_misses_with_a_field_diff(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
@@ -51,6 +53,7 @@ def test_reading(bus, expect):
     )
 
 
+@pytest.mark.slow
 def test_a_missing_field_is_named_and_a_callable_is_described(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
@@ -76,6 +79,7 @@ def test_fields(bus, expect):
     )
 
 
+@pytest.mark.slow
 def test_nothing_arrived_says_so(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
@@ -93,6 +97,7 @@ def test_silent(bus, expect):
     )
 
 
+@pytest.mark.slow
 def test_never_fails_on_a_matching_message_and_shows_it(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
@@ -118,6 +123,7 @@ def test_no_alarm_passes(bus, expect):
     )
 
 
+@pytest.mark.slow
 def test_ordered_reports_the_message_out_of_order(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
@@ -142,6 +148,7 @@ def test_order(bus, expect, faults):
     )
 
 
+@pytest.mark.slow
 def test_rate_measures_and_reports(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
@@ -170,6 +177,7 @@ def test_rate_wrong(bus, expect, system):
     )
 
 
+@pytest.mark.slow
 def test_bad_arguments_are_refused_clearly(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
@@ -202,6 +210,7 @@ def silent(ctx, stop):
 """
 
 
+@pytest.mark.slow
 def test_service_expectations_report_what_went_wrong(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
@@ -253,6 +262,7 @@ def test_fine(bus, expect, system):
     result.stdout.fnmatch_lines(["*p95 latency <= 1e-06 s: p95 latency was * s over 1 calls"])
 
 
+@pytest.mark.slow
 def test_an_async_test_awaits_its_expectation(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
@@ -278,6 +288,7 @@ async def test_awaited_failure(bus, expect):
     result.stdout.fnmatch_lines(["*n: expected 2, got 1"])
 
 
+@pytest.mark.slow
 def test_a_query_where_reports_each_failed_condition(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,

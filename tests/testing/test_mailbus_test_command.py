@@ -43,6 +43,7 @@ def test_the_examples_pass_and_report_latencies_in_junit_xml(tmp_path: Path) -> 
     assert 0 < properties["mailbus service thermo/convert"] < 10
 
 
+@pytest.mark.slow
 def test_a_failing_expectation_is_a_junit_failure_and_exit_status_1(tmp_path: Path) -> None:
     (tmp_path / "test_quiet.py").write_text(
         "def test_quiet(expect):\n    expect.topic('nobody/here', within=0.2)\n"
@@ -63,6 +64,7 @@ def test_a_missing_path_is_refused_clearly(tmp_path: Path) -> None:
     assert "mailbus test: no such file or folder: no-such-tests" in done.stderr
 
 
+@pytest.mark.slow
 def test_one_test_of_a_file_is_run_by_its_node_id(tmp_path: Path) -> None:
     (tmp_path / "test_two.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n")
     done = mailbus_test("test_two.py::test_b", cwd=tmp_path)
@@ -73,6 +75,7 @@ def test_one_test_of_a_file_is_run_by_its_node_id(tmp_path: Path) -> None:
     assert "no such file or folder: test_none.py::test_b" in missing.stderr
 
 
+@pytest.mark.slow
 def test_the_kits_options_after_the_path_are_taken_and_the_rest_goes_to_pytest(
     tmp_path: Path,
 ) -> None:

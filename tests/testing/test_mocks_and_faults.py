@@ -15,6 +15,7 @@ from mailbus.testing.faults import FaultPlan, FaultSender
 from mailbus.transport import EmailSender
 
 
+@pytest.mark.slow
 def test_a_strict_mock_fails_on_an_unexpected_call_and_on_calls_never_made(
     pytester: pytest.Pytester,
 ) -> None:
@@ -62,6 +63,7 @@ def record_a_session(directory: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_mock_from_a_recording_answers_by_body_and_checks_every_call_was_made(
     pytester: pytest.Pytester,
 ) -> None:
@@ -148,6 +150,7 @@ def test_lossy(bus, expect, faults):
 """
 
 
+@pytest.mark.slow
 def test_a_faults_test_fails_again_the_same_way_with_its_printed_seed(
     pytester: pytest.Pytester,
 ) -> None:
@@ -163,6 +166,7 @@ def test_a_faults_test_fails_again_the_same_way_with_its_printed_seed(
     again.stdout.fnmatch_lines([f"*: {matched[0]}", f"*faults(seed={seed[1]}, drop=0.3)*"])
 
 
+@pytest.mark.slow
 def test_faults_act_on_the_postoffice_bus_too(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,

@@ -68,6 +68,7 @@ def test_fees_and_free_places_as_recorded(system, golden):
 """
 
 
+@pytest.mark.slow
 def test_a_golden_test_replays_the_requests_to_the_systems_own_service(
     pytester: pytest.Pytester, recording: Path
 ) -> None:
@@ -120,6 +121,7 @@ def test_none_is_right(system, golden):
 """
 
 
+@pytest.mark.slow
 def test_a_golden_file_of_no_outputs_is_refused_unless_asked(
     pytester: pytest.Pytester, recording: Path
 ) -> None:
@@ -169,6 +171,7 @@ def test_fee(bus, expect, system):
 """
 
 
+@pytest.mark.slow
 def test_a_where_that_raises_fails_its_own_expectation_and_no_other(
     pytester: pytest.Pytester,
 ) -> None:
@@ -215,6 +218,7 @@ def test_the_environment_is_restored_after_each_test():
 """
 
 
+@pytest.mark.slow
 def test_env_reaches_a_participant_on_the_in_process_bus(pytester: pytest.Pytester) -> None:
     with_gate(pytester)
     run(pytester, ENVIRONMENT, "-p", "no:randomly").assert_outcomes(passed=3)
@@ -230,6 +234,7 @@ def test_cars(bus, expect, faults):
 """
 
 
+@pytest.mark.slow
 def test_a_count_failure_does_not_hide_an_order_failure(pytester: pytest.Pytester) -> None:
     result = run(pytester, COUNT_AND_ORDER)
     result.assert_outcomes(failed=1)
@@ -264,6 +269,7 @@ def test_cars_out_of_order(bus, expect, faults):
 """
 
 
+@pytest.mark.slow
 def test_only_met_expectations_write_a_latency_into_the_junit_xml(
     pytester: pytest.Pytester,
 ) -> None:
@@ -299,6 +305,7 @@ async def test_free_places_missed(bus, expect, system):
 """
 
 
+@pytest.mark.slow
 def test_async_tests_need_no_mark(pytester: pytest.Pytester) -> None:
     with_gate(pytester)
     result = run(pytester, ASYNC)
@@ -306,6 +313,7 @@ def test_async_tests_need_no_mark(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*free: expected 3, got 2"])
 
 
+@pytest.mark.slow
 def test_no_run_warns_about_the_asyncio_loop_scope(pytester: pytest.Pytester) -> None:
     # A project of the kit's users that has not set pytest-asyncio's options.
     result = run(pytester, "def test_bus(bus):\n    assert bus.context.is_initialized\n")

@@ -63,6 +63,7 @@ def free_places(monitor: Monitor) -> int:
     return int(json.loads(monitor.model.latest_body(parking_lot.FREE) or "{}").get("free", -1))
 
 
+@pytest.mark.slow
 def test_a_message_saved_from_the_notebook_sends_its_inputs_and_passes(
     notebook: Monitor, tmp_path: Path
 ) -> None:
@@ -86,6 +87,7 @@ def test_a_message_saved_from_the_notebook_sends_its_inputs_and_passes(
     assert "1 passed" in done.stdout
 
 
+@pytest.mark.slow
 def test_a_call_saved_from_the_notebook_sends_the_state_it_answered_from(
     notebook: Monitor, tmp_path: Path
 ) -> None:

@@ -24,6 +24,7 @@ with mailbus.Context() as ctx:
 """
 
 
+@pytest.mark.slow
 def test_the_marker_runs_a_test_once_per_transport(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
@@ -47,6 +48,7 @@ def test_both(bus, expect):
     )
 
 
+@pytest.mark.slow
 def test_an_unknown_transport_in_the_marker_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
@@ -60,6 +62,7 @@ def test_x(bus):
     result.stdout.fnmatch_lines(["*unknown transport 'carrier-pigeon'*"])
 
 
+@pytest.mark.slow
 def test_a_process_on_postoffice_is_started_waited_for_and_stopped(
     pytester: pytest.Pytester,
 ) -> None:
@@ -81,6 +84,7 @@ def test_echo(bus, system, expect):
     result.assert_outcomes(passed=1)
 
 
+@pytest.mark.slow
 def test_a_failed_test_shows_the_output_of_the_system(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
@@ -96,6 +100,7 @@ def test_echo(bus, system):
     result.stdout.fnmatch_lines(["*mailbus system: echo_server (last lines)*", "echo starting"])
 
 
+@pytest.mark.slow
 def test_a_process_that_dies_before_it_is_ready_is_reported(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
@@ -112,6 +117,7 @@ def test_dies(system):
     )
 
 
+@pytest.mark.slow
 def test_a_process_that_never_announces_the_entity_is_reported(
     pytester: pytest.Pytester,
 ) -> None:
@@ -133,6 +139,7 @@ def test_wrong_name(system):
     )
 
 
+@pytest.mark.slow
 def test_a_command_on_the_in_process_bus_is_refused_with_what_to_do(
     pytester: pytest.Pytester,
 ) -> None:
@@ -149,6 +156,7 @@ def test_cmd(system):
     )
 
 
+@pytest.mark.slow
 def test_a_system_file_starts_its_participants_in_order(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
@@ -171,6 +179,7 @@ def test_bad_file(system):
     result.assert_outcomes(passed=2)
 
 
+@pytest.mark.slow
 def test_an_options_file_runs_the_bus_on_the_users_system(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
@@ -184,6 +193,7 @@ def test_cfg(bus):
     result.assert_outcomes(passed=1)
 
 
+@pytest.mark.slow
 def test_a_postoffice_options_file_gives_every_participant_its_own_box(
     pytester: pytest.Pytester, tmp_path: Path
 ) -> None:

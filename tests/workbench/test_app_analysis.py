@@ -15,6 +15,9 @@ from textual.widgets import Button, DataTable, Input, ProgressBar, Static
 from wb_helpers import Posted, until
 from workbench_fixtures.events import fixed_app
 
+# Every test here runs the workbench for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
+
 SIZE = (140, 40)
 SESSION = Path(__file__).parents[2] / "sample_sessions" / "demo"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from mailbus.broker import Broker, BrokerMessage
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
@@ -12,6 +13,9 @@ from mailbus_workbench.widgets.row_table import RowTable
 from textual.widgets import DataTable, Static
 from wb_helpers import until
 from workbench_fixtures.events import fixed_app
+
+# Every test here runs the workbench for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
 
 
 class Gate:

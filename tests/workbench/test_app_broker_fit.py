@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from mailbus.broker import Broker, BrokerMessage
 from mailbus.broker.policy import Backpressure, Overflow
 from textual.widgets import DataTable
 from wb_helpers import until
 from workbench_fixtures.events import fixed_app
+
+# Every test here runs the workbench for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
 
 
 class Held:

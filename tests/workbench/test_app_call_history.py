@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.model.call_history import (
@@ -19,6 +20,9 @@ from mailbus_workbench.views.caller import CallerView
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static, TextArea
 from wb_helpers import until
+
+# Every test here runs the workbench for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
 
 SIZE = (140, 42)
 

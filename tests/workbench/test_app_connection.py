@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import pytest
 from mailbus.options import Options, options_from_mapping
 from mailbus.postoffice.server import ServerConfig, ServerThread
 from mailbus.postoffice.store import HashParams
@@ -17,6 +18,9 @@ from mailbus_workbench.views.publish import PublishView
 from textual.pilot import Pilot
 from textual.widgets import Input, TextArea
 from wb_helpers import Posted, until
+
+# Every test here runs the workbench (or a process) for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
 
 SIZE = (140, 42)
 

@@ -20,6 +20,9 @@ from textual.widgets import Input
 from wb_helpers import until
 from workbench_fixtures.events import fixed_model
 
+# Every test here runs the workbench (or a process) for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
+
 SIZE = (130, 38)
 
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import polars as pl
+import pytest
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.find_screen import FindScreen
@@ -22,6 +23,9 @@ from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Input
 from wb_helpers import Posted, until
 from workbench_fixtures.events import fixed_app
+
+# Every test here runs the workbench (or a process) for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
 
 SIZE = (130, 38)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.views.topics import TopicsView
 from mailbus_workbench.widgets.inspector import Inspector
@@ -14,6 +15,9 @@ from mailbus_workbench.widgets.topic_tree import TopicTree
 from textual.pilot import Pilot
 from wb_helpers import until
 from workbench_fixtures.events import T0, fixed_app, message_event
+
+# Every test here runs the workbench (or a process) for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
 
 SIZE = (140, 42)
 TOPIC = "robot/pose"

@@ -5,6 +5,7 @@ browser put part of the body there)."""
 
 from __future__ import annotations
 
+import pytest
 from textual import events
 from textual.widgets import Input, TextArea
 from wb_helpers import until
@@ -39,6 +40,7 @@ async def test_a_body_typed_right_after_tab_goes_to_the_body() -> None:
         assert app.focused is body
 
 
+@pytest.mark.slow
 async def test_backspace_in_a_burst_of_letters_deletes_where_it_was_typed() -> None:
     """In the Plot box: letters, backspace, letters, arriving together."""
     app = fixed_app()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from mailbus.stem import Hub
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
@@ -11,6 +12,9 @@ from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.views.log import LogView
 from textual.widgets import DataTable
 from wb_helpers import until
+
+# Every test here runs the workbench for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
 
 SIZE = (140, 42)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from mailbus.postoffice.client import PostOfficeClient
 from mailbus.postoffice.server import ServerConfig, ServerThread
 from mailbus.postoffice.store import HashParams
@@ -44,6 +45,7 @@ async def test_mailboxes_with_letter_counts(tmp_path: Path) -> None:
         server.stop()
 
 
+@pytest.mark.slow
 async def test_mailboxes_without_a_store(tmp_path: Path) -> None:
     settings = Settings(
         keymap_file=tmp_path / "k",
@@ -59,6 +61,7 @@ async def test_mailboxes_without_a_store(tmp_path: Path) -> None:
         assert "no PostOffice store" in view.error and view.boxes == []
 
 
+@pytest.mark.slow
 async def test_a_box_is_shown_emptied_and_removed_after_confirmation(tmp_path: Path) -> None:
     """The selected box's letters are listed; `e` empties and `x` removes it, each after a
     confirmation that can say no; the daemon's own state changes, not only the view."""

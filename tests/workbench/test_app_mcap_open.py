@@ -15,6 +15,9 @@ from mcap.writer import Writer
 from textual.widgets import DataTable, Input
 from wb_helpers import until
 
+# Every test here runs the workbench (or a process) for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
+
 
 def write_foreign(path: Path) -> dict[str, int]:
     """Two JSON channels (one with a topic that is no Mailbus name) and a protobuf one."""

@@ -4,6 +4,7 @@ announcement in the Log. (The demo announcing itself: test_app_broker.py.)"""
 
 from __future__ import annotations
 
+import pytest
 from mailbus.trace import Kind
 from mailbus_workbench.views.participants import ParticipantsView
 from mailbus_workbench.widgets.row_table import RowTable
@@ -13,6 +14,9 @@ from workbench_fixtures.clock import T0, FrozenClock
 from workbench_fixtures.events import fixed_app
 from workbench_fixtures.participants import announcement_event
 from workbench_fixtures.participants import sample_announcements as announcements
+
+# Every test here runs the workbench for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
 
 SIZE = (130, 38)
 

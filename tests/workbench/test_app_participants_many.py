@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.views.participants import ParticipantsView
 from mailbus_workbench.widgets.row_table import RowTable
@@ -13,6 +14,9 @@ from wb_helpers import until
 from workbench_fixtures.clock import T0, FrozenClock
 from workbench_fixtures.events import fixed_app
 from workbench_fixtures.participants import announcement_event, sample_announcements
+
+# Every test here runs the workbench (or a process) for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
 
 MANY = 200
 

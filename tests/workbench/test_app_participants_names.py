@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.model.settings import Settings
 from mailbus_workbench.views.participants import ParticipantsView
 from textual.widgets import Static
 from wb_helpers import until
+
+# Every test here runs the workbench for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
 
 SIZE = (150, 40)
 

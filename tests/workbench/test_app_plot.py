@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import polars as pl
+import pytest
 from mailbus_workbench import textual_internals
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
@@ -23,6 +24,9 @@ from textual.widgets import Input, OptionList, Tree
 from wb_helpers import Posted, until
 from workbench_fixtures.clock import T0, FrozenClock
 from workbench_fixtures.events import fixed_app, fixed_model, message_event
+
+# Every test here runs the workbench (or a process) for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
 
 SIZE = (130, 38)
 END = T0 + 12.0  # the fixed model's clock

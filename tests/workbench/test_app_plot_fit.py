@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.views.plot import PlotView
 from textual.pilot import Pilot
@@ -14,6 +15,9 @@ from textual.widgets import Input, Static
 from wb_helpers import until
 from workbench_fixtures.clock import T0
 from workbench_fixtures.events import fixed_app, message_event
+
+# Every test here runs the workbench (or a process) for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
 
 FOUR_SCALES = (
     "robot/pose.x",

@@ -19,6 +19,9 @@ from textual.pilot import Pilot
 from textual.widgets import Input, Select, Static, TextArea
 from wb_helpers import Posted, until
 
+# Every test here runs the workbench for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
+
 SIZE = (140, 42)
 
 

@@ -60,6 +60,7 @@ def test_retry_and_purge_functions(outbox: tuple[Path, Entry, Entry]) -> None:
     assert queued.id not in {i.id for i in list_outbox(directory)}
 
 
+@pytest.mark.slow
 async def test_queue_view_lists_retries_and_purges(outbox: tuple[Path, Entry, Entry]) -> None:
     directory, queued, dead = outbox
     app = fixed_app(outbox_dir=directory)
@@ -106,6 +107,7 @@ async def test_queue_view_lists_retries_and_purges(outbox: tuple[Path, Entry, En
         await until(pilot, lambda: [i.id for i in view.items] == [dead.id], "the reload")
 
 
+@pytest.mark.slow
 async def test_changes_refused_while_the_outbox_is_locked(
     outbox: tuple[Path, Entry, Entry],
 ) -> None:
@@ -133,6 +135,7 @@ async def test_changes_refused_while_the_outbox_is_locked(
     assert queued.id in {i.id for i in list_outbox(directory)}
 
 
+@pytest.mark.slow
 async def test_queue_view_says_when_there_is_no_outbox(tmp_path: Path) -> None:
     app = fixed_app(outbox_dir=tmp_path / "not-an-outbox")
     async with app.run_test(size=SIZE) as pilot:
@@ -147,6 +150,7 @@ def table_ids(app: Any) -> list[str]:
     return app.query_one("#queue-table", QueueList).ids  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 async def test_a_new_listing_keeps_the_cursor_on_its_entry(tmp_path: Path) -> None:
     """Entries leaving the outbox leave the list, the cursor stays on its entry (not on
     its row number); the listings come as messages, the latest shown."""
@@ -177,6 +181,7 @@ async def test_a_new_listing_keeps_the_cursor_on_its_entry(tmp_path: Path) -> No
         assert {e.id for e in entries} >= set(ids)
 
 
+@pytest.mark.slow
 async def test_stale_listing_is_not_shown(outbox: tuple[Path, Entry, Entry]) -> None:
     directory, queued, dead = outbox
     app = fixed_app(outbox_dir=directory)
@@ -193,6 +198,7 @@ async def test_stale_listing_is_not_shown(outbox: tuple[Path, Entry, Entry]) -> 
         assert view.error == "" and {i.id for i in view.items} == {queued.id, dead.id}
 
 
+@pytest.mark.slow
 async def test_outbox_calls_never_run_on_the_ui_thread(
     outbox: tuple[Path, Entry, Entry], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.model.settings import Settings
@@ -47,6 +48,7 @@ def test_json_punctuation_shows_on_either_background() -> None:
         assert all(visible_on(c, dark=dark) for c in colours), (dark, colours)
 
 
+@pytest.mark.slow
 async def test_the_call_response_follows_the_theme(engine: EngineHost, tmp_path: Path) -> None:
     settings = Settings(
         keymap_file=tmp_path / "keymap.toml", templates_file=tmp_path / "templates.toml"
@@ -71,6 +73,7 @@ async def test_the_call_response_follows_the_theme(engine: EngineHost, tmp_path:
         assert all(visible_on(c, dark=True) for c in punctuation_colours(shown))
 
 
+@pytest.mark.slow
 async def test_300_topics_open_collapsed_below_a_size_with_totals_on_groups() -> None:
     app = fixed_app()
     names = [
@@ -105,6 +108,7 @@ async def test_300_topics_open_collapsed_below_a_size_with_totals_on_groups() ->
         assert tree._groups["plant2/line9"][0].is_expanded
 
 
+@pytest.mark.slow
 async def test_a_small_tree_still_opens_whole() -> None:
     app = fixed_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -113,6 +117,7 @@ async def test_a_small_tree_still_opens_whole() -> None:
         assert tree._groups and all(node.is_expanded for node, _, _ in tree._groups.values())
 
 
+@pytest.mark.slow
 async def test_the_wait_set_timeline_has_one_colour_per_state_and_a_legend() -> None:
     from mailbus_workbench.views.waitsets import TIMELINE_LEGEND, TIMELINE_STYLE, WaitSetsView
 
@@ -129,6 +134,7 @@ async def test_the_wait_set_timeline_has_one_colour_per_state_and_a_legend() -> 
             assert f"{TIMELINE_STYLE[state][0]} {meaning}" in legend
 
 
+@pytest.mark.slow
 async def test_source_timestamp_shows_a_time_and_keeps_the_raw_nanoseconds() -> None:
     from mailbus import headers as H
     from mailbus_workbench.widgets.inspector import Inspector
@@ -155,6 +161,7 @@ async def test_source_timestamp_shows_a_time_and_keeps_the_raw_nanoseconds() -> 
         assert f"Source-Timestamp: {raw}" in inspector.texts["raw"]  # the email as it came
 
 
+@pytest.mark.slow
 async def test_the_inspectors_json_shows_on_the_light_theme() -> None:
     from mailbus_workbench.widgets.message_list import MessageList
     from mailbus_workbench.widgets.topic_tree import TopicTree

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.model.settings import Settings
@@ -14,6 +15,9 @@ from mailbus_workbench.views.sessions import SessionsView
 from textual import events
 from textual.widgets import Input, OptionList, Static
 from wb_helpers import until
+
+# Every test here runs the workbench (or a process) for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
 
 SIZE = (140, 40)
 

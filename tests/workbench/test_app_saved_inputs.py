@@ -139,6 +139,7 @@ def run_saved(folder: Path, options: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 async def test_tests_saved_from_the_workbench_send_the_inputs_and_pass_as_saved(
     tmp_path: Path, daemon: PostOfficeDaemon
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from mailbus import headers as H
 from mailbus_workbench.views.services import ServicesView
 from mailbus_workbench.widgets.latency_histogram import LatencyHistogram
@@ -16,6 +17,9 @@ from textual.widgets import Input, Static
 from wb_helpers import until
 from workbench_fixtures.clock import T0
 from workbench_fixtures.events import fixed_app, request_event, response_event
+
+# Every test here runs the workbench (or a process) for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
 
 SIZE = (140, 42)
 OTHER_CLIENT = "0a0a0a0a1b1b1b1b2c2c2c2c3d3d3d3d"

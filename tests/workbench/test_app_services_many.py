@@ -4,12 +4,16 @@ the histogram following the row."""
 
 from __future__ import annotations
 
+import pytest
 from mailbus_workbench.model.latency import MAX_SERVICES
 from mailbus_workbench.widgets.latency_histogram import LatencyHistogram
 from mailbus_workbench.widgets.service_stats import ServiceStats
 from wb_helpers import until
 from workbench_fixtures.clock import T0
 from workbench_fixtures.events import fixed_app, request_event, response_event
+
+# Every test here runs the workbench (or a process) for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
 
 MANY = 500
 

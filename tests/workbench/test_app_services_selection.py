@@ -3,6 +3,7 @@ rows are trimmed from the top of the list."""
 
 from __future__ import annotations
 
+import pytest
 from mailbus_workbench import textual_internals
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.widgets.email_pair import EmailPair
@@ -11,6 +12,9 @@ from textual.pilot import Pilot
 from wb_helpers import Posted, layouts_of, until
 from workbench_fixtures.clock import T0
 from workbench_fixtures.events import fixed_app, request_event, response_event
+
+# Every test here runs the workbench for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
 
 SIZE = (140, 42)
 

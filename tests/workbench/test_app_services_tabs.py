@@ -3,11 +3,15 @@ in Chromium is in test_serve_browser.py)."""
 
 from __future__ import annotations
 
+import pytest
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.screens import HelpScreen
 from textual.widgets import Input
 from wb_helpers import until
 from workbench_fixtures.events import fixed_app
+
+# Every test here runs the workbench (or a process) for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
 
 
 async def test_a_tab_click_gives_the_keys_to_its_view() -> None:

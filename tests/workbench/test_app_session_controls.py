@@ -18,6 +18,9 @@ from mailbus_workbench.views.sessions import SessionsView
 from textual.widgets import DataTable, DirectoryTree, Input, Label, OptionList, Static, Switch
 from wb_helpers import Posted, until
 
+# Every test here runs the workbench for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
+
 SIZE = (140, 40)
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_sessions"
 

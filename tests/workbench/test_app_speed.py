@@ -30,6 +30,9 @@ from wb_helpers import until
 from workbench_fixtures.clock import T0
 from workbench_fixtures.events import fixed_app, message_event
 
+# Every test here runs the workbench for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
+
 SIZE = (120, 36)
 BACKLOG = 100_000
 

@@ -5,6 +5,7 @@ a fast typist's app: nothing waits for the tab switch in between."""
 
 from __future__ import annotations
 
+import pytest
 from mailbus_workbench.app import WorkbenchApp
 from textual import events
 from textual.widgets import Input, TabbedContent
@@ -29,6 +30,7 @@ def press_tab_and_type(app: WorkbenchApp, view_id: str, text: str) -> None:
         app.post_message(events.Key(KEYS.get(character, character), character))
 
 
+@pytest.mark.slow
 async def test_letters_typed_at_once_after_a_click_on_the_plot_tab_reach_its_box() -> None:
     app = fixed_app()
     async with app.run_test(size=SIZE) as pilot:

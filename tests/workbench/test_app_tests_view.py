@@ -75,6 +75,7 @@ def demo_engine(monkeypatch: pytest.MonkeyPatch) -> EngineHost:
     return EngineHost.from_config(None)
 
 
+@pytest.mark.slow
 async def test_saved_tests_of_the_demo_pass_as_saved_and_in_the_tests_view(
     tmp_path: Path, demo_engine: EngineHost
 ) -> None:
@@ -182,6 +183,7 @@ async def test_a_missing_folder_is_said_and_nothing_runs(tmp_path: Path) -> None
         assert "no-such-folder" in drawn(app, "#tests-detail")
 
 
+@pytest.mark.slow
 async def test_a_collection_error_and_a_stopped_run_are_said(tmp_path: Path) -> None:
     folder = tmp_path / "tests"
     folder.mkdir()
@@ -207,6 +209,7 @@ async def test_a_collection_error_and_a_stopped_run_are_said(tmp_path: Path) -> 
         assert "Run stopped" in drawn(app, "#tests-status")
 
 
+@pytest.mark.slow
 async def test_an_open_session_is_saved_as_a_golden_test_with_f4(tmp_path: Path) -> None:
     session = Path(__file__).resolve().parents[2] / "sample_sessions" / "demo"
     folder = tmp_path / "tests"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import bisect
 from pathlib import Path
 
+import pytest
 from mailbus import headers as H
 from mailbus.sessions.player import replay_events
 from mailbus.sessions.reader import open_session
@@ -19,6 +20,9 @@ from mailbus_workbench.widgets.message_list import MessageList
 from mailbus_workbench.widgets.timeline import LABEL_WIDTH, TimelineBar
 from mailbus_workbench.widgets.topic_tree import TopicTree
 from wb_helpers import Posted, until
+
+# Every test here runs the workbench (or a process) for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
 
 SIZE = (140, 40)
 DEMO = Path(__file__).resolve().parents[2] / "sample_sessions" / "demo"

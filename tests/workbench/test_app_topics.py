@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from mailbus.trace import TraceEvent
 from mailbus_workbench import textual_internals
 from mailbus_workbench.app import WorkbenchApp
@@ -82,6 +83,7 @@ async def test_fuzzy_filter_narrows_the_tree() -> None:
         assert len(tree._topic_nodes) == 4
 
 
+@pytest.mark.slow
 async def test_pause_freezes_lists_and_clear_forgets() -> None:
     app = fixed_app()
     posted = Posted()
@@ -111,6 +113,7 @@ async def test_pause_freezes_lists_and_clear_forgets() -> None:
         assert app.query_one(TopicTree)._topic_nodes == {}
 
 
+@pytest.mark.slow
 async def test_history_cap_prompt_validates_and_applies() -> None:
     app = fixed_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -136,6 +139,7 @@ async def test_history_cap_prompt_validates_and_applies() -> None:
         assert app.model.topics.history_cap == 5
 
 
+@pytest.mark.slow
 async def test_panes_resize_by_key_and_mouse() -> None:
     app = fixed_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -197,6 +201,7 @@ def test_paused_summary_counts_the_shown_topic_and_names_the_total_apart() -> No
     assert "PAUSED" not in texts[2]
 
 
+@pytest.mark.slow
 async def test_the_panes_follow_the_filter_and_a_click_selects_the_only_row() -> None:
     app = fixed_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -219,6 +224,7 @@ async def test_the_panes_follow_the_filter_and_a_click_selects_the_only_row() ->
         assert messages.row_count == 0
 
 
+@pytest.mark.slow
 async def test_large_json_folds_into_a_tree_and_small_json_stays_a_listing() -> None:
     import dataclasses
     import json
@@ -255,6 +261,7 @@ def new_topic_events(names: list[str], n0: int = 90_000) -> list[TraceEvent]:
     ]
 
 
+@pytest.mark.slow
 async def test_the_tree_highlight_stays_on_the_selected_topic_when_topics_arrive() -> None:
     """Issue 19 item 3: new topics rebuild the tree; highlight and list stay together."""
     app = fixed_app()
@@ -277,6 +284,7 @@ async def test_the_tree_highlight_stays_on_the_selected_topic_when_topics_arrive
         assert tree.cursor_node is not None and tree.cursor_node.data == view.topic
 
 
+@pytest.mark.slow
 async def test_the_highlight_stays_on_a_group_when_topics_arrive() -> None:
     """A rebuild keeps the cursor on a group node too, instead of dropping it on whatever
     topic then sits on its old line (which would change the list under the user)."""
@@ -302,6 +310,7 @@ async def test_the_highlight_stays_on_a_group_when_topics_arrive() -> None:
         assert view.topic == "system/heartbeat"
 
 
+@pytest.mark.slow
 async def test_a_filter_that_hides_every_topic_keeps_their_messages_out_of_the_list() -> None:
     """Issue 19 item 3: a topic the filter hides from the tree shows nothing in the list,
     also when its messages arrive after the filter was typed."""
@@ -325,6 +334,7 @@ async def test_a_filter_that_hides_every_topic_keeps_their_messages_out_of_the_l
         assert [r.event.name for r in messages._rows] == ["no-such-topic-at-all"]
 
 
+@pytest.mark.slow
 async def test_messages_that_come_while_paused_are_kept_and_listed_on_resume() -> None:
     clock = FrozenClock(T0 + 12)
     model = fixed_model(clock)

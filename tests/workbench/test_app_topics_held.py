@@ -20,6 +20,9 @@ from textual.pilot import Pilot
 from wb_helpers import screen_text, until
 from workbench_fixtures.events import RAW_DATE, T0, fixed_app, imap_bytes, message_event
 
+# Every test here runs the workbench (or a process) for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
+
 SIZE = (140, 42)
 TOPIC = "robot/pose"
 

@@ -20,6 +20,9 @@ from wb_helpers import layouts_of, until
 from workbench_fixtures.clock import T0
 from workbench_fixtures.events import fixed_app, message_event
 
+# Every test here runs the workbench for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
+
 SIZE = (120, 40)
 SENSORS = ("accel", "battery", "camera", "gyro", "imu", "lidar", "odom", "pose", "sonar", "temp")
 ZONES, UNITS = 5, 100  # 5,000 topics

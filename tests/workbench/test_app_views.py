@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from mailbus_workbench import textual_internals
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
@@ -22,6 +23,9 @@ from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Input, Select, Static, TabbedContent, TextArea
 from wb_helpers import Posted, until
 from workbench_fixtures.events import fixed_app, fixed_model
+
+# Every test here runs the workbench for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
 
 SIZE = (140, 42)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from mailbus.foxglove import protocol as P
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
@@ -13,6 +14,9 @@ from mailbus_workbench.model.settings import Settings
 from textual.command import CommandPalette
 from wb_helpers import until
 from websockets.asyncio.client import connect
+
+# Every test here runs the workbench (or a process) for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
 
 SIZE = (140, 42)
 

@@ -15,6 +15,7 @@ def descriptions(bar: KeyBar) -> list[str]:
     return [item.description for item in bar.items]
 
 
+@pytest.mark.slow
 async def test_keys_follow_the_focused_view() -> None:
     app = fixed_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -38,6 +39,7 @@ async def test_one_item_per_action() -> None:
         assert descriptions(bar).count("Help") == 1
 
 
+@pytest.mark.slow
 async def test_clicking_a_key_presses_it() -> None:
     app = fixed_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -57,6 +59,7 @@ async def test_clicking_a_key_presses_it() -> None:
             assert app.active_view_id == "services"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", [80, 120, 175, 200])
 async def test_help_quit_and_the_palette_always_fit_and_the_view_keys_where_they_fit(
     width: int,
@@ -85,6 +88,7 @@ async def test_help_quit_and_the_palette_always_fit_and_the_view_keys_where_they
                 assert " N " in line and " P " in line, line
 
 
+@pytest.mark.slow
 async def test_a_click_on_a_view_key_drawn_without_its_title_shows_that_view() -> None:
     app = fixed_app()
     async with app.run_test(size=(120, 40)) as pilot:
@@ -96,6 +100,7 @@ async def test_a_click_on_a_view_key_drawn_without_its_title_shows_that_view() -
         await until(pilot, lambda: app.active_view_id == "participants", "Participants")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", [80, 120])
 async def test_the_views_with_many_keys_still_show_how_to_leave_them(width: int) -> None:
     """Sessions and Tests filled the bar with their own keys and dropped every key that
@@ -121,6 +126,7 @@ async def test_the_views_with_many_keys_still_show_how_to_leave_them(width: int)
         assert "Leave field" not in descriptions(bar)  # out of the field: not listed
 
 
+@pytest.mark.slow
 async def test_a_click_on_the_shortest_view_keys_shows_that_view() -> None:
     app = fixed_app()
     async with app.run_test(size=(80, 36)) as pilot:

@@ -74,6 +74,7 @@ async def arrange(app: WorkbenchApp) -> None:
         await pilot.press("q")
 
 
+@pytest.mark.slow
 async def test_the_layout_comes_back_after_a_restart() -> None:
     await arrange(fixed_app(layouts=store()))
     assert store().last_file.exists()
@@ -94,6 +95,7 @@ async def test_the_layout_comes_back_after_a_restart() -> None:
         assert app.screen.query_one("#find-query", Input).value == "celsius>25"
 
 
+@pytest.mark.slow
 async def test_without_a_store_nothing_is_remembered() -> None:
     app = fixed_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -102,6 +104,7 @@ async def test_without_a_store_nothing_is_remembered() -> None:
     assert not (store().directory).exists()
 
 
+@pytest.mark.slow
 async def test_a_named_layout_saved_from_the_palette_opens_by_name() -> None:
     app = fixed_app(layouts=store())
     async with app.run_test(size=SIZE) as pilot:
@@ -128,6 +131,7 @@ async def test_a_named_layout_saved_from_the_palette_opens_by_name() -> None:
         await until(pilot, lambda: listed_series(app) == ["robot/pose.y"], "its series")
 
 
+@pytest.mark.slow
 async def test_switching_layouts_from_the_palette() -> None:
     store().save_named("temps", Layout(view="plot", plot_series=("sensors/temperature.celsius",)))
     app = fixed_app(layouts=store())
@@ -142,6 +146,7 @@ async def test_switching_layouts_from_the_palette() -> None:
         )
 
 
+@pytest.mark.slow
 async def test_a_shared_file_is_exported_and_imported(tmp_path: Path) -> None:
     shared = tmp_path / "team.toml"
     app = fixed_app(layouts=store())
@@ -183,6 +188,7 @@ async def test_a_shared_file_is_exported_and_imported(tmp_path: Path) -> None:
         ("[plot]\nwindow_s = -1", "plot.window_s"),
     ],
 )
+@pytest.mark.slow
 async def test_a_corrupt_last_layout_is_said_and_the_workbench_starts(text: str, says: str) -> None:
     store().last_file.parent.mkdir(parents=True)
     store().last_file.write_text(text)
@@ -199,6 +205,7 @@ async def test_a_corrupt_last_layout_is_said_and_the_workbench_starts(text: str,
     assert store().load_last() == Layout(view="plot")
 
 
+@pytest.mark.slow
 async def test_a_series_no_longer_valid_is_said_and_the_rest_restored() -> None:
     store().save_last(
         Layout(view="plot", plot_series=("robot/pose.x[", "robot/pose.x"), plot_window_s=10.0)

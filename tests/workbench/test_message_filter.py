@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from mailbus import query
 from mailbus_workbench.model.state import WorkbenchModel
 from mailbus_workbench.widgets.message_list import MessageList
@@ -45,6 +46,7 @@ def test_signature_and_header_terms_match() -> None:
     assert not query.parse("No-Such-Header~x").matches(failed)
 
 
+@pytest.mark.slow
 async def test_the_topic_filter_lists_only_messages_whose_signature_failed() -> None:
     clock = FrozenClock(T0 + 5)
     model = WorkbenchModel(clock=clock)

@@ -93,6 +93,7 @@ def test_a_window_counts_what_came_within_it_however_late_the_tick() -> None:
     assert list(stats.rate_history) == [4, 4, 4] and stats.rate == 4
 
 
+@pytest.mark.slow
 def test_windows_ending_together_close_a_budget_at_a_time_and_exactly() -> None:
     """10,000 topics first seen at once end their windows at once: one tick closes at
     most TICK_BUDGET of them (closing all held a key 30 ms); the next ticks close the

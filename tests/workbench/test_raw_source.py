@@ -94,6 +94,7 @@ def test_eml_names_are_safe_and_never_replace_a_file(tmp_path: Path) -> None:
         write_eml(tmp_path / "missing", record)
 
 
+@pytest.mark.slow
 async def test_raw_tab_and_export_key_show_and_save_the_bytes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

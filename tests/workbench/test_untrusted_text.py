@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from mailbus_workbench.app import WorkbenchApp
 from mailbus_workbench.engine import EngineHost
 from mailbus_workbench.model.settings import Settings
@@ -15,6 +16,9 @@ from mailbus_workbench.widgets.message_list import MessageList
 from mailbus_workbench.widgets.topic_tree import TopicTree
 from textual.widgets import Input, Static, TextArea
 from wb_helpers import Posted, until
+
+# Every test here runs the workbench (or a process) for seconds: not in the quick tier.
+pytestmark = pytest.mark.slow
 
 SIZE = (140, 42)
 TOPIC = "lab/[bold]x"  # parsed as markup, the leaf would read "x"

@@ -7,10 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from mailbus.cli import main
 from mailbus_workbench.serve import serve_command
 
 
+@pytest.mark.slow
 def test_serve_refuses_bad_arguments(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["serve", "--port", "0"]) == 2
     assert "port must be" in capsys.readouterr().err

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
 from mailbus.postoffice.client import PostOfficeClient
 from mailbus.postoffice.server import ServerConfig, ServerThread
 from mailbus.postoffice.store import HashParams
@@ -89,6 +90,7 @@ def app_with(engine: EngineHost, tmp_path: Path) -> WorkbenchApp:
     return WorkbenchApp(engine=engine, settings=settings)
 
 
+@pytest.mark.slow
 async def test_published_then_shown(engine: EngineHost, tmp_path: Path) -> None:
     app = app_with(engine, tmp_path)
     posted = Posted()
@@ -107,6 +109,7 @@ async def test_published_then_shown(engine: EngineHost, tmp_path: Path) -> None:
         assert not posted.of(PublishView.PublishFailed) and not posted.of(PublishView.Failed)
 
 
+@pytest.mark.slow
 async def test_engine_failed_then_a_publish_failed(tmp_path: Path) -> None:
     """A context that cannot start (shut down before the app starts it): EngineFailed is
     posted and shown; a publish then fails in the worker: PublishFailed, then Failed."""
@@ -144,6 +147,7 @@ async def test_engine_failed_then_a_publish_failed(tmp_path: Path) -> None:
         assert not posted.of(PublishView.Published)
 
 
+@pytest.mark.slow
 async def test_call_finished_then_listed(engine: EngineHost, tmp_path: Path) -> None:
     app = app_with(engine, tmp_path)
     posted = Posted()
@@ -166,6 +170,7 @@ async def test_call_finished_then_listed(engine: EngineHost, tmp_path: Path) -> 
         assert app.query_one("#call-history", DataTable).row_count == 2
 
 
+@pytest.mark.slow
 async def test_analysis_progress_then_done() -> None:
     posted = Posted()
     app = fixed_app()
@@ -189,6 +194,7 @@ async def test_analysis_progress_then_done() -> None:
         assert status == ", ".join(f"{n}: {len(t)} rows" for n, t in done.tables.items())
 
 
+@pytest.mark.slow
 async def test_find_matched_then_searched_and_a_stale_match_is_dropped() -> None:
     posted = Posted()
     app = fixed_app()
@@ -221,6 +227,7 @@ async def test_find_matched_then_searched_and_a_stale_match_is_dropped() -> None
         assert table.row_count == searched.found
 
 
+@pytest.mark.slow
 async def test_mailboxes_listed_then_a_box_emptied(tmp_path: Path) -> None:
     store = tmp_path / "po.db"
     server = ServerThread(ServerConfig(store_path=store, port=0, hash_params=HashParams(log2_n=4)))
