@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import os
 import quopri
 import re
 from collections.abc import Mapping
@@ -28,6 +27,7 @@ from email.utils import formatdate, getaddresses
 from mailbus import headers as H
 from mailbus.errors import EmailFormatError, InvalidNameError
 from mailbus.names import check_address, check_header_name, check_header_value
+from mailbus.random_pool import RandomPool
 
 DEFAULT_SENDER = "mailbus@localhost"
 # Bounds on what a parse may cost: a hostile email must not stall a receiver.
@@ -94,20 +94,7 @@ class Email:
         )
 
 
-_token_pool: list[str] = []
-
-
-def _random_token() -> str:
-    """96 random bits as hex, from the OS's CSPRNG read 512 tokens at a time (one
-    system call per message would cost as much as the rest of a publish)."""
-    while True:
-        try:
-            return _token_pool.pop()  # atomic under the GIL: no lock on the hot path
-        except IndexError:
-            # Threads that find the pool empty together each add a batch: every token is
-            # still fresh CSPRNG output used once, so no lock (and no threading) is needed.
-            raw = os.urandom(12 * 512).hex()
-            _token_pool.extend(raw[i : i + 24] for i in range(0, len(raw), 24))
+_random = RandomPool(12)  # 96 bits per Message-ID
 
 
 def new_message_id(sender: str = DEFAULT_SENDER) -> str:
@@ -115,7 +102,7 @@ def new_message_id(sender: str = DEFAULT_SENDER) -> str:
     nobody can pre-send an email with the next ID and have the real one dropped as a
     duplicate."""
     domain = sender.rpartition("@")[2] or "localhost"
-    return f"<{_random_token()}@{domain}>"
+    return f"<{_random.take().hex()}@{domain}>"
 
 
 def _check_wire_length(name: str, value: str) -> None:
