@@ -20,6 +20,9 @@ def test_serve_refuses_bad_arguments(tmp_path: Path, capsys) -> None:  # type: i
     assert "no such options file" in capsys.readouterr().err
     assert main(["open", str(tmp_path / "no-session")]) == 2
     assert "no session directory" in capsys.readouterr().err
+    for empty in ("", "  "):  # not the working directory opened as a session
+        assert main(["open", empty]) == 2
+        assert "give a session directory or an .mcap file" in capsys.readouterr().err
 
 
 def test_serve_command_runs_this_python_with_the_config(tmp_path: Path) -> None:

@@ -23,6 +23,9 @@ def _open(args: argparse.Namespace) -> int:
 
     from mailbus_workbench.launch import run_app
 
+    if not args.session.strip():  # Path("") is ".": the working directory, not a session
+        print("mailbus open: give a session directory or an .mcap file", file=sys.stderr)
+        return 2
     path = Path(args.session)
     if path.is_dir():  # the app says what is wrong with a bad session directory
         return run_app(config=args.config, session=args.session)
