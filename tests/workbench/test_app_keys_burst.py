@@ -54,3 +54,16 @@ async def test_backspace_in_a_burst_of_letters_deletes_where_it_was_typed() -> N
         for key in keys:
             app.post_message(key_event(key))
         await until(pilot, lambda: box.value == "robot/pos.y", "the text as typed")
+
+
+async def test_a_key_that_comes_as_the_app_closes_is_dropped_without_an_error() -> None:
+    """A key still queued when the last screen has gone (a fast typist quitting, a
+    benchmark ending) raised ScreenStackError from the app's key handling, and that
+    error replaced whatever had ended the run."""
+    app = fixed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+    assert not app.screen_stack
+    await app.on_event(key_event("home"))
+    await app.on_event(key_event("tab"))
+    assert app._exception is None

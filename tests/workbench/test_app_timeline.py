@@ -19,6 +19,8 @@ from mailbus_workbench.views.sessions import SessionsView
 from mailbus_workbench.widgets.message_list import MessageList
 from mailbus_workbench.widgets.timeline import LABEL_WIDTH, TimelineBar
 from mailbus_workbench.widgets.topic_tree import TopicTree
+from textual import events
+from textual.message import Message
 from wb_helpers import Posted, until
 
 # Every test here runs the workbench (or a process) for seconds: not in the quick tier.
@@ -123,5 +125,66 @@ async def test_the_timeline_seeks_by_key_and_mouse_and_the_replay_stays_apart(
         messages = app.query_one(MessageList)
         await until(pilot, lambda: messages.row_count == 1, "the replayed message's row")
         assert messages.get_row_at(0)[-1].startswith("⟲ ")
+        assert view.player is not None
+        view.player.stop()
+
+
+async def test_a_key_right_after_a_seek_steps_from_the_cursor_not_the_old_position(
+    engine: EngineHost, tmp_path: Path
+) -> None:
+    """The status refresh shows the play position on the timeline. Run between a key's
+    seek and the view handing it to the player (a timer firing there, as it does under
+    load), it put the cursor back on the old position, and the next key stepped from
+    there: Home, shift+→, → sought 0, 10 %, then 1 % of the session, not 11 %."""
+    expected = replay_events(open_session(DEMO))
+    duration = expected[-1].offset_ns / 1e9
+    app = WorkbenchApp(
+        engine=engine,
+        session=str(DEMO),
+        settings=Settings(keymap_file=tmp_path / "k", templates_file=tmp_path / "t"),
+    )
+    posted = Posted()
+    view: SessionsView | None = None
+
+    def hook(message: Message) -> None:
+        # Called as a node takes a message: a key here reaches the bar while the seeks
+        # of the keys before it wait in the queue for the view.
+        posted.hook(message)
+        if isinstance(message, events.Key) and view is not None and view.is_mounted:
+            view.playback.refresh_status()  # the timer, before the view takes the seek
+
+    async with app.run_test(size=SIZE, message_hook=hook) as pilot:
+        view = app.query_one(SessionsView)
+        bar = app.query_one(TimelineBar)
+        await until(pilot, lambda: bar.timeline is not None, "the timeline", timeout=60)
+        await until(pilot, lambda: app.active_view_id == "sessions", "the Sessions view")
+        await pilot.pause()
+        bar.focus()
+        await until(pilot, lambda: app.focused is bar, "the focus on the timeline")
+        await pilot.press("end")  # a paused player, standing at the end
+        await until(
+            pilot,
+            lambda: view.player is not None and view.player.position_s == duration,
+            "the seek to the end",
+            timeout=60,
+        )
+        # As a terminal delivers fast keys: all three before the view takes any seek.
+        before = len(posted.of(TimelineBar.Seeked))
+        for key in ("home", "shift+right", "right"):
+            app.post_message(events.Key(key, None))
+        await until(pilot, lambda: len(posted.of(TimelineBar.Seeked)) == before + 3, "3 seeks")
+        offsets = [m.offset_s for m in posted.of(TimelineBar.Seeked)]  # type: ignore[attr-defined]
+        assert offsets[-3] == 0.0
+        assert abs(offsets[-2] - 0.1 * duration) < 1e-9
+        # From the cursor at 10 %, or at the email the player landed on there (the
+        # cursor follows it once the view has taken both seeks): never from the old place.
+        landed = next(e.offset_ns for e in expected if e.offset_ns >= 0.1 * duration * 1e9)
+        assert 0.11 * duration - 1e-9 <= offsets[-1] <= landed / 1e9 + 0.01 * duration + 1e-9
+        await until(
+            pilot,
+            lambda: view.player is not None and view.player.position_s >= offsets[-1] - 1e-9,
+            "the last seek landed",
+            timeout=60,
+        )
         assert view.player is not None
         view.player.stop()

@@ -51,6 +51,9 @@ class TimelineBar(Widget, can_focus=True):
         self.timeline: Timeline | None = None
         self.cursor_s = 0.0
         self._dragging = False
+        # Seeks posted and not yet taken by the view: the play position shown meanwhile
+        # is the one from before them (a key right after another stepped from there).
+        self._seeks_in_flight = 0
         self._tracks: tuple[int, list[str]] | None = None  # (columns, a level string per row)
 
     @property
@@ -61,14 +64,16 @@ class TimelineBar(Widget, can_focus=True):
     def show(self, timeline: Timeline | None) -> None:
         self.timeline = timeline
         self.cursor_s = 0.0
+        self._seeks_in_flight = 0
         self._tracks = None
         rows = len(timeline.rows) if timeline is not None else 1
         self.styles.height = max(rows, 1) + 2  # the rows, the axis, the border-less gap
         self.refresh()
 
     def move_cursor(self, offset_s: float) -> None:
-        """Show the play position (no seek is posted)."""
-        if offset_s != self.cursor_s:
+        """Show the play position (no seek is posted); not while a seek of the cursor's
+        is on its way to the player."""
+        if self._seeks_in_flight == 0 and offset_s != self.cursor_s:
             self.cursor_s = offset_s
             self.refresh()
 
@@ -78,7 +83,17 @@ class TimelineBar(Widget, can_focus=True):
             return
         self.cursor_s = min(max(offset_s, 0.0), self.timeline.duration_s)
         self.refresh()
+        self._seeks_in_flight += 1
         self.post_message(self.Seeked(self.cursor_s))
+
+    @property
+    def seeking(self) -> bool:
+        """A seek of the cursor's is posted and not yet handed to the player."""
+        return self._seeks_in_flight > 0
+
+    def seek_taken(self) -> None:
+        """The view has handed a Seeked on to the player: its position follows it now."""
+        self._seeks_in_flight = max(self._seeks_in_flight - 1, 0)
 
     def action_step(self, steps: int) -> None:
         if self.timeline is not None:

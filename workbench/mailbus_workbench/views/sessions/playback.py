@@ -511,6 +511,8 @@ class PlaybackPane(Vertical):
         offset = event.offset_s
         self.query_one("#play-seek", Input).value = f"{offset:.2f}"
         self.seek_to(offset)  # first: the player's read starts before the list's
+        # Only now does the player's position say where the cursor was put.
+        self.query_one(TimelineBar).seek_taken()
         self.list_at(offset)
 
     @on(Switch.Changed, "#play-loop")
@@ -540,7 +542,7 @@ class PlaybackPane(Vertical):
         done = duration if player.state == "finished" else player.position_s
         bar.update(total=max(duration, 0.001), progress=min(done, duration))
         timeline = self.query_one(TimelineBar)
-        if not timeline.dragging:
+        if not (timeline.dragging or self._building):  # a new player: sought once built
             timeline.move_cursor(done)
         self.query_one("#play-toggle", Button).label = (
             "Pause (F7)" if player.state == "playing" else "Play (F7)"
