@@ -13,7 +13,9 @@ import json
 import os
 import queue
 import secrets
+import signal
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -229,6 +231,9 @@ def traffic_of(ctx: Context) -> Traffic:
     return traffic
 
 
+STOP_POLL_S = 0.1  # how soon a Ctrl-C flag is seen while waiting for an email
+
+
 class Traffic:
     """Every email the context receives, whoever it is for, as trace events."""
 
@@ -248,17 +253,22 @@ class Traffic:
             except queue.Empty:
                 return
 
-    def next(self, deadline: float | None) -> TraceEvent | None:
-        """The next email, or None once `deadline` (monotonic) has passed."""
-        while True:
+    def next(
+        self, deadline: float | None, stop: threading.Event | None = None
+    ) -> TraceEvent | None:
+        """The next email, or None once `deadline` (monotonic) has passed or `stop` is
+        set."""
+        poll = 0.5 if stop is None else STOP_POLL_S
+        while stop is None or not stop.is_set():
             wait = None if deadline is None else deadline - time.monotonic()
             if wait is not None and wait <= 0:
                 return None
             try:
                 # Bounded so that Ctrl-C is seen promptly on every platform.
-                return self._queue.get(timeout=0.5 if wait is None else min(wait, 0.5))
+                return self._queue.get(timeout=poll if wait is None else min(wait, poll))
             except queue.Empty:
                 continue
+        return None
 
 
 def deadline_after(seconds: float | None) -> float | None:
@@ -346,14 +356,32 @@ def listen(
     summary: dict[str, Any],
 ) -> None:
     """Feed `take` every email until `deadline`; Ctrl-C ends the listening, not the
-    command, so that what was gathered is still printed (then the summary line)."""
-    try:
-        while (event := traffic.next(deadline)) is not None:
+    command, so that what was gathered is still printed (then the summary line).
+
+    Ctrl-C sets a flag rather than raising: raised, it could land between an email
+    taken from the queue and `take` counting it, and that email was lost."""
+    with ctrl_c_sets() as pressed:
+        while (event := traffic.next(deadline, pressed)) is not None:
             take(event)
-    except KeyboardInterrupt:
+    if pressed.is_set():
         summary["interrupted"] = True
         for event in traffic.waiting():  # arrived before the Ctrl-C: gathered too
             take(event)
+
+
+@contextlib.contextmanager
+def ctrl_c_sets() -> Iterator[threading.Event]:
+    """An event that SIGINT sets while the block runs (in the main thread; elsewhere
+    no signal arrives and Ctrl-C stays KeyboardInterrupt)."""
+    pressed = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield pressed
+        return
+    previous = signal.signal(signal.SIGINT, lambda _signum, _frame: pressed.set())
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def positive(kind: type[float] | type[int], text_name: str) -> Callable[[str], Any]:
