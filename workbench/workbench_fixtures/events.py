@@ -322,25 +322,31 @@ def fixed_model(
     return model
 
 
+NO_KEYMAP = "/nonexistent/mailbus-workbench/keymap.toml"
+
+
 def fixed_app(**kwargs: Any) -> WorkbenchApp:
     """The workbench on fixed data: no engine, no timer, a frozen clock."""
+    import tempfile
+    from pathlib import Path
+
     from mailbus_workbench.app import WorkbenchApp
     from mailbus_workbench.model.settings import Settings
 
+    # Templates (and the recent sessions saved beside them) in a directory of the app's
+    # own: one shared /nonexistent/... directory was created as root, and one test's
+    # recent sessions were the next one's. The key map stays a fixed path that does not
+    # exist: the Help screen shows it (snapshots), and nothing writes it unasked.
+    scratch = tempfile.TemporaryDirectory(prefix="mailbus-workbench-fixture-")
     model = kwargs.pop("model", None) or fixed_model()
     settings = kwargs.pop("settings", None) or Settings(
-        keymap_file=kwargs.pop("keymap_file", None) or _nowhere("keymap.toml"),
-        templates_file=kwargs.pop("templates_file", None) or _nowhere("templates.toml"),
+        keymap_file=kwargs.pop("keymap_file", None) or Path(NO_KEYMAP),
+        templates_file=kwargs.pop("templates_file", None) or Path(scratch.name) / "templates.toml",
     )
     app = WorkbenchApp(model=model, settings=settings, live=False, raw_date=RAW_DATE, **kwargs)
     app.animation_level = "none"  # tab underlines would be caught mid-slide
+    app._fixture_config = scratch  # type: ignore[attr-defined]  # removed with the app
     return app
-
-
-def _nowhere(name: str):  # type: ignore[no-untyped-def]
-    from pathlib import Path
-
-    return Path("/nonexistent/mailbus-workbench") / name
 
 
 def imap_bytes(event: TraceEvent) -> bytes:
