@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from mailbus.sessions.index import INDEX_FILE, load_index
 from mailbus.sessions.reader import SessionError, open_session
+from sessions_helpers import read_only
 
 from bench.synthetic_sorted import write_synthetic
 
@@ -91,10 +92,33 @@ def test_a_part_touched_but_the_same_has_its_footer_compared_and_the_index_kept(
     part = session / "part-00002.parquet"
     st = part.stat()
     os.utime(part, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # copied without its times
-    before = (session / INDEX_FILE).read_bytes()
+    before = json.loads((session / INDEX_FILE).read_text())
     index = load_index(session)
     assert index.notes == () and index.rows == 24_000
     assert set(footers) == {"part-00002.parquet"}  # that part's footer only
+    # The index is kept, with the part's new time: the next open trusts a stat again.
+    after = json.loads((session / INDEX_FILE).read_text())
+    assert after["parts"][1]["mtime_ns"] == part.stat().st_mtime_ns
+    after["parts"][1]["mtime_ns"] = before["parts"][1]["mtime_ns"]
+    assert after == before
+    footers.clear()
+    assert load_index(open_session(session)).notes == ()
+    assert footers == []
+
+
+def test_a_touched_part_on_a_read_only_disk_has_its_footer_compared_each_time(
+    session: Path, footers: list[str]
+) -> None:
+    part = session / "part-00002.parquet"
+    st = part.stat()
+    os.utime(part, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    before = (session / INDEX_FILE).read_bytes()
+    with read_only(session):  # the index cannot be replaced
+        for _ in range(2):
+            footers.clear()
+            index = load_index(open_session(session))
+            assert index.notes == () and index.rows == 24_000
+            assert set(footers) == {"part-00002.parquet"}
     assert (session / INDEX_FILE).read_bytes() == before
 
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -770,12 +771,15 @@ def _stored(session: Session) -> tuple[SessionIndex | None, str]:
     return index, ""
 
 
-def _usable_prefix(stored: SessionIndex, session: Session) -> tuple[int, str]:
+def _usable_prefix(
+    stored: SessionIndex, session: Session, retimed: dict[int, int] | None = None
+) -> tuple[int, str]:
     """How many of the session's parts the stored index describes as they are (same
     name, same size and, where the index has it, modification time: a stat, not a
     footer read, so that opening stays quick); and, when it disagrees with them, why. A
     part whose time changed but not its size (copied without its times, touched) has its
-    footer compared with the index: rows and row groups."""
+    footer compared with the index: rows and row groups; when they agree, its new time
+    goes into `retimed` (part number -> st_mtime_ns)."""
     on_disk = list(session.parts)
     for i, entry in enumerate(stored.parts):
         if i >= len(on_disk) or on_disk[i].name != entry.file:
@@ -793,7 +797,24 @@ def _usable_prefix(stored: SessionIndex, session: Session) -> tuple[int, str]:
                     f"index disagrees with part {entry.file} ({entry.rows} rows in "
                     f"{len(entry.row_groups)} row groups indexed, {rows} in {groups} found)"
                 )
+            if retimed is not None:
+                retimed[i] = st.st_mtime_ns
     return len(stored.parts), ""
+
+
+def _keep_times(stored: SessionIndex, session: Session, retimed: dict[int, int]) -> None:
+    """The index with the parts' new times written over the old one, so that the next
+    open trusts a stat again instead of reading those footers (a session copied without
+    its times had them all read at every open). Best effort: unwritable (a read-only
+    disk), the footers are compared again next time, as before."""
+    if session.manifest.get("status") == "recording":
+        return  # the recorder writes index.json
+    parts = tuple(
+        dataclasses.replace(p, mtime_ns=retimed[i]) if i in retimed else p
+        for i, p in enumerate(stored.parts)
+    )
+    with contextlib.suppress(OSError):
+        _write_atomic(session.path / INDEX_FILE, dataclasses.replace(stored, parts=parts).to_json())
 
 
 def load_index(
@@ -811,8 +832,11 @@ def load_index(
     notes: list[str] = []
     base: SessionIndex | None = None
     if stored is not None:
-        usable, why = _usable_prefix(stored, session)
+        retimed: dict[int, int] = {}
+        usable, why = _usable_prefix(stored, session, retimed)
         if usable == len(session.parts) and usable == len(stored.parts):
+            if retimed:
+                _keep_times(stored, session, retimed)
             return stored
         if usable >= 0:
             base = stored
