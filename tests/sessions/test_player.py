@@ -282,3 +282,29 @@ def test_participants_announcements_are_not_replayed(tmp_path: Path) -> None:
         player = Player(session, ctx)
         assert [e.name for e in player.events] == ["t", "t"]
         assert Player(session, ctx, include="participants").events == []
+
+
+def test_recorded_fields_are_checked_though_the_player_vouches_for_its_own(
+    tmp_path: Path,
+) -> None:
+    """The player skips validating what it built itself, never what the recording
+    holds: a Message-ID, a reply link or a user header that would inject header lines
+    is refused for that email (counted, logged), and the emails around it go out."""
+    events = _messages([0.0, 0.1, 0.2, 0.3, 0.4, 0.5])
+    events[1] = dataclasses.replace(events[1], message_id="<m1@t>\r\nBcc: spy@x")
+    events[2] = dataclasses.replace(events[2], in_reply_to="<m0@t>\r\nBcc: spy@x")
+    events[3] = dataclasses.replace(
+        events[3], headers={"Publisher-GID": "P", "Unit": "m\r\nBcc: spy@x"}
+    )
+    events[4] = dataclasses.replace(events[4], references=("<m0@t>", "not an id"))
+    session = write_session(tmp_path / "s", events)
+    with mailbus.Context() as ctx:
+        sub = ctx.subscription("t")
+        player = Player(session, ctx, rate=1e9)
+        player.run()
+        assert player.errors == 4
+        assert player.sent == 2
+        got = [mailbus.wait_for_message(sub, 5.0) for _ in range(2)]
+        assert mailbus.wait_for_message(sub, 0.2) is None
+    assert [m.body for m in got if m] == ["body 0", "body 5"]
+    assert all("spy@x" not in str(m.email.headers) for m in got if m)
