@@ -5,6 +5,7 @@ one."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -67,7 +68,10 @@ class PollingManager:
         self._stop.set()
         self._receiver.wake()
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
+            # RuntimeError: never started, Ctrl-C came inside Thread.start() (it waits for
+            # the new thread). If it runs after all, it sees _stop and ends by itself.
+            with contextlib.suppress(RuntimeError):
+                self._thread.join(timeout)
 
     @property
     def alive(self) -> bool:
