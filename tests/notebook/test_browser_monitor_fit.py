@@ -61,8 +61,14 @@ def write_notebook(path: Path) -> None:
 
 
 def box_of(locator: Locator) -> dict[str, float]:
-    bounds = locator.bounding_box()
-    assert bounds is not None
+    """The element's box once it is drawn: the monitor redraws its rows as counts come,
+    and a row caught between two drawings has none (bounding_box() gives None)."""
+    bounds: dict[str, float] = eventually(
+        lambda: locator.bounding_box(timeout=5_000),
+        30,
+        f"{locator} drawn",
+        longest_pause=POLL_S,
+    )
     return bounds
 
 
