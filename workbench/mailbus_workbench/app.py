@@ -330,12 +330,12 @@ class WorkbenchApp(TabPressFocus):
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.Key):
+            if not self.screen_stack:
+                return  # queued as the app closed: no screen to take it (Textual would raise)
             if self.speed.key_turn:
                 self.key_turn.key()
-            # A key that comes as the app closes finds no screen: it has nothing to paint.
-            screen = self.screen_stack[-1] if self.screen_stack else None
-            if self.speed.key_frames and isinstance(screen, KeyScreen):
-                screen.key_pressed()
+            if self.speed.key_frames and isinstance(self.screen, KeyScreen):
+                self.screen.key_pressed()
         await super().on_event(event)
 
     def _update_connection_badge(self) -> None:

@@ -802,13 +802,18 @@ def _usable_prefix(
     return len(stored.parts), ""
 
 
+def _recorder_writes(session: Session) -> bool:
+    """A recording in progress that keeps its own index.json: nobody else writes it."""
+    return session.manifest.get("status") == "recording" and (session.path / INDEX_FILE).exists()
+
+
 def _keep_times(stored: SessionIndex, session: Session, retimed: dict[int, int]) -> None:
     """The index with the parts' new times written over the old one, so that the next
     open trusts a stat again instead of reading those footers (a session copied without
     its times had them all read at every open). Best effort: unwritable (a read-only
     disk), the footers are compared again next time, as before."""
-    if session.manifest.get("status") == "recording":
-        return  # the recorder writes index.json
+    if _recorder_writes(session):
+        return
     parts = tuple(
         dataclasses.replace(p, mtime_ns=retimed[i]) if i in retimed else p
         for i, p in enumerate(stored.parts)
@@ -858,9 +863,7 @@ def load_index(
     for part in todo:
         builder.add_part(part, None if progress is None else lambda done: progress(done, total))
     skipped = bool(session.skipped)
-    recorder_owns = (
-        session.manifest.get("status") == "recording" and (session.path / INDEX_FILE).exists()
-    )
+    recorder_owns = _recorder_writes(session)
     newer = why.startswith("index version")
     written = False
     if not recorder_owns and not newer and not skipped:

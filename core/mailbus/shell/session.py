@@ -231,7 +231,7 @@ def traffic_of(ctx: Context) -> Traffic:
     return traffic
 
 
-STOP_POLL_S = 0.1  # how soon a Ctrl-C flag is seen while waiting for an email
+POLL_S = 0.1  # how soon Ctrl-C (raised, or a flag set) is seen while waiting for an email
 
 
 class Traffic:
@@ -258,14 +258,13 @@ class Traffic:
     ) -> TraceEvent | None:
         """The next email, or None once `deadline` (monotonic) has passed or `stop` is
         set."""
-        poll = 0.5 if stop is None else STOP_POLL_S
         while stop is None or not stop.is_set():
             wait = None if deadline is None else deadline - time.monotonic()
             if wait is not None and wait <= 0:
                 return None
             try:
                 # Bounded so that Ctrl-C is seen promptly on every platform.
-                return self._queue.get(timeout=poll if wait is None else min(wait, poll))
+                return self._queue.get(timeout=POLL_S if wait is None else min(wait, POLL_S))
             except queue.Empty:
                 continue
         return None

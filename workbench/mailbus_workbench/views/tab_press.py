@@ -30,8 +30,6 @@ FOCUS_MOVES = {"app.focus_next": "focus_next", "app.focus_previous": "focus_prev
 
 class TabPressFocus(App[int]):
     async def on_event(self, event: events.Event) -> None:
-        if isinstance(event, events.Key) and not self.screen_stack:
-            return  # queued as the app closed: no screen to take it (Textual would raise)
         if isinstance(event, events.Key) and (
             self._move_focus_now(event.key) or self._edit_field_now(event.key)
         ):

@@ -73,7 +73,7 @@ class TimelineBar(Widget, can_focus=True):
     def move_cursor(self, offset_s: float) -> None:
         """Show the play position (no seek is posted); not while a seek of the cursor's
         is on its way to the player."""
-        if self._seeks_in_flight == 0 and offset_s != self.cursor_s:
+        if not self.seeking and offset_s != self.cursor_s:
             self.cursor_s = offset_s
             self.refresh()
 
