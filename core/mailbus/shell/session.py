@@ -371,7 +371,9 @@ def listen(
 @contextlib.contextmanager
 def ctrl_c_sets() -> Iterator[threading.Event]:
     """An event that SIGINT sets while the block runs (in the main thread; elsewhere
-    no signal arrives and Ctrl-C stays KeyboardInterrupt)."""
+    no signal arrives and Ctrl-C stays KeyboardInterrupt). Only read it (`is_set`) in
+    the main thread: the handler's set() takes the event's lock, and a wait() there
+    could be holding it."""
     pressed = threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield pressed
