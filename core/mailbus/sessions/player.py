@@ -20,16 +20,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import repeat
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mailbus import headers as H
-from mailbus.email_message import Email, new_message_id, plain_id, validate
+from mailbus.email_message import (
+    PLAIN_ID_CHARACTERS,
+    PLAIN_ID_MAX,
+    Email,
+    new_message_id,
+    plain_id,
+    validate,
+)
 from mailbus.envelope import EnvelopeKind
+from mailbus.errors import ContextError
 from mailbus.extras import needs_extra
 from mailbus.gid import new_gid
 from mailbus.names import check_name
@@ -76,6 +84,19 @@ _SLICE_ROWS = 1_024  # emails turned into Python objects at a time
 # of its row group, and emails of the first slice (what the first email waits for).
 _FIRST_ROWS = 2_048
 _FIRST_SLICE = 32
+# The fields of ReplayEvent that come from a column of `_event_columns` as they are.
+_PLAIN_FIELDS = (
+    "offset_ns",
+    "source_ns",
+    "what",
+    "name",
+    "source_gid",
+    "client_gid",
+    "sequence_number",
+    "message_id",
+    "in_reply_to",
+    "body_truncated",
+)
 _SEND_BATCH = 64  # emails due at once that the sender takes under one acquisition of the lock
 _MESSAGE, _RESPONSE = EnvelopeKind.MESSAGE.value, EnvelopeKind.RESPONSE.value
 _SOURCE_TIMESTAMP, _REPLAY_SOURCE_TIMESTAMP = H.SOURCE_TIMESTAMP, H.REPLAY_SOURCE_TIMESTAMP
@@ -129,6 +150,9 @@ class ReplayEvent:
     truncated: bool
     # The bytes the email arrived with, when the session recorded them (its raw column).
     raw: bytes | None = None
+    # True when the reader found message_id, in_reply_to and references plain
+    # (email_message.plain_id): the sender need not check them again.
+    ids_checked: bool = field(default=False, compare=False, repr=False)
 
 
 def _header_map(value: object) -> dict[str, str]:
@@ -238,72 +262,139 @@ def _recorded_raw(session: Session) -> dict[str, bytes]:
     return {row[0]: bytes(row[1]) for row in frame.iter_rows()}
 
 
-class _BoundedMap(OrderedDict[str, str]):
-    """A mapping that forgets its oldest entries beyond `capacity`."""
+class _RecentMap:
+    """A mapping that remembers at least the last `capacity` keys set, and at most twice
+    as many: two generations of plain dicts, the older one dropped whole when the newer
+    one is full. (An OrderedDict forgetting its oldest key at every insertion cost the
+    player more than a microsecond an email: docs/benchmarks.md, "replay ratio".)"""
+
+    __slots__ = ("_new", "_old", "capacity")
 
     def __init__(self, capacity: int) -> None:
-        super().__init__()
         self.capacity = capacity
+        self._new: dict[str, str] = {}
+        self._old: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._new) + len(self._old)
+
+    def get(self, key: str, default: str = "") -> str:
+        value = self._new.get(key)
+        return self._old.get(key, default) if value is None else value
 
     def __setitem__(self, key: str, value: str) -> None:
-        super().__setitem__(key, value)
-        if len(self) > self.capacity:
-            self.popitem(last=False)
+        new = self._new
+        new[key] = value
+        if len(new) >= self.capacity:
+            self._old, self._new = new, {}
+
+    def clear(self) -> None:
+        self._new, self._old = {}, {}
 
 
-def _events_of(chosen: pl.DataFrame, origin_ns: int) -> list[ReplayEvent]:
-    """The ReplayEvents of chosen rows (see replay_rows.choose_copies), built from whole
-    columns (several times cheaper than row by row)."""
-    request = EnvelopeKind.REQUEST.value
-    engine, client_header = _ENGINE_HEADERS, H.CLIENT_GID
-    raws = chosen.get_column("raw").to_list() if "raw" in chosen.columns else None
-    columns = zip(
-        chosen.get_column(TIME).to_list(),
-        chosen.get_column("what").to_list(),
-        chosen.get_column("name").to_list(),
-        chosen.get_column("source_gid").to_list(),
-        chosen.get_column("sequence_number").to_list(),
-        chosen.get_column("message_id").to_list(),
-        chosen.get_column("in_reply_to").to_list(),
-        chosen.get_column("references").to_list(),
-        chosen.get_column("headers").to_list(),
-        chosen.get_column("body").to_list(),
-        chosen.get_column("body_truncated").to_list(),
-        raws if raws is not None else repeat(None),
-        strict=False,
+def plain_ids(column: pl.Expr) -> pl.Expr:
+    """email_message.plain_id of each value of `column` (strings), in polars."""
+    return (
+        column.str.contains(f"^<[{PLAIN_ID_CHARACTERS}]+>$")
+        & ~column.str.contains("=?", literal=True)
+        & (column.str.len_bytes() <= PLAIN_ID_MAX)
     )
-    events: list[ReplayEvent] = []
-    append = events.append
-    for t, what, name, gid, seq, mid, reply, refs, hdrs, body, cut, raw in columns:
-        if hdrs:
-            headers = _header_map(hdrs)
-            client_gid = headers.get(client_header, "")
-            kept = tuple(
-                (k, v) for k, v in headers.items() if k.lower() not in engine and v != REDACTED
-            )
-        else:
-            client_gid, kept = "", ()
-        if what == request and not client_gid:
-            client_gid = gid or ""
-        append(
-            ReplayEvent(  # by position: the fields' order
-                t - origin_ns,
-                t,
-                what,
-                name,
-                gid or "",
-                client_gid,
-                seq if seq is not None else -1,
-                mid,
-                reply or "",
-                tuple(refs) if refs else (),
-                kept,
-                bytes(body).decode("utf-8", "replace") if body else "",
-                bool(cut),
-                None if raw is None else bytes(raw),
-            )
+
+
+def _event_columns(chosen: pl.DataFrame, origin_ns: int) -> pl.DataFrame:
+    """The chosen rows (see replay_rows.choose_copies) as ReplayEvent's fields, filled in
+    by polars for a whole frame at once (`_events_of` turns slices of it into events)."""
+    request = EnvelopeKind.REQUEST.value
+    gid = pl.col("source_gid").fill_null("")
+    raw = pl.col("raw") if "raw" in chosen.columns else pl.lit(None, dtype=pl.Binary)
+    return chosen.select(
+        (pl.col(TIME) - origin_ns).alias("offset_ns"),
+        pl.col(TIME).alias("source_ns"),
+        pl.col("what"),
+        pl.col("name"),
+        gid.alias("source_gid"),
+        pl.when(pl.col("what") == request).then(gid).otherwise(pl.lit("")).alias("client_gid"),
+        pl.col("sequence_number").fill_null(-1),
+        pl.col("message_id"),
+        pl.col("in_reply_to").fill_null(""),
+        pl.col("body_truncated").fill_null(value=False),
+        pl.col("body"),
+        raw.alias("raw"),
+        pl.col("references"),
+        (pl.col("references").list.len() > 0).fill_null(value=False).alias("_has_references"),
+        pl.col("headers"),
+        pl.col("headers").is_not_null().alias("_has_headers"),
+        (
+            plain_ids(pl.col("message_id"))
+            & (pl.col("in_reply_to").fill_null("").eq("") | plain_ids(pl.col("in_reply_to")))
+            & pl.col("references").list.eval(plain_ids(pl.element())).list.all().fill_null(True)
         )
-    return events
+        .fill_null(False)
+        .alias("ids_checked"),
+    )
+
+
+def _sparse(columns: pl.DataFrame, name: str) -> Iterator[tuple[int, Any]]:
+    """(row, value) of column `name` where `_has_<name>` holds: a column that few rows
+    fill is turned into Python objects only in those rows."""
+    has = columns.get_column(f"_has_{name}")
+    if not has.any():
+        return iter(())
+    return zip(
+        has.arg_true().to_list(), columns.get_column(name).filter(has).to_list(), strict=True
+    )
+
+
+def _events_of(columns: pl.DataFrame) -> list[ReplayEvent]:
+    """The ReplayEvents of a slice of `_event_columns`. Python touches a row only where
+    it must: its body's bytes, and the references and user headers of the rows that have
+    them (row by row, building events cost more than sending them: docs/benchmarks.md,
+    "replay ratio")."""
+    height = columns.height
+    if height == 0:
+        return []
+    plain = [columns.get_column(field) for field in _PLAIN_FIELDS]
+    (offsets, times, whats, names, gids, client_gids, seqs, mids, replies, cuts) = (
+        column.to_list() for column in plain
+    )
+    bodies = [
+        body.decode("utf-8", "replace") if body else ""
+        for body in columns.get_column("body").to_list()
+    ]
+    references: list[tuple[str, ...]] = [()] * height
+    for row, refs in _sparse(columns, "references"):
+        references[row] = tuple(refs)
+    headers: list[tuple[tuple[str, str], ...]] = [()] * height
+    client_header, engine = H.CLIENT_GID, _ENGINE_HEADERS
+    for row, value in _sparse(columns, "headers"):
+        recorded = _header_map(value)
+        headers[row] = tuple(
+            (k, v) for k, v in recorded.items() if k.lower() not in engine and v != REDACTED
+        )
+        client_gid = recorded.get(client_header, "")
+        if client_gid:
+            client_gids[row] = client_gid
+    raws = columns.get_column("raw")
+    return list(
+        map(
+            ReplayEvent,
+            offsets,
+            times,
+            whats,
+            names,
+            gids,
+            client_gids,
+            seqs,
+            mids,
+            replies,
+            references,
+            headers,
+            bodies,
+            cuts,
+            raws.to_list() if raws.null_count() < height else repeat(None),
+            columns.get_column("ids_checked").to_list(),
+        )
+    )
 
 
 # What the player reads of each email's rows (and `raw`, from the received copies).
@@ -417,8 +508,8 @@ class Player:
         self.read_error: str | None = None
         self.read_ahead_high_water = 0
         self.reader = RowGroupReader(self.index)
-        self._id_map: _BoundedMap = _BoundedMap(id_map_size)
-        self._gid_map: _BoundedMap = _BoundedMap(DEFAULT_GID_MAP_SIZE)
+        self._id_map = _RecentMap(id_map_size)
+        self._gid_map = _RecentMap(DEFAULT_GID_MAP_SIZE)
         self._subjects: dict[str, str] = {}  # recorded name -> the name replayed
         # What _validated() found good (see _vouched).
         self._good_subjects: set[str] = set()
@@ -482,12 +573,14 @@ class Player:
         for frame in frames:
             if cancelled is not None and cancelled():  # a seek: the rest is not wanted
                 return
-            chosen = choose_copies(email_rows(frame), seen)
+            columns = _event_columns(
+                choose_copies(email_rows(frame), seen, cut_between_times=True), self.origin_ns
+            )
             start = 0
-            while start < chosen.height:
+            while start < columns.height:
                 size = _FIRST_SLICE if first else _SLICE_ROWS
                 first = False
-                yield _events_of(chosen.slice(start, size), self.origin_ns)
+                yield _events_of(columns.slice(start, size))
                 start += size
 
     @property
@@ -520,7 +613,10 @@ class Player:
             self._where,
             groups=self._in_names,
         )
-        return sum(choose_copies(email_rows(frame), seen).height for frame in frames)
+        return sum(
+            choose_copies(email_rows(frame), seen, cut_between_times=True).height
+            for frame in frames
+        )
 
     @property
     def buffered(self) -> int:
@@ -725,23 +821,8 @@ class Player:
             with self._cond:
                 if self._reader_thread is None:  # else a seek before start() chose
                     self._restart(self._lo)
-            taken = self._taken
             while (generation := self._next_due()) is not None:
-                first = True
-                while taken:
-                    try:
-                        event = taken.popleft()
-                    except IndexError:  # a seek emptied it meanwhile
-                        break
-                    # Between the emails of a batch, a pause, seek or stop takes effect
-                    # as it did between emails taken one by one.
-                    if not first and (
-                        self._paused or self._stopped or self._generation != generation
-                    ):
-                        self._put_back(event, generation)
-                        break
-                    first = False
-                    self._send(event)
+                self._send_taken(generation)
         finally:
             with self._cond:
                 self._ended = True  # the reader ends too
@@ -821,7 +902,7 @@ class Player:
         if not gid:
             return new_gid()
         mapped = self._gid_map.get(gid)
-        if mapped is None:
+        if not mapped:
             mapped = self._gid_map[gid] = new_gid()
         return mapped
 
@@ -870,9 +951,7 @@ class Player:
             headers = engine
         id_map = self._id_map
         message_id = new_message_id(ctx.address)
-        OrderedDict.__setitem__(id_map, event.message_id, message_id)  # without the check:
-        if len(id_map) > id_map.capacity:
-            id_map.popitem(last=False)
+        id_map[event.message_id] = message_id
         reply = event.in_reply_to
         recipients = ctx.recipients
         return Email(
@@ -893,8 +972,9 @@ class Player:
         running it: every part of it that did not come from the recording the player
         made itself (GIDs, numbers, Message-IDs, engine header names), the subject, the
         addresses and the recorded user headers were validated in full on an earlier
-        email (`_validated`), and the recorded Message-IDs are checked here, each email.
-        Anything else is validated in full."""
+        email (`_validated`), and the recorded Message-IDs are checked for each email:
+        by the reader, in polars (`ids_checked`), else here. Anything else is validated
+        in full."""
         ctx = self.context
         references = email.references
         return (
@@ -902,9 +982,14 @@ class Player:
             and ctx.address is self._good_address
             and ctx.recipients is self._good_recipients
             and (not event.headers or event.headers in self._good_headers)
-            and plain_id(event.message_id)
-            and (not email.in_reply_to or plain_id(email.in_reply_to))
-            and (not references or all(map(plain_id, references)))
+            and (
+                event.ids_checked
+                or (
+                    plain_id(event.message_id)
+                    and (not email.in_reply_to or plain_id(email.in_reply_to))
+                    and (not references or all(map(plain_id, references)))
+                )
+            )
         )
 
     def _validated(self, email: Email, event: ReplayEvent) -> None:
@@ -920,6 +1005,57 @@ class Player:
         self._good_address = self.context.address
         self._good_recipients = self.context.recipients
 
+    def _send_taken(self, generation: int) -> None:
+        """Send the emails `_next_due` took. Between two of them a pause, seek or stop
+        takes effect as it did between emails taken one by one."""
+        taken, ctx = self._taken, self.context
+        try:
+            sender: EmailSender | None = ctx.sender
+        except ContextError:  # closed: _send says so for each email
+            sender = None
+        if (
+            sender is None
+            or type(sender).send is not EmailSender.send
+            or ctx.tracer.active
+            or self.on_sent is not None
+        ):
+            send = self._send
+        else:  # what _send does, with what it looks up per email looked up once
+            build, vouched, deliver = self.build_email, self._vouched, sender.deliver
+
+            def send(event: ReplayEvent) -> None:
+                try:
+                    email = build(event)
+                    if not vouched(email, event):
+                        self._validated(email, event)
+                    ctx.check_open()
+                    deliver(email)
+                except Exception as exc:  # a bad name, a closed or failing transport
+                    self._failed(event, exc)
+                    return
+                self.sent += 1
+                if event.truncated:
+                    self.truncated_bodies += 1
+
+        first = True
+        while taken:
+            try:
+                event = taken.popleft()
+            except IndexError:  # a seek emptied it meanwhile
+                break
+            if not first and (self._paused or self._stopped or self._generation != generation):
+                self._put_back(event, generation)
+                break
+            first = False
+            send(event)
+
+    def _failed(self, event: ReplayEvent, exc: Exception) -> None:
+        self.errors += 1
+        log.warning("replay of %s failed: %s", event.message_id, exc)
+        tracer = self.context.tracer
+        if tracer.active:
+            tracer.event(SessionKind.REPLAY_ERROR, name=event.name, detail=str(exc))
+
     def _send(self, event: ReplayEvent) -> None:
         try:
             email = self.build_email(event)
@@ -931,11 +1067,7 @@ class Player:
             else:
                 sender.send(email)
         except Exception as exc:  # a bad name, a closed or failing transport
-            self.errors += 1
-            log.warning("replay of %s failed: %s", event.message_id, exc)
-            tracer = self.context.tracer
-            if tracer.active:
-                tracer.event(SessionKind.REPLAY_ERROR, name=event.name, detail=str(exc))
+            self._failed(event, exc)
             return
         self.sent += 1
         if event.truncated:

@@ -67,43 +67,46 @@ def email_rows(frame: pl.DataFrame) -> pl.DataFrame:
 
 class SeenIds:
     """The Message-IDs chosen most recently, at most `capacity` of them (oldest forgotten
-    first), as polars Series so that a frame is checked in one vectorised step."""
+    first, a frame's worth at a time). A Python set: a frame's IDs are looked up in it
+    without hashing the remembered ones again, as polars' `is_in` would for every frame
+    (that cost the player 2 µs an email at 200,000 IDs: docs/benchmarks.md)."""
 
     def __init__(self, capacity: int = DEFAULT_SEEN_IDS) -> None:
         self.capacity = capacity
-        self._chunks: deque[pl.Series] = deque()
-        self._size = 0
-        self._merged: pl.Series | None = None
+        self._ids: set[str] = set()
+        self._chunks: deque[list[str]] = deque()
 
     def __len__(self) -> int:
-        return self._size
+        return len(self._ids)
 
     def clear(self) -> None:
+        self._ids.clear()
         self._chunks.clear()
-        self._size = 0
-        self._merged = None
 
-    def add(self, ids: pl.Series) -> None:
-        if ids.len() == 0 or self.capacity <= 0:
+    def add(self, ids: list[str]) -> None:
+        """Remember `ids` (none of them remembered now: choose_copies drops those)."""
+        if not ids or self.capacity <= 0:
             return
-        if ids.len() > self.capacity:
-            ids = ids.tail(self.capacity)  # the latest: copies of an email lie together
+        if len(ids) > self.capacity:
+            ids = ids[-self.capacity :]  # the latest: copies of an email lie together
         self._chunks.append(ids)
-        self._size += ids.len()
-        while self._chunks and self._size - self._chunks[0].len() >= self.capacity:
-            self._size -= self._chunks.popleft().len()
-        self._merged = None
+        self._ids.update(ids)
+        while self._chunks and len(self._ids) - len(self._chunks[0]) >= self.capacity:
+            self._ids.difference_update(self._chunks.popleft())
 
-    def series(self) -> pl.Series:
-        if self._merged is None:
-            self._merged = (
-                pl.concat(list(self._chunks)) if self._chunks else pl.Series([], dtype=pl.String)
-            )
-        return self._merged
+    def unseen(self, ids: list[str]) -> list[bool]:
+        """For each of `ids`, True if it is not remembered."""
+        remembered = self._ids
+        return [i not in remembered for i in ids]
 
 
 def choose_copies(
-    emails: pl.DataFrame, seen: SeenIds, *, ordered: bool = True, by_hash: bool = False
+    emails: pl.DataFrame,
+    seen: SeenIds,
+    *,
+    ordered: bool = True,
+    by_hash: bool = False,
+    cut_between_times: bool = False,
 ) -> pl.DataFrame:
     """One row per Message-ID of `emails` (rows from `email_rows`): the sender's event
     when present, else the first received copy (by event_index); Message-IDs in `seen`
@@ -112,7 +115,13 @@ def choose_copies(
     them (the sender's event has none). Sorted by (`_t`, event_index) when `ordered`.
     `by_hash` groups by a 64-bit hash of the Message-ID instead of the string (faster;
     for counting only: two IDs of one frame colliding, odds about 10^-9 for a frame of
-    262,144 rows, would cost one count)."""
+    262,144 rows, would cost one count).
+
+    `cut_between_times`: the frames come from `pages.time_ordered`, which never puts
+    rows of one time in two frames. The copies of an email that carry its
+    Source-Timestamp then all lie in one frame, and only the copies without one (taken
+    at each receiver's own time) can come in a later frame: only those are remembered
+    and checked in `seen` (checking every email cost the player more than choosing)."""
     if emails.height == 0:
         return emails
     # One key orders the copies: the sender's first, then by event_index (unique in a
@@ -127,9 +136,19 @@ def choose_copies(
     else:
         best = keyed.group_by("message_id").agg(pl.col("_k").min())
     chosen = keyed.join(best.select("_k"), on="_k", how="semi").drop("_k")
-    if len(seen):
-        chosen = chosen.filter(~pl.col("message_id").is_in(seen.series().implode()))
-    if "raw" in emails.columns:
+    # The chosen rows that may be an email chosen in an earlier frame (None: all).
+    loose = chosen.get_column("source_ns").is_null() if cut_between_times else None
+    ids_column = chosen.get_column("message_id")
+    ids = (ids_column if loose is None else ids_column.filter(loose)).to_list()
+    if len(seen) and ids:
+        unseen = seen.unseen(ids)
+        if not all(unseen):
+            keep = pl.Series(unseen, dtype=pl.Boolean)
+            if loose is not None:  # the others are kept
+                keep = pl.Series([True] * chosen.height).scatter(loose.arg_true(), keep)
+            chosen = chosen.filter(keep)
+            ids = [i for i, new in zip(ids, unseen, strict=True) if new]
+    if "raw" in emails.columns and emails.get_column("raw").null_count() < emails.height:
         raws = (
             emails.filter(pl.col("_received") & pl.col("raw").is_not_null())
             .sort("event_index")
@@ -141,5 +160,5 @@ def choose_copies(
             .with_columns(pl.col("_raw").alias("raw"))
             .drop("_raw")
         )
-    seen.add(chosen["message_id"])
+    seen.add(ids)
     return chosen.sort(TIME, "event_index") if ordered else chosen
