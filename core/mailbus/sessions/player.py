@@ -262,34 +262,42 @@ def _recorded_raw(session: Session) -> dict[str, bytes]:
     return {row[0]: bytes(row[1]) for row in frame.iter_rows()}
 
 
-class _RecentMap:
-    """A mapping that remembers at least the last `capacity` keys set, and at most twice
-    as many: two generations of plain dicts, the older one dropped whole when the newer
-    one is full. (An OrderedDict forgetting its oldest key at every insertion cost the
-    player more than a microsecond an email: docs/benchmarks.md, "replay ratio".)"""
+class _RecentMap(dict[str, str]):
+    """Recorded -> replayed identifiers (Message-IDs, GIDs), remembering at least the
+    last `capacity` set and at most twice as many: the dict holds the newer generation,
+    `older` the one before it, dropped whole when the newer one is full. `m[key]` falls
+    back to `older`, then to `key` itself (an identifier not replayed stays as
+    recorded). A dict, so that lookups and sets stay in C: an OrderedDict forgetting its
+    oldest key at every insertion cost the player a microsecond an email
+    (docs/benchmarks.md, "replay ratio")."""
 
-    __slots__ = ("_new", "_old", "capacity")
+    __slots__ = ("capacity", "older")
 
     def __init__(self, capacity: int) -> None:
+        super().__init__()
         self.capacity = capacity
-        self._new: dict[str, str] = {}
-        self._old: dict[str, str] = {}
+        self.older: dict[str, str] = {}
 
-    def __len__(self) -> int:
-        return len(self._new) + len(self._old)
+    def __missing__(self, key: str) -> str:
+        return self.older.get(key, key)
 
-    def get(self, key: str, default: str = "") -> str:
-        value = self._new.get(key)
-        return self._old.get(key, default) if value is None else value
+    def find(self, key: str) -> str | None:
+        """The identifier `key` maps to, None if none."""
+        found = self.get(key)
+        return self.older.get(key) if found is None else found
 
-    def __setitem__(self, key: str, value: str) -> None:
-        new = self._new
-        new[key] = value
-        if len(new) >= self.capacity:
-            self._old, self._new = new, {}
+    def remember(self, key: str, value: str) -> None:
+        self[key] = value
+        if len(self) >= self.capacity:
+            self.rotate()
+
+    def rotate(self) -> None:
+        self.older = dict(self)
+        super().clear()
 
     def clear(self) -> None:
-        self._new, self._old = {}, {}
+        super().clear()
+        self.older = {}
 
 
 def plain_ids(column: pl.Expr) -> pl.Expr:
@@ -901,9 +909,10 @@ class Player:
     def _gid(self, gid: str) -> str:
         if not gid:
             return new_gid()
-        mapped = self._gid_map.get(gid)
-        if not mapped:
-            mapped = self._gid_map[gid] = new_gid()
+        mapped = self._gid_map.find(gid)
+        if mapped is None:
+            mapped = new_gid()
+            self._gid_map.remember(gid, mapped)
         return mapped
 
     def _subject(self, name: str) -> str:
@@ -951,7 +960,9 @@ class Player:
             headers = engine
         id_map = self._id_map
         message_id = new_message_id(ctx.address)
-        id_map[event.message_id] = message_id
+        id_map[event.message_id] = message_id  # remember(), inlined
+        if len(id_map) >= id_map.capacity:
+            id_map.rotate()
         reply = event.in_reply_to
         recipients = ctx.recipients
         return Email(
@@ -963,8 +974,8 @@ class Player:
             recipients.bcc,
             headers,
             message_id,
-            id_map.get(reply, reply) if reply else "",
-            tuple([id_map.get(r, r) for r in event.references]) if event.references else (),
+            id_map[reply] if reply else "",
+            tuple([id_map[r] for r in event.references]) if event.references else (),
         )
 
     def _vouched(self, email: Email, event: ReplayEvent) -> bool:
@@ -1020,7 +1031,10 @@ class Player:
             or self.on_sent is not None
         ):
             send = self._send
-        else:  # what _send does, with what it looks up per email looked up once
+        else:
+            # What _send does, with what it looks up per email looked up once: the
+            # context was open at the start of this batch (a context closed during it
+            # fails the next batch's emails).
             build, vouched, deliver = self.build_email, self._vouched, sender.deliver
 
             def send(event: ReplayEvent) -> None:
@@ -1028,7 +1042,6 @@ class Player:
                     email = build(event)
                     if not vouched(email, event):
                         self._validated(email, event)
-                    ctx.check_open()
                     deliver(email)
                 except Exception as exc:  # a bad name, a closed or failing transport
                     self._failed(event, exc)
