@@ -10,6 +10,8 @@ from pathlib import Path
 
 import mailbus
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from mailbus import headers as H
 from mailbus.presence import TOPIC as PARTICIPANTS_TOPIC
@@ -308,3 +310,26 @@ def test_recorded_fields_are_checked_though_the_player_vouches_for_its_own(
         assert mailbus.wait_for_message(sub, 0.2) is None
     assert [m.body for m in got if m] == ["body 0", "body 5"]
     assert all("spy@x" not in str(m.email.headers) for m in got if m)
+
+
+def test_a_null_among_a_recorded_emails_references_is_refused(tmp_path: Path) -> None:
+    """A Parquet file written elsewhere can hold a null inside References: that email is
+    refused (the reader's identifier check does not pass it), the others go out."""
+    session = write_session(tmp_path / "s", _messages([0.0, 0.1, 0.2]))
+    (part,) = session.glob("*.parquet")
+    table = pq.read_table(part)
+    rows = [i for i, m in enumerate(table.column("message_id").to_pylist()) if m]
+    references = table.column("references").to_pylist()
+    references[rows[1]] = ["<m0@t>", None]
+    column = table.schema.get_field_index("references")
+    field = table.schema.field(column)
+    pq.write_table(table.set_column(column, field, pa.array(references, field.type)), part)
+    for index in session.glob("index*.json"):
+        index.unlink()
+    with mailbus.Context() as ctx:
+        sub = ctx.subscription("t")
+        player = Player(session, ctx, rate=1e9)
+        player.run()
+        assert (player.errors, player.sent) == (1, 2)
+        got = [mailbus.wait_for_message(sub, 5.0) for _ in range(2)]
+    assert [m.body for m in got if m] == ["body 0", "body 2"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from mailbus.email_message import PLAIN_ID_MAX, plain_id
 from mailbus.sessions.player import plain_ids
 from mailbus.sessions.replay_rows import SeenIds, choose_copies, email_rows

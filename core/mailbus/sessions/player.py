@@ -335,7 +335,10 @@ def _event_columns(chosen: pl.DataFrame, origin_ns: int) -> pl.DataFrame:
         (
             plain_ids(pl.col("message_id"))
             & (pl.col("in_reply_to").fill_null("").eq("") | plain_ids(pl.col("in_reply_to")))
-            & pl.col("references").list.eval(plain_ids(pl.element())).list.all().fill_null(True)
+            & pl.col("references")
+            .list.eval(plain_ids(pl.element()).fill_null(False))  # a null item is no ID
+            .list.all()
+            .fill_null(True)
         )
         .fill_null(False)
         .alias("ids_checked"),
@@ -1017,8 +1020,9 @@ class Player:
         self._good_recipients = self.context.recipients
 
     def _send_taken(self, generation: int) -> None:
-        """Send the emails `_next_due` took. Between two of them a pause, seek or stop
-        takes effect as it did between emails taken one by one."""
+        """Send the emails `_next_due` took (at most _SEND_BATCH). Between two of them a
+        pause, seek or stop takes effect as it did between emails taken one by one; a
+        tracer started or an `on_sent` set meanwhile, from the next batch on."""
         taken, ctx = self._taken, self.context
         try:
             sender: EmailSender | None = ctx.sender

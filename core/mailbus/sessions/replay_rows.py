@@ -66,10 +66,11 @@ def email_rows(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 class SeenIds:
-    """The Message-IDs chosen most recently, at most `capacity` of them (oldest forgotten
-    first, a frame's worth at a time). A Python set: a frame's IDs are looked up in it
-    without hashing the remembered ones again, as polars' `is_in` would for every frame
-    (that cost the player 2 µs an email at 200,000 IDs: docs/benchmarks.md)."""
+    """The Message-IDs chosen most recently: at least the last `capacity` of them (the
+    oldest forgotten a frame's worth at a time, so up to a frame's more). A Python set:
+    a frame's IDs are looked up in it without hashing the remembered ones again, as
+    polars' `is_in` would for every frame (that cost the player 2 µs an email at
+    200,000 IDs: docs/benchmarks.md)."""
 
     def __init__(self, capacity: int = DEFAULT_SEEN_IDS) -> None:
         self.capacity = capacity
@@ -121,7 +122,11 @@ def choose_copies(
     rows of one time in two frames. The copies of an email that carry its
     Source-Timestamp then all lie in one frame, and only the copies without one (taken
     at each receiver's own time) can come in a later frame: only those are remembered
-    and checked in `seen` (checking every email cost the player more than choosing)."""
+    and checked in `seen` (checking every email cost the player more than choosing).
+    That takes every copy of an email to agree on having a Source-Timestamp or not, as
+    the recorder's copies do (its sender's event always has one, and a received copy
+    counts as an email's only with one); a session made otherwise may replay such an
+    email twice."""
     if emails.height == 0:
         return emails
     # One key orders the copies: the sender's first, then by event_index (unique in a
