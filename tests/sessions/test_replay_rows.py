@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mailbus.email_message import PLAIN_ID_MAX, plain_id
 from mailbus.sessions.player import plain_ids
-from mailbus.sessions.replay_rows import SeenIds, choose_copies, email_rows
+from mailbus.sessions.replay_rows import SeenHashes, SeenIds, choose_copies, email_rows
 
 
 def _rows(*rows: tuple[int, str, int | None, int, str, str | None]) -> pl.DataFrame:
@@ -27,7 +27,9 @@ def _rows(*rows: tuple[int, str, int | None, int, str, str | None]) -> pl.DataFr
     )
 
 
-def _chosen(frame: pl.DataFrame, seen: SeenIds, *, cut: bool = True) -> list[tuple[int, str]]:
+def _chosen(
+    frame: pl.DataFrame, seen: SeenIds | SeenHashes, *, cut: bool = True
+) -> list[tuple[int, str]]:
     chosen = choose_copies(email_rows(frame), seen, cut_between_times=cut)
     return list(zip(chosen["event_index"].to_list(), chosen["message_id"].to_list(), strict=True))
 
@@ -66,6 +68,32 @@ def test_without_frames_cut_between_times_every_chosen_id_is_checked() -> None:
     later = _rows((2, "email.received", 100, 900, "<a@x>", "message"))
     assert _chosen(first, seen, cut=False) == [(1, "<a@x>")]
     assert _chosen(later, seen, cut=False) == []
+
+
+def test_counting_by_hash_drops_a_later_copy_and_forgets_beyond_capacity() -> None:
+    """The index counts with SeenHashes: a copy in a later batch is not counted again
+    while its Message-ID's hash is remembered."""
+    seen = SeenHashes(capacity=2)
+    first = _rows(
+        (1, "message.published", 100, 101, "<a@x>", None),
+        (2, "message.published", 200, 201, "<b@x>", None),
+    )
+    later = _rows(
+        (3, "email.received", 100, 900, "<a@x>", "message"),
+        (4, "email.received", 300, 901, "<c@x>", "message"),
+    )
+    assert _chosen(first, seen, cut=False) == [(1, "<a@x>"), (2, "<b@x>")]
+    assert _chosen(later, seen, cut=False) == [(4, "<c@x>")]
+    assert len(seen) == 3  # at least the capacity: the first batch's two are kept
+    assert _chosen(_rows((5, "email.received", 100, 950, "<a@x>", "message")), seen) == []
+    newer = _rows(
+        (6, "message.published", 400, 401, "<d@x>", None),
+        (7, "message.published", 500, 501, "<e@x>", None),
+    )
+    assert len(_chosen(newer, seen, cut=False)) == 2
+    assert len(seen) == 2  # the two older batches forgotten
+    again = _rows((8, "email.received", 100, 990, "<a@x>", "message"))
+    assert _chosen(again, seen, cut=False) == [(8, "<a@x>")]
 
 
 def test_seen_ids_forget_the_oldest_frames_beyond_their_capacity() -> None:

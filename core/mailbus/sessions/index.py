@@ -60,7 +60,7 @@ from mailbus.sessions.reader import Session, SessionError, open_session
 from mailbus.sessions.replay_rows import (
     LIGHT_COLUMNS,
     TIME,
-    SeenIds,
+    SeenHashes,
     choose_copies,
     email_rows,
     time_expr,
@@ -518,7 +518,7 @@ def _hi(a: int | None, b: int) -> int:
 class IndexBuilder:
     """Builds an index row group by row group (the recorder feeds it as it writes; the
     reader when a session has none). Holds counts only, plus the Message-IDs of the last
-    emails counted (`SeenIds`), never rows."""
+    emails counted (`SeenHashes`), never rows."""
 
     def __init__(self, path: Path, base: SessionIndex | None = None) -> None:
         self.path = path
@@ -541,7 +541,7 @@ class IndexBuilder:
                     s.emails_last_ns,
                     Counter(s.histogram),
                 )
-        self.seen = SeenIds(BUILD_SEEN_IDS)
+        self.seen = SeenHashes(BUILD_SEEN_IDS)
         self._groups: list[RowGroup] = []  # of the part being added
         self._part_rows = 0
 
@@ -590,7 +590,7 @@ class IndexBuilder:
             acc.rows += int(n)
             acc.first_ns, acc.last_ns = _lo(acc.first_ns, int(lo)), _hi(acc.last_ns, int(hi))
             group_names.setdefault(int(g), []).append(str(name))
-        chosen = choose_copies(email_rows(frame), self.seen, ordered=False, by_hash=True)
+        chosen = choose_copies(email_rows(frame), self.seen, ordered=False)
         if chosen.height:
             per = chosen.group_by("name", "what").agg(
                 pl.len().alias("n"), pl.col(TIME).min().alias("lo"), pl.col(TIME).max().alias("hi")

@@ -101,12 +101,45 @@ class SeenIds:
         return [i not in remembered for i in ids]
 
 
+class SeenHashes:
+    """SeenIds for counting (the index): 64-bit hashes of the Message-IDs chosen most
+    recently, at least the last `capacity`, as polars Series, so that a batch of 262,144
+    rows is checked in one vectorised step. Two IDs whose hashes collide (odds about
+    10^-9 a batch) would cost one count."""
+
+    def __init__(self, capacity: int = DEFAULT_SEEN_IDS) -> None:
+        self.capacity = capacity
+        self._chunks: deque[pl.Series] = deque()
+        self._size = 0
+        self._merged: pl.Series | None = None
+
+    def __len__(self) -> int:
+        return self._size
+
+    def add(self, hashes: pl.Series) -> None:
+        if hashes.len() == 0 or self.capacity <= 0:
+            return
+        if hashes.len() > self.capacity:
+            hashes = hashes.tail(self.capacity)  # the latest: copies of an email lie together
+        self._chunks.append(hashes)
+        self._size += hashes.len()
+        while self._chunks and self._size - self._chunks[0].len() >= self.capacity:
+            self._size -= self._chunks.popleft().len()
+        self._merged = None
+
+    def series(self) -> pl.Series:
+        if self._merged is None:
+            self._merged = (
+                pl.concat(list(self._chunks)) if self._chunks else pl.Series([], dtype=pl.UInt64)
+            )
+        return self._merged
+
+
 def choose_copies(
     emails: pl.DataFrame,
-    seen: SeenIds,
+    seen: SeenIds | SeenHashes,
     *,
     ordered: bool = True,
-    by_hash: bool = False,
     cut_between_times: bool = False,
 ) -> pl.DataFrame:
     """One row per Message-ID of `emails` (rows from `email_rows`): the sender's event
@@ -114,12 +147,12 @@ def choose_copies(
     dropped (a copy of an email chosen earlier), the chosen ones added to it. With a
     `raw` column, each chosen row gets the raw bytes of the first received copy that has
     them (the sender's event has none). Sorted by (`_t`, event_index) when `ordered`.
-    `by_hash` groups by a 64-bit hash of the Message-ID instead of the string (faster;
-    for counting only: two IDs of one frame colliding, odds about 10^-9 for a frame of
-    262,144 rows, would cost one count).
+    With SeenHashes, copies are told apart by a 64-bit hash of the Message-ID instead of
+    the string (faster; for counting only: two IDs of one batch colliding, odds about
+    10^-9 for 262,144 rows, would cost one count).
 
-    `cut_between_times`: the frames come from `pages.time_ordered`, which never puts
-    rows of one time in two frames. The copies of an email that carry its
+    `cut_between_times` (with SeenIds): the frames come from `pages.time_ordered`, which
+    never puts rows of one time in two frames. The copies of an email that carry its
     Source-Timestamp then all lie in one frame, and only the copies without one (taken
     at each receiver's own time) can come in a later frame: only those are remembered
     and checked in `seen` (checking every email cost the player more than choosing).
@@ -134,25 +167,21 @@ def choose_copies(
     keyed = emails.with_columns(
         (pl.col("_received").cast(pl.Int64) * (1 << 62) + pl.col("event_index")).alias("_k")
     )
-    if by_hash:
+    if isinstance(seen, SeenHashes):
         keyed = keyed.with_columns(pl.col("message_id").hash().alias("_id"))
         best = keyed.group_by("_id").agg(pl.col("_k").min())
-        keyed = keyed.drop("_id")
+        chosen = keyed.join(best.select("_k"), on="_k", how="semi").drop("_k")
+        if len(seen):
+            chosen = chosen.filter(~pl.col("_id").is_in(seen.series().implode()))
+        seen.add(chosen.get_column("_id"))
+        chosen = chosen.drop("_id")
     else:
         best = keyed.group_by("message_id").agg(pl.col("_k").min())
-    chosen = keyed.join(best.select("_k"), on="_k", how="semi").drop("_k")
-    # The chosen rows that may be an email chosen in an earlier frame (None: all).
-    loose = chosen.get_column("source_ns").is_null() if cut_between_times else None
-    ids_column = chosen.get_column("message_id")
-    ids = (ids_column if loose is None else ids_column.filter(loose)).to_list()
-    if len(seen) and ids:
-        unseen = seen.unseen(ids)
-        if not all(unseen):
-            keep = pl.Series(unseen, dtype=pl.Boolean)
-            if loose is not None:  # the others are kept
-                keep = pl.Series([True] * chosen.height).scatter(loose.arg_true(), keep)
-            chosen = chosen.filter(keep)
-            ids = [i for i, new in zip(ids, unseen, strict=True) if new]
+        chosen = _unseen(
+            keyed.join(best.select("_k"), on="_k", how="semi").drop("_k"),
+            seen,
+            cut_between_times=cut_between_times,
+        )
     if "raw" in emails.columns and emails.get_column("raw").null_count() < emails.height:
         raws = (
             emails.filter(pl.col("_received") & pl.col("raw").is_not_null())
@@ -165,5 +194,22 @@ def choose_copies(
             .with_columns(pl.col("_raw").alias("raw"))
             .drop("_raw")
         )
-    seen.add(ids)
     return chosen.sort(TIME, "event_index") if ordered else chosen
+
+
+def _unseen(chosen: pl.DataFrame, seen: SeenIds, *, cut_between_times: bool) -> pl.DataFrame:
+    """`chosen` without the copies of emails in `seen`; the others remembered."""
+    # The chosen rows that may be an email chosen in an earlier frame (None: all).
+    loose = chosen.get_column("source_ns").is_null() if cut_between_times else None
+    ids_column = chosen.get_column("message_id")
+    ids = (ids_column if loose is None else ids_column.filter(loose)).to_list()
+    if len(seen) and ids:
+        unseen = seen.unseen(ids)
+        if not all(unseen):
+            keep = pl.Series(unseen, dtype=pl.Boolean)
+            if loose is not None:  # the others are kept
+                keep = pl.Series([True] * chosen.height).scatter(loose.arg_true(), keep)
+            chosen = chosen.filter(keep)
+            ids = [i for i, new in zip(ids, unseen, strict=True) if new]
+    seen.add(ids)
+    return chosen
