@@ -435,8 +435,9 @@ class Player:
     window and of the names replayed, and only the columns a replay needs) into a
     read-ahead buffer of at most `read_ahead` emails; the sending thread sends each on
     time. Memory holds that buffer, the row groups overlapping the time being read, and
-    the last `id_map_size` Message-ID mappings (docs/sessions.md, "Replay in bounded
-    memory"). `index` is the session's index (loaded, or built once, when not given).
+    at least the last `id_map_size` Message-ID mappings, at most twice as many
+    (docs/sessions.md, "Replay in bounded memory"). `index` is the session's index
+    (loaded, or built once, when not given).
     """
 
     def __init__(
