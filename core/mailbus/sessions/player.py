@@ -1022,39 +1022,14 @@ class Player:
 
     def _send_taken(self, generation: int) -> None:
         """Send the emails `_next_due` took (at most _SEND_BATCH). Between two of them a
-        pause, seek or stop takes effect as it did between emails taken one by one; a
-        tracer started or an `on_sent` set meanwhile, from the next batch on."""
+        pause, seek or stop takes effect as it did between emails taken one by one."""
         taken, ctx = self._taken, self.context
         try:
-            sender: EmailSender | None = ctx.sender
+            sender: EmailSender | None = ctx.sender  # once a batch: it was a lookup an email
         except ContextError:  # closed: _send says so for each email
             sender = None
-        if (
-            sender is None
-            or type(sender).send is not EmailSender.send
-            or ctx.tracer.active
-            or self.on_sent is not None
-        ):
-            send = self._send
-        else:
-            # What _send does, with what it looks up per email looked up once: the
-            # context was open at the start of this batch (a context closed during it
-            # fails the next batch's emails).
-            build, vouched, deliver = self.build_email, self._vouched, sender.deliver
-
-            def send(event: ReplayEvent) -> None:
-                try:
-                    email = build(event)
-                    if not vouched(email, event):
-                        self._validated(email, event)
-                    deliver(email)
-                except Exception as exc:  # a bad name, a closed or failing transport
-                    self._failed(event, exc)
-                    return
-                self.sent += 1
-                if event.truncated:
-                    self.truncated_bodies += 1
-
+        # EmailSender.send is validate() then deliver(): the player vouches for its own.
+        vouches = sender is not None and type(sender).send is EmailSender.send
         first = True
         while taken:
             try:
@@ -1065,7 +1040,9 @@ class Player:
                 self._put_back(event, generation)
                 break
             first = False
-            send(event)
+            email = self._send(event, sender, vouches=vouches)
+            if email is not None and (ctx.tracer.active or self.on_sent is not None):
+                self._report(event, email)
 
     def _failed(self, event: ReplayEvent, exc: Exception) -> None:
         self.errors += 1
@@ -1074,11 +1051,17 @@ class Player:
         if tracer.active:
             tracer.event(SessionKind.REPLAY_ERROR, name=event.name, detail=str(exc))
 
-    def _send(self, event: ReplayEvent) -> None:
+    def _send(
+        self, event: ReplayEvent, sender: EmailSender | None, *, vouches: bool
+    ) -> Email | None:
+        """Send `event`'s email with `sender` (the context's at the start of the batch;
+        None: it was closed), vouching for what the player built when `vouches`. The
+        email, None if it failed (counted and logged)."""
         try:
             email = self.build_email(event)
-            sender = self.context.sender
-            if type(sender).send is EmailSender.send:  # validate(), then deliver()
+            if sender is None:
+                sender = self.context.sender  # raises ContextError while closed
+            if vouches:
                 if not self._vouched(email, event):
                     self._validated(email, event)
                 sender.deliver(email)
@@ -1086,10 +1069,14 @@ class Player:
                 sender.send(email)
         except Exception as exc:  # a bad name, a closed or failing transport
             self._failed(event, exc)
-            return
+            return None
         self.sent += 1
         if event.truncated:
             self.truncated_bodies += 1
+        return email
+
+    def _report(self, event: ReplayEvent, email: Email) -> None:
+        """Tell the tracer and `on_sent` that `event` was replayed as `email`."""
         tracer = self.context.tracer
         if tracer.active:
             tracer.event(
